@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+)
+
+// ErrNotSupported is matched (with errors.Is) by every error that says this
+// host cannot provide a protection the sandbox needs. The error is an
+// *UnsupportedError that names the feature, what is missing and how to
+// enable it.
+var ErrNotSupported = errors.New("not supported on this host")
+
+// ErrInvalidOption is matched by every error about a wrong Options or Cmd
+// field. The error is an *OptionError naming the field.
+var ErrInvalidOption = errors.New("invalid option")
+
+// ErrNotFound is matched when the program to run does not exist inside the
+// sandbox or is not executable there. It is exec.ErrNotFound, so code written
+// for os/exec keeps working. The Result returned alongside has exit code 127
+// (not found) or 126 (found but not executable), as a shell would report.
+var ErrNotFound = exec.ErrNotFound
+
+// ErrSpawner is matched when the helper process that starts sandboxes died or
+// misbehaved. The next Run starts a new one.
+var ErrSpawner = errors.New("spawner failed")
+
+// UnsupportedError says which protection this host cannot provide, why, and
+// how to enable it. It matches ErrNotSupported.
+type UnsupportedError struct {
+	Feature string // e.g. "user namespaces"
+	Reason  string // what is missing, e.g. "user.max_user_namespaces is 0"
+	Hint    string // how to enable it
+	Err     error  // the underlying error, if any
+}
+
+func (e *UnsupportedError) Error() string {
+	s := "sandbox: " + e.Feature + " not available: " + e.Reason
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
+
+// Is reports whether target is ErrNotSupported.
+func (e *UnsupportedError) Is(target error) bool { return target == ErrNotSupported }
+
+// Unwrap returns the underlying error.
+func (e *UnsupportedError) Unwrap() error { return e.Err }
+
+// OptionError is a wrong option or Cmd field. It matches ErrInvalidOption.
+type OptionError struct {
+	Option string // the field, e.g. "Options.Binds[1].Target" or "Cmd.Dir"
+	Value  string // the offending value, quoted in the message
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("sandbox: %s %q: %s", e.Option, e.Value, e.Reason)
+}
+
+// Is reports whether target is ErrInvalidOption.
+func (e *OptionError) Is(target error) bool { return target == ErrInvalidOption }
+
+// SetupError is a failure while building the sandbox, reported by the
+// in-sandbox init with the stage it was in. Err is the system call's
+// syscall.Errno where there was one, so errors.Is(err, unix.EPERM) works
+// across the process boundary.
+type SetupError struct {
+	Stage string // e.g. "mount", "pivot_root", "exec"
+	Op    string // the operation, e.g. "bind", "mkdir"
+	Path  string // the path involved, if any
+	Err   error
+}
+
+func (e *SetupError) Error() string {
+	s := "sandbox: " + e.Stage
+	if e.Op != "" {
+		s += ": " + e.Op
+	}
+	if e.Path != "" {
+		s += " " + e.Path
+	}
+	return s + ": " + e.Err.Error()
+}
+
+// Unwrap returns the underlying error, usually a syscall.Errno.
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// ExitError is what Result.Err returns for a program that did not exit 0.
+type ExitError struct {
+	Result *Result
+}
+
+func (e *ExitError) Error() string {
+	r := e.Result
+	switch r.Outcome {
+	case Exited:
+		return fmt.Sprintf("exit status %d", r.ExitCode)
+	case Signaled:
+		return "signal: " + r.Signal.String()
+	default:
+		return r.Outcome.String()
+	}
+}
+
+// ExitCode returns the program's exit code, or -1 if it did not exit.
+func (e *ExitError) ExitCode() int { return e.Result.ExitCode }

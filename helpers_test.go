@@ -1,0 +1,210 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Helper programs, the os/exec way: the test binary re-run with
+// SBXTEST_HELPER=name runs one of these instead of the tests. Inside a
+// sandbox the binary is bound at helperPath.
+const helperEnv = "SBXTEST_HELPER"
+
+// helperPath is where sandboxHelper binds the test binary inside a sandbox.
+const helperPath = "/opt/sbxtest/helper"
+
+var helpers = map[string]func(args []string) int{
+	// netifs prints each network interface and whether it is up.
+	"netifs": func([]string) int {
+		ifs, err := net.Interfaces()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for _, i := range ifs {
+			fmt.Printf("%s up=%v\n", i.Name, i.Flags&net.FlagUp != 0)
+		}
+		return 0
+	},
+	// fds prints the open fds other than the one used to list them.
+	"fds": func([]string) int {
+		fd, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		buf := make([]byte, 4096)
+		var fds []string
+		for {
+			n, err := unix.Getdents(fd, buf)
+			if err != nil || n <= 0 {
+				break
+			}
+			_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+			for _, name := range names {
+				if name != strconv.Itoa(fd) {
+					fds = append(fds, name)
+				}
+			}
+		}
+		sort.Strings(fds)
+		fmt.Println(strings.Join(fds, " "))
+		return 0
+	},
+	// env prints the environment, one variable a line.
+	"env": func([]string) int {
+		for _, kv := range os.Environ() {
+			fmt.Println(kv)
+		}
+		return 0
+	},
+	// segv dies of SIGSEGV with the default action, bypassing the Go
+	// runtime's handler, as a crashing C program would.
+	"segv": func([]string) int {
+		var act [4]uint64 // struct sigaction with SIG_DFL
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGSEGV), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+		var p *int
+		fmt.Println(*p)
+		return 0
+	},
+	// caller runs a sandboxed "sleep N.25" from a host process, prints
+	// "ready" once it runs and waits to be killed. (The marker N.25 is not
+	// in the caller's own command line.)
+	"caller": func(args []string) int {
+		s := New(Options{InProcess: len(args) > 1 && args[1] == "inprocess"})
+		marker := args[0] + ".25"
+		go func() {
+			_, err := s.Run(context.Background(), Command("/bin/sleep", marker))
+			fmt.Println("Run returned:", err)
+		}()
+		if !waitFor(func() bool { return len(hostProcesses(marker)) > 0 }) {
+			fmt.Println("sandboxed sleep never appeared")
+			return 1
+		}
+		fmt.Println("ready")
+		select {}
+	},
+}
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(helperEnv); name != "" {
+		h := helpers[name]
+		if h == nil {
+			fmt.Fprintf(os.Stderr, "no helper %q\n", name)
+			os.Exit(2)
+		}
+		os.Exit(h(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+var probeOnce struct {
+	sync.Once
+	r   *ProbeReport
+	err error
+}
+
+// requireSandbox skips the test when this host cannot build sandboxes, and
+// says which layer is missing.
+func requireSandbox(t testing.TB) {
+	t.Helper()
+	probeOnce.Do(func() { probeOnce.r, probeOnce.err = Probe() })
+	if probeOnce.err != nil {
+		t.Fatalf("Probe: %v", probeOnce.err)
+	}
+	if !probeOnce.r.CanRun() {
+		t.Skipf("this host cannot build sandboxes:\n%s", probeOnce.r)
+	}
+}
+
+var helperCopy struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// helperBind returns a Bind that puts a copy of the test binary at
+// helperPath, readable by the sandbox's host uid.
+func helperBind(t testing.TB) Bind {
+	t.Helper()
+	helperCopy.Do(func() {
+		dir, err := os.MkdirTemp("", "sbxtest-helper-")
+		if err != nil {
+			helperCopy.err = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		helperCopy.path = filepath.Join(dir, "helper")
+		helperCopy.err = copyFile("/proc/self/exe", helperCopy.path, 0o755)
+	})
+	if helperCopy.err != nil {
+		t.Fatalf("copy test binary: %v", helperCopy.err)
+	}
+	return Bind{Source: helperCopy.path, Target: helperPath}
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// helperCmd runs helper name inside the sandbox.
+func helperCmd(name string, args ...string) *Cmd {
+	c := Command(helperPath, args...)
+	c.Env = []string{helperEnv + "=" + name}
+	return c
+}
+
+// hostProcesses lists host pids whose command line contains marker.
+func hostProcesses(marker string) []int {
+	var pids []int
+	des, _ := os.ReadDir("/proc")
+	for _, de := range des {
+		pid, err := strconv.Atoi(de.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", de.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), marker) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}

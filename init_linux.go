@@ -1,0 +1,255 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/fumehood/sandbox/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// The in-sandbox init: pid 1 of the new namespaces, running as the sandbox
+// user with initCaps (inside its user namespace only). It builds the
+// filesystem, pivots into it, sets the hostname, brings loopback up, resets
+// the inherited process state, drops every capability, sets no_new_privs and
+// execs the program in its own place.
+//
+// The init does not stay as pid 1 to fork the program: the program becomes
+// pid 1. Measured on the CI machine, keeping a Go init as reaper brought no
+// gain in start latency (research/perf-anchors.md, "full-init") and would
+// leave a privileged-looking Go process beside untrusted code. With the
+// program as pid 1, its exit makes the kernel kill everything else in the
+// namespace at once, and the host binary is gone from the sandbox the moment
+// the program starts. The cost: signals the program sends itself without a
+// handler are ignored, as for any pid 1, and orphans are reaped only when it
+// exits.
+
+// initError is a failed step of the init, sent to the parent as a
+// wire.SetupError.
+type initError struct {
+	Stage, Op, Path string
+	Err             error
+}
+
+func (e *initError) Error() string { return e.Stage + ": " + e.Op + " " + e.Path + ": " + e.Err.Error() }
+
+// initConnFd is the init's end of its socket pair with the parent.
+const initConnFd = 3
+
+// initMain never returns.
+func initMain() {
+	conn := os.NewFile(initConnFd, "init-conn")
+	var cfg wire.Config
+	data, err := io.ReadAll(conn)
+	if err == nil {
+		err = json.Unmarshal(data, &cfg)
+	}
+	if err != nil {
+		initFail(conn, &initError{Stage: "config", Op: "read", Err: err})
+	}
+	prog, err := setupSandbox(&cfg)
+	if err != nil {
+		initFail(conn, err)
+	}
+	err = unix.Exec(prog, cfg.Args, cfg.Env)
+	initFail(conn, &initError{Stage: "exec", Op: "execve", Path: prog, Err: err})
+}
+
+// initFail reports err to the parent and exits.
+func initFail(conn *os.File, err error) {
+	se := &wire.SetupError{Stage: "init", Text: err.Error()}
+	var ie *initError
+	if errors.As(err, &ie) {
+		se = &wire.SetupError{Stage: ie.Stage, Op: ie.Op, Path: ie.Path, Errno: errnoOf(ie.Err), Text: ie.Err.Error()}
+	}
+	msg, _ := json.Marshal(se)
+	conn.Write(msg)
+	os.Exit(125)
+}
+
+// setupSandbox does every step before the exec and returns the program's
+// path inside the sandbox.
+func setupSandbox(cfg *wire.Config) (string, error) {
+	// Before dumpable is cleared: afterwards /proc/self belongs to root.
+	if err := resetOOMScore(); err != nil {
+		return "", err
+	}
+	// Non-dumpable: nothing may ptrace the init or open its /proc files.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return "", &initError{Stage: "process", Op: "prctl PR_SET_DUMPABLE", Err: err}
+	}
+	if err := buildRoot(cfg); err != nil {
+		return "", err
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return "", &initError{Stage: "hostname", Op: "sethostname", Path: cfg.Hostname, Err: err}
+	}
+	if err := loopbackUp(); err != nil {
+		return "", err
+	}
+	if err := setRlimits(cfg.NoFile); err != nil {
+		return "", err
+	}
+	if err := enterDir(cfg.Dir); err != nil {
+		return "", err
+	}
+	prog, err := lookPath(cfg.Path, cfg.Env)
+	if err != nil {
+		return "", err
+	}
+	if err := dropPrivileges(); err != nil {
+		return "", err
+	}
+	// Only 0-2 may reach the program; the parent socket closes on exec,
+	// which tells the parent the program runs.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return "", &initError{Stage: "process", Op: "close_range", Err: err}
+	}
+	return prog, nil
+}
+
+// resetOOMScore undoes a negative oom_score_adj inherited from a supervisor
+// (-1000 would make the sandbox unkillable by the OOM killer).
+func resetOOMScore() error {
+	const p = "/proc/self/oom_score_adj"
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return &initError{Stage: "process", Op: "read", Path: p, Err: err}
+	}
+	if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v >= 0 {
+		return nil
+	}
+	if err := os.WriteFile(p, []byte("0"), 0); err != nil {
+		return &initError{Stage: "process", Op: "write", Path: p, Err: err}
+	}
+	return nil
+}
+
+// loopbackUp sets IFF_UP on lo, the only interface of the new network
+// namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return &initError{Stage: "network", Op: "socket", Err: err}
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err == nil {
+		err = unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr)
+	}
+	if err == nil {
+		ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+		err = unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+	}
+	if err != nil {
+		return &initError{Stage: "network", Op: "bring lo up", Err: err}
+	}
+	return nil
+}
+
+func setRlimits(nofile uint64) error {
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return &initError{Stage: "rlimit", Op: "RLIMIT_CORE", Err: err}
+	}
+	// syscall.Setrlimit, not unix's: it also stops the Go runtime from
+	// restoring its saved soft limit on exec.
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: nofile, Max: nofile}); err != nil {
+		return &initError{Stage: "rlimit", Op: "RLIMIT_NOFILE (Options.MaxOpenFiles)", Path: strconv.FormatUint(nofile, 10), Err: err}
+	}
+	return nil
+}
+
+// enterDir changes to the working directory and checks that it lies inside
+// the new root (a path outside it reads back as "(unreachable)/...").
+func enterDir(dir string) error {
+	if err := unix.Chdir(dir); err != nil {
+		return &initError{Stage: "chdir", Op: "chdir (Cmd.Dir)", Path: dir, Err: err}
+	}
+	wd, err := unix.Getwd()
+	if err != nil || !path.IsAbs(wd) {
+		return &initError{Stage: "chdir", Op: "check Cmd.Dir inside the root", Path: dir, Err: unix.EXDEV}
+	}
+	return nil
+}
+
+// lookPath finds the program inside the sandbox: a name with a slash as is,
+// otherwise the first executable regular file of that name in PATH. ENOENT
+// means not found, EACCES found but not executable.
+func lookPath(name string, env []string) (string, error) {
+	candidates := []string{name}
+	if !strings.Contains(name, "/") {
+		candidates = nil
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+				for _, dir := range strings.Split(v, ":") {
+					if dir == "" {
+						dir = "."
+					}
+					candidates = append(candidates, path.Join(dir, name))
+				}
+			}
+		}
+	}
+	errno := unix.ENOENT
+	for _, c := range candidates {
+		var st unix.Stat_t
+		if unix.Stat(c, &st) != nil {
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || unix.Access(c, unix.X_OK) != nil {
+			errno = unix.EACCES
+			continue
+		}
+		return c, nil
+	}
+	return "", &initError{Stage: "exec", Op: "look up program", Path: name, Err: errno}
+}
+
+// dropPrivileges empties every capability set of this thread (the one
+// that execs), sets no_new_privs, and re-arms the parent-death signal.
+func dropPrivileges() error {
+	last, err := lastCap()
+	if err != nil {
+		return err
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return &initError{Stage: "capabilities", Op: "drop bounding set", Path: strconv.Itoa(c), Err: err}
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return &initError{Stage: "capabilities", Op: "clear ambient set", Err: err}
+	}
+	var data [2]unix.CapUserData
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return &initError{Stage: "capabilities", Op: "capset", Err: err}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return &initError{Stage: "capabilities", Op: "prctl PR_SET_NO_NEW_PRIVS", Err: err}
+	}
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return &initError{Stage: "process", Op: "prctl PR_SET_PDEATHSIG", Err: err}
+	}
+	return nil
+}
+
+func lastCap() (int, error) {
+	const p = "/proc/sys/kernel/cap_last_cap"
+	b, err := os.ReadFile(p)
+	if err == nil {
+		var n int
+		if n, err = strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return n, nil
+		}
+	}
+	return 0, &initError{Stage: "capabilities", Op: "read", Path: p, Err: err}
+}

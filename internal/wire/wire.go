@@ -1,0 +1,71 @@
+// Package wire holds the messages that cross process boundaries: the run
+// configuration the caller hands to the in-sandbox init, the setup error the
+// init hands back, and the requests and replies between the caller and its
+// spawner. Both ends are the same binary, so JSON is enough.
+package wire
+
+// Config is everything the in-sandbox init needs to build the sandbox and
+// start the program. It is sent over the init's inherited socket, never argv.
+type Config struct {
+	Path     string   // the program, as the caller named it
+	Args     []string // argv, Args[0] included
+	Env      []string // the complete environment of the program
+	Dir      string   // working directory inside the sandbox
+	Hostname string
+
+	Rootfs        string // host directory used as the root's source; "" = host binds
+	Workspace     string // host directory bound read-write at /workspace; "" = tmpfs
+	WorkspaceSize int64  // bytes, for the tmpfs workspace
+	TmpSize       int64  // bytes
+	Binds         []Bind
+	NoFile        uint64 // RLIMIT_NOFILE
+
+	HostUID, HostGID int // the host ids the sandbox user maps to
+}
+
+// Bind is one extra bind mount.
+type Bind struct {
+	Source, Target string
+	Writable       bool
+}
+
+// SetupError is a failure inside the init, carried with its errno so the
+// caller can rebuild an error that errors.Is matches to syscall.Errno values.
+type SetupError struct {
+	Stage string // which step: "mount", "pivot_root", "exec", ...
+	Op    string // the system call or operation
+	Path  string // the path involved, if any
+	Errno int    // 0 when the error was not a system call's
+	Text  string // the message when Errno is 0
+}
+
+// Request is a message from the caller to its spawner. Start requests carry
+// three fds (stdin, stdout, stderr) as SCM_RIGHTS.
+type Request struct {
+	ID     uint64
+	Kill   bool    // kill the run ID instead of starting one
+	Config *Config `json:",omitempty"`
+}
+
+// Reply kinds.
+const (
+	Started = "started" // the program has been exec'd
+	Failed  = "failed"  // setup failed; Err says why
+	Exited  = "exited"  // the sandbox's init has been reaped
+)
+
+// Reply is a message from the spawner to the caller.
+type Reply struct {
+	ID   uint64
+	Kind string
+	Err  *SetupError `json:",omitempty"`
+	Exit *Exit       `json:",omitempty"`
+}
+
+// Exit is how the sandbox's init ended and what it used.
+type Exit struct {
+	Status    uint32 // the raw wait status
+	UserNS    int64  // user CPU time in nanoseconds
+	SysNS     int64  // system CPU time in nanoseconds
+	MaxRSSKiB int64
+}

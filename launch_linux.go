@@ -1,0 +1,128 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/fumehood/sandbox/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// handle is one sandbox as its starter sees it: in the process that cloned
+// its init, or in the caller on the other side of the spawner.
+//
+// The init protocol, over the socket pair whose child end is the init's fd 3:
+//
+//	parent                               init (pid 1 of the new namespaces)
+//	clone + id maps + exec (os/exec)  →
+//	wire.Config as JSON, then SHUT_WR →  reads until EOF, builds the sandbox
+//	                                  ←  on failure: wire.SetupError as JSON, exit 125
+//	                                  ←  on success: nothing; the fd is close-on-exec,
+//	                                     so the program's execve closes it (EOF)
+//	wait4 → wire.Exit
+type handle struct {
+	ready chan *wire.SetupError // receives one value: nil once the program runs
+	done  chan wire.Exit        // receives one value when the init has been reaped
+	kill  func()                // kills the init, and so every process of the sandbox
+	lost  error                 // set before done when the spawner died under the run
+}
+
+func newHandle(kill func()) *handle {
+	return &handle{ready: make(chan *wire.SetupError, 1), done: make(chan wire.Exit, 1), kill: kill}
+}
+
+// launch clones and starts the init of one sandbox with the given stdio.
+// It returns once the init is running; ready and done report the rest.
+func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire.SetupError) {
+	exe, err := selfExe(inProcess)
+	if err != nil {
+		return nil, &wire.SetupError{Stage: "start", Op: "seal executable", Text: err.Error(), Errno: errnoOf(err)}
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: errnoOf(err)}
+	}
+	parent, child := os.NewFile(uintptr(fds[0]), "init-parent"), os.NewFile(uintptr(fds[1]), "init-child")
+	cmd := &exec.Cmd{
+		Path:        exe,
+		Args:        []string{"sandbox-init"},
+		Env:         []string{roleEnv + "=" + roleInit},
+		Stdin:       stdio[0],
+		Stdout:      stdio[1],
+		Stderr:      stdio[2],
+		ExtraFiles:  []*os.File{child},
+		SysProcAttr: sysProcAttr(cfg.HostUID, cfg.HostGID),
+	}
+	err = cmd.Start()
+	child.Close()
+	if err != nil {
+		parent.Close()
+		return nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()}
+	}
+	// Killing pid 1 makes the kernel kill every other process in its PID
+	// namespace, daemons included.
+	h := newHandle(func() { cmd.Process.Kill() })
+	go func() {
+		h.ready <- handshake(parent, cfg)
+		parent.Close()
+		cmd.Wait() // the status is in ProcessState whatever the error
+		h.done <- exitOf(cmd.ProcessState)
+	}()
+	return h, nil
+}
+
+func handshake(conn *os.File, cfg *wire.Config) *wire.SetupError {
+	msg, err := json.Marshal(cfg)
+	if err == nil {
+		_, err = conn.Write(msg)
+	}
+	if err == nil {
+		err = unix.Shutdown(int(conn.Fd()), unix.SHUT_WR)
+	}
+	if err != nil {
+		return &wire.SetupError{Stage: "start", Op: "send config", Errno: errnoOf(err), Text: err.Error()}
+	}
+	reply, err := io.ReadAll(conn)
+	switch {
+	case err != nil:
+		return &wire.SetupError{Stage: "start", Op: "read init status", Errno: errnoOf(err), Text: err.Error()}
+	case len(reply) == 0:
+		return nil
+	}
+	var se wire.SetupError
+	if err := json.Unmarshal(reply, &se); err != nil {
+		return &wire.SetupError{Stage: "start", Op: "read init status", Text: "malformed reply: " + string(reply)}
+	}
+	return &se
+}
+
+func exitOf(ps *os.ProcessState) wire.Exit {
+	var e wire.Exit
+	if ps == nil {
+		return e
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		e.Status = uint32(ws)
+	}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		e.UserNS = ru.Utime.Nano()
+		e.SysNS = ru.Stime.Nano()
+		e.MaxRSSKiB = ru.Maxrss
+	}
+	return e
+}
+
+// errnoOf finds the system call error in err's chain, or 0.
+func errnoOf(err error) int {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return int(errno)
+	}
+	return 0
+}

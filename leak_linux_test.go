@@ -1,0 +1,85 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// snapshot is what a run could leak on the host side.
+type snapshot struct {
+	fds, spawnerFds, goroutines, mounts, spawnerMounts, tempEntries, spawnerChildren int
+}
+
+func countDir(dir string) int {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
+	}
+	return len(des)
+}
+
+func countLines(file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return -1
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func takeSnapshot(t *testing.T) snapshot {
+	t.Helper()
+	spawner.mu.Lock()
+	pid := spawner.c.pid
+	spawner.mu.Unlock()
+	children := 0
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		children += len(strings.Fields(string(b)))
+	}
+	// Goroutines of finished runs exit shortly after Run returns.
+	base := runtime.NumGoroutine()
+	for i := 0; i < 50 && base > 2; i++ {
+		time.Sleep(10 * time.Millisecond)
+		base = runtime.NumGoroutine()
+	}
+	return snapshot{
+		fds:             countDir("/proc/self/fd"),
+		spawnerFds:      countDir(fmt.Sprintf("/proc/%d/fd", pid)),
+		goroutines:      base,
+		mounts:          countLines("/proc/self/mountinfo"),
+		spawnerMounts:   countLines(fmt.Sprintf("/proc/%d/mountinfo", pid)),
+		tempEntries:     countDir(os.TempDir()),
+		spawnerChildren: children,
+	}
+}
+
+func TestThousandRunsLeakNothing(t *testing.T) {
+	requireSandbox(t)
+	s := New(Options{})
+	ctx := context.Background()
+	if _, err := s.Run(ctx, Command("true")); err != nil { // start the spawner
+		t.Fatal(err)
+	}
+	before := takeSnapshot(t)
+	for i := range 1000 {
+		res, err := s.Run(ctx, Command("/bin/true"))
+		if err != nil || !res.Success() {
+			t.Fatalf("run %d: %v %+v", i, err, res)
+		}
+	}
+	after := takeSnapshot(t)
+	if after != before {
+		t.Errorf("after 1,000 runs: %+v\nbefore:            %+v", after, before)
+	}
+	if after.spawnerChildren != 0 {
+		t.Errorf("spawner still has %d children", after.spawnerChildren)
+	}
+}

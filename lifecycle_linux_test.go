@@ -1,0 +1,231 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests look from outside: how runs end, and that nothing is left.
+
+func TestExitStatusIsData(t *testing.T) {
+	requireSandbox(t)
+	res := run(t, Options{}, Command("/bin/sh", "-c", "echo out; echo err >&2; exit 7"))
+	if res.Outcome != Exited || res.ExitCode != 7 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
+		t.Errorf("got %v %d %q %q, want exited 7 with its output", res.Outcome, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	var ee *ExitError
+	if err := res.Err(); !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Errorf("Result.Err() = %v, want an *ExitError with code 7", err)
+	}
+	if res.WallTime <= 0 || res.CPUTime() <= 0 {
+		t.Errorf("wall %v cpu %v, want both measured", res.WallTime, res.CPUTime())
+	}
+}
+
+func TestCrashIsSignaled(t *testing.T) {
+	requireSandbox(t)
+	res := run(t, Options{Binds: []Bind{helperBind(t)}}, helperCmd("segv"))
+	if res.Outcome != Signaled || res.Signal != syscall.SIGSEGV || res.ExitCode != -1 {
+		t.Errorf("got %v signal %v code %d, want signaled SIGSEGV", res.Outcome, res.Signal, res.ExitCode)
+	}
+}
+
+func TestMissingExecutable(t *testing.T) {
+	requireSandbox(t)
+	res, err := New(Options{}).Run(context.Background(), Command("no-such-program-xyz", "arg"))
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(fmt.Sprint(err), "no-such-program-xyz") {
+		t.Errorf("err = %v, want ErrNotFound naming the program", err)
+	}
+	if res == nil || res.ExitCode != 127 {
+		t.Errorf("result = %+v, want exit code 127", res)
+	}
+	res, err = New(Options{}).Run(context.Background(), Command("/etc/passwd"))
+	if !errors.Is(err, os.ErrPermission) || res == nil || res.ExitCode != 126 {
+		t.Errorf("non-executable: err = %v, result %+v, want a permission error and exit code 126", err, res)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	cases := []struct {
+		opts   Options
+		option string
+	}{
+		{Options{Rootfs: "relative/dir"}, "Options.Rootfs"},
+		{Options{Rootfs: "/no/such/dir"}, "Options.Rootfs"},
+		{Options{Workspace: file}, "Options.Workspace"},
+		{Options{TmpSize: -1}, "Options.TmpSize"},
+		{Options{OutputLimit: -5}, "Options.OutputLimit"},
+		{Options{Binds: []Bind{{Source: "/usr", Target: "/proc/x"}}}, "Options.Binds[0].Target"},
+		{Options{Binds: []Bind{{Source: "/usr"}, {Source: "/no/such/path"}}}, "Options.Binds[1].Source"},
+		{Options{Binds: []Bind{{Source: "/usr", Target: "/a/../b"}}}, "Options.Binds[0].Target"},
+		{Options{Env: []string{"NOEQUALS"}}, "Options.Env[0]"},
+		{Options{Hostname: "a/b"}, "Options.Hostname"},
+		{Options{HostUID: -1}, "Options.HostUID"},
+	}
+	for _, c := range cases {
+		s := New(c.opts)
+		_, err := s.Run(context.Background(), Command("true"))
+		var oe *OptionError
+		if !errors.Is(err, ErrInvalidOption) || !errors.As(err, &oe) || oe.Option != c.option || s.Err() != err {
+			t.Errorf("%+v: err = %v, want an OptionError naming %s", c.opts, err, c.option)
+		}
+	}
+	cmds := []struct {
+		cmd    *Cmd
+		option string
+	}{
+		{&Cmd{}, "Cmd.Path"},
+		{&Cmd{Path: "true", Dir: "relative"}, "Cmd.Dir"},
+		{&Cmd{Path: "true", Env: []string{"=x"}}, "Cmd.Env[0]"},
+		{nil, "Cmd"},
+	}
+	for _, c := range cmds {
+		_, err := New(Options{}).Run(context.Background(), c.cmd)
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Option != c.option {
+			t.Errorf("%+v: err = %v, want an OptionError naming %s", c.cmd, err, c.option)
+		}
+	}
+}
+
+func TestCmdNotReusable(t *testing.T) {
+	requireSandbox(t)
+	cmd := Command("true")
+	s := New(Options{})
+	if _, err := s.Run(context.Background(), cmd); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(context.Background(), cmd); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("second Run of a Cmd: err = %v, want ErrInvalidOption", err)
+	}
+}
+
+func TestStdinAndStreams(t *testing.T) {
+	requireSandbox(t)
+	cmd := Command("/bin/sh", "-c", "cat; echo done >&2")
+	cmd.Stdin = strings.NewReader("from stdin\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	res := run(t, Options{}, cmd)
+	if string(res.Stdout) != "from stdin\n" || stderr.String() != "done\n" || len(res.Stderr) != 0 || res.StderrBytes != 5 {
+		t.Errorf("stdout %q, streamed stderr %q, captured stderr %q (%d bytes)", res.Stdout, stderr.String(), res.Stderr, res.StderrBytes)
+	}
+}
+
+// marker makes a unique sleep argument to find a run's processes on the host.
+func marker(t *testing.T) string {
+	return fmt.Sprintf("9%d%06d", os.Getpid()%1000, time.Now().UnixNano()%1e6)
+}
+
+func TestTimeoutKillsDaemons(t *testing.T) {
+	requireSandbox(t)
+	m := marker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	// A daemon (new session, double fork) and a plain background child.
+	script := fmt.Sprintf(`setsid sh -c '(sleep %[1]s &)' ; sleep %[1]s & echo started; sleep %[1]s`, m)
+	res, err := New(Options{}).Run(ctx, Command("/bin/sh", "-c", script))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	if res == nil || res.Outcome != Timeout || string(res.Stdout) != "started\n" {
+		t.Fatalf("result = %+v, want timeout with the partial output", res)
+	}
+	if pids := hostProcesses(m); len(pids) != 0 {
+		t.Errorf("processes of the run left after Run returned: %v", pids)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	requireSandbox(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	res, err := New(Options{}).Run(ctx, Command("/bin/sh", "-c", "echo partial; sleep 30"))
+	if !errors.Is(err, context.Canceled) || res == nil || res.Outcome != Canceled || string(res.Stdout) != "partial\n" {
+		t.Errorf("err = %v, result = %+v, want canceled with the partial output", err, res)
+	}
+	if _, err := New(Options{}).Run(ctx, Command("true")); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run with a done ctx: err = %v, want Canceled", err)
+	}
+}
+
+func TestParentKilledLeavesNothing(t *testing.T) {
+	requireSandbox(t)
+	for _, mode := range []string{"spawner", "inprocess"} {
+		t.Run(mode, func(t *testing.T) {
+			m := marker(t)
+			cmd := exec.Command("/proc/self/exe", m, mode)
+			cmd.Env = append(os.Environ(), helperEnv+"=caller")
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if line != "ready\n" {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("caller said %q", line)
+			}
+			cmd.Process.Kill() // SIGKILL: no chance to clean up
+			cmd.Wait()
+			if !waitFor(func() bool { return len(hostProcesses(m+".25")) == 0 }) {
+				t.Errorf("sandbox processes outlived their killed caller: %v", hostProcesses(m+".25"))
+			}
+		})
+	}
+}
+
+func TestOutputFlood(t *testing.T) {
+	requireSandbox(t)
+	const flood = 1 << 30
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res := run(t, Options{OutputLimit: 1 << 20}, Command("/bin/sh", "-c", fmt.Sprintf("head -c %d /dev/zero; echo tail", flood)))
+	runtime.ReadMemStats(&after)
+	if !res.StdoutTruncated || res.StdoutBytes != flood+5 || !bytes.HasSuffix(res.Stdout, []byte("\x00tail\n")) {
+		t.Errorf("truncated %v, counted %d, kept %d bytes ending %q", res.StdoutTruncated, res.StdoutBytes, len(res.Stdout), res.Stdout[len(res.Stdout)-6:])
+	}
+	if n := len(res.Stdout); n > 1<<20+100 {
+		t.Errorf("kept %d bytes, more than the limit", n)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("draining a 1 GiB flood allocated %d MiB on the host", alloc>>20)
+	}
+}
+
+func TestConcurrentRuns(t *testing.T) {
+	requireSandbox(t)
+	s := New(Options{})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 4 {
+				want := fmt.Sprintf("%d-%d", i, j)
+				res, err := s.Run(context.Background(), Command("echo", want))
+				if err != nil || string(res.Stdout) != want+"\n" {
+					t.Errorf("run %s: err %v, stdout %q", want, err, res.Stdout)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,530 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+
+	"github.com/fumehood/sandbox/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// stagingDir is where the new root is attached before pivot_root. Every
+// source is opened before that, so what it hides does not matter.
+const stagingDir = "/tmp"
+
+// hostSystemDirs are the host directories bound read-only (or recreated as
+// symlinks, on merged-/usr systems) when no Rootfs is given.
+var hostSystemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// rootfsSkip are top-level entries of a caller's rootfs that the sandbox
+// provides itself or leaves out.
+var rootfsSkip = map[string]bool{"proc": true, "dev": true, "sys": true, "tmp": true, "run": true,
+	"etc": true, "workspace": true, "lost+found": true}
+
+// devices are the host device nodes bound into /dev.
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// Paths in /proc hidden the way runc hides them: files behind /dev/null,
+// directories behind an empty read-only tmpfs, and trees made read-only.
+var (
+	procMaskedFiles = []string{"kcore", "keys", "latency_stats", "timer_list", "timer_stats", "sched_debug"}
+	procMaskedDirs  = []string{"acpi", "asound", "scsi"}
+	procReadOnly    = []string{"bus", "fs", "irq", "sys", "sysrq-trigger"}
+)
+
+const (
+	roAttrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	rwAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+)
+
+// entry is one top-level entry of the new root taken from the host or rootfs.
+type entry struct {
+	name string
+	link string // symlink target, recreated as is
+	fd   int    // O_PATH fd of a directory or file to bind, when link is ""
+}
+
+// rootBuilder assembles the sandbox's filesystem.
+type rootBuilder struct {
+	cfg    *wire.Config
+	rootfs int   // the caller's rootfs directory, when Rootfs is set
+	root   int   // the new root's mount
+	fds    []int // closed when done
+}
+
+// buildRoot builds the new root and pivots into it.
+func buildRoot(cfg *wire.Config) error {
+	b := &rootBuilder{cfg: cfg, root: -1}
+	defer b.closeAll()
+	var err error
+	// The init opens the caller's paths with the sandbox's host uid: what
+	// that uid cannot reach cannot be bound.
+	if cfg.Rootfs != "" {
+		if b.rootfs, err = b.open(cfg.Rootfs, "open source (Options.Rootfs)"); err != nil {
+			return err
+		}
+	}
+	// Open every source first: afterwards the staging mount hides part of
+	// the host tree, and fds cannot be redirected by later path changes.
+	entries, err := b.systemEntries()
+	if err != nil {
+		return err
+	}
+	devs := make([]int, len(devices))
+	for i, d := range devices {
+		if devs[i], err = b.open("/dev/"+d, "open source"); err != nil {
+			return err
+		}
+	}
+	binds := make([]int, len(cfg.Binds))
+	for i, bd := range cfg.Binds {
+		if binds[i], err = b.open(bd.Source, fmt.Sprintf("open source (Options.Binds[%d])", i)); err != nil {
+			return err
+		}
+	}
+	workspace := -1
+	if cfg.Workspace != "" {
+		if workspace, err = b.open(cfg.Workspace, "open source (Options.Workspace)"); err != nil {
+			return err
+		}
+	}
+	etcSrc, err := b.etcSources()
+	if err != nil {
+		return err
+	}
+
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return &initError{Stage: "mount", Op: "make / private", Err: err}
+	}
+	if b.root, err = newFS("tmpfs", rwAttrs, "mode=0755", "size=4m", "nr_inodes=4096"); err != nil {
+		return err
+	}
+	if err := unix.MoveMount(b.root, "", unix.AT_FDCWD, stagingDir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return &initError{Stage: "mount", Op: "attach new root", Path: stagingDir, Err: err}
+	}
+	for _, e := range entries {
+		if err := b.addEntry(e); err != nil {
+			return err
+		}
+	}
+	steps := []func() error{
+		func() error { return b.buildEtc(etcSrc) },
+		func() error { return b.buildProc(devs[0]) },
+		func() error { return b.buildDev(devs) },
+		func() error { return b.mountNew("/tmp", "tmpfs", rwAttrs, "mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize)) },
+		func() error { return b.buildWorkspace(workspace) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	for i, bd := range cfg.Binds {
+		attrs := uint64(roAttrs)
+		if bd.Writable {
+			attrs = rwAttrs
+		}
+		if err := b.bind(binds[i], bd.Target, attrs); err != nil {
+			return err
+		}
+	}
+	if err := setAttrs(b.root, roAttrs, false); err != nil {
+		return &initError{Stage: "mount", Op: "make root read-only", Err: err}
+	}
+	return b.pivot()
+}
+
+func (b *rootBuilder) closeAll() {
+	for _, fd := range b.fds {
+		unix.Close(fd)
+	}
+}
+
+// keep records fd for closing and returns it.
+func (b *rootBuilder) keep(fd int) int {
+	b.fds = append(b.fds, fd)
+	return fd
+}
+
+// open opens a host path as an O_PATH fd, following symlinks: the caller's
+// options name trusted host paths.
+func (b *rootBuilder) open(p, op string) (int, error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &initError{Stage: "mount", Op: op, Path: p, Err: err}
+	}
+	return b.keep(fd), nil
+}
+
+// base returns the directory the system entries come from: the caller's
+// rootfs, or the host's root.
+func (b *rootBuilder) base() (int, error) {
+	if b.cfg.Rootfs != "" {
+		return b.rootfs, nil
+	}
+	return b.open("/", "open root source")
+}
+
+// rootfsNames lists the rootfs's top-level entries except the ones the
+// sandbox provides itself.
+func rootfsNames(dirfd int) ([]string, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "rootfs")
+	defer f.Close()
+	all, err := f.Readdirnames(-1)
+	var names []string
+	for _, n := range all {
+		if !rootfsSkip[n] {
+			names = append(names, n)
+		}
+	}
+	return names, err
+}
+
+// systemEntries lists what goes at the top of the new root besides what the
+// sandbox makes itself: the host's system directories, or a rootfs's entries.
+func (b *rootBuilder) systemEntries() ([]entry, error) {
+	dir, names := "/", hostSystemDirs
+	dirfd, err := b.base()
+	if err != nil {
+		return nil, err
+	}
+	if b.cfg.Rootfs != "" {
+		dir = b.cfg.Rootfs
+		if names, err = rootfsNames(dirfd); err != nil {
+			return nil, &initError{Stage: "mount", Op: "read rootfs", Path: dir, Err: err}
+		}
+	}
+	var entries []entry
+	for _, name := range names {
+		fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, &initError{Stage: "mount", Op: "open source", Path: path.Join(dir, name), Err: err}
+		}
+		b.keep(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return nil, &initError{Stage: "mount", Op: "stat source", Path: path.Join(dir, name), Err: err}
+		}
+		e := entry{name: name, fd: fd}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			buf := make([]byte, unix.PathMax)
+			n, err := unix.Readlinkat(fd, "", buf)
+			if err != nil {
+				return nil, &initError{Stage: "mount", Op: "readlink", Path: path.Join(dir, name), Err: err}
+			}
+			e.link = string(buf[:n])
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+func (b *rootBuilder) addEntry(e entry) error {
+	if e.link != "" {
+		if err := unix.Symlinkat(e.link, b.root, e.name); err != nil {
+			return &initError{Stage: "mount", Op: "symlink", Path: "/" + e.name, Err: err}
+		}
+		return nil
+	}
+	return b.bind(e.fd, "/"+e.name, roAttrs)
+}
+
+// bind attaches a recursive copy of the mount at src on target, creating
+// the target (a directory, or a file if src is not one) beneath the root.
+func (b *rootBuilder) bind(src int, target string, attrs uint64) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(src, &st); err != nil {
+		return &initError{Stage: "mount", Op: "stat bind source", Path: target, Err: err}
+	}
+	t, err := b.target(target, st.Mode&unix.S_IFMT != unix.S_IFDIR)
+	if err != nil {
+		return err
+	}
+	mfd, err := cloneTree(src, attrs, target)
+	if err != nil {
+		return err
+	}
+	return attach(mfd, t, target)
+}
+
+// mountNew attaches a new filesystem at target.
+func (b *rootBuilder) mountNew(target, fstype string, attrs int, opts ...string) error {
+	t, err := b.target(target, false)
+	if err != nil {
+		return err
+	}
+	mfd, err := newFS(fstype, attrs, opts...)
+	if err != nil {
+		return err
+	}
+	return attach(mfd, t, target)
+}
+
+// target resolves p beneath the new root and returns an O_PATH fd of it,
+// creating it first (a directory, or an empty file if file is set) along
+// with missing parents.
+func (b *rootBuilder) target(p string, file bool) (int, error) {
+	return b.targetIn(b.root, p, file)
+}
+
+func (b *rootBuilder) targetIn(root int, p string, file bool) (int, error) {
+	fd, err := openIn(root, p)
+	if err == nil {
+		return b.keep(fd), nil
+	}
+	if !errors.Is(err, unix.ENOENT) || p == "/" {
+		return -1, &initError{Stage: "mount", Op: "resolve target", Path: p, Err: err}
+	}
+	dir, name := path.Split(p)
+	parent, err := b.targetIn(root, path.Clean(dir), false)
+	if err != nil {
+		return -1, err
+	}
+	if file {
+		var nfd int
+		nfd, err = unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			unix.Close(nfd)
+		}
+	} else {
+		err = unix.Mkdirat(parent, name, 0o755)
+	}
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, &initError{Stage: "mount", Op: "create target", Path: p, Err: err}
+	}
+	if fd, err = openIn(root, p); err != nil {
+		return -1, &initError{Stage: "mount", Op: "resolve target", Path: p, Err: err}
+	}
+	return b.keep(fd), nil
+}
+
+// etcSources opens what the generated /etc takes from the host (or rootfs):
+// the dynamic linker's cache and the alternatives symlink farm that Debian's
+// /usr/bin links point into. Missing ones are skipped.
+func (b *rootBuilder) etcSources() (map[string]int, error) {
+	base := "/"
+	if b.cfg.Rootfs != "" {
+		base = b.cfg.Rootfs
+	}
+	basefd, err := b.base()
+	if err != nil {
+		return nil, err
+	}
+	srcs := map[string]int{}
+	for _, name := range []string{"ld.so.cache", "alternatives"} {
+		fd, err := openIn(basefd, "/etc/"+name)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, &initError{Stage: "mount", Op: "open source", Path: path.Join(base, "etc", name), Err: err}
+		}
+		srcs[name] = b.keep(fd)
+	}
+	return srcs, nil
+}
+
+// buildEtc writes the minimal /etc: the sandbox user, loopback names, and
+// the files-only name service; everything else of the host's /etc stays out.
+func (b *rootBuilder) buildEtc(srcs map[string]int) error {
+	etc, err := b.target("/etc", false)
+	if err != nil {
+		return err
+	}
+	files := map[string]string{
+		"passwd": fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\n"+
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", SandboxUID, SandboxGID, DefaultDir),
+		"group":         fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", SandboxGID),
+		"hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + b.cfg.Hostname + "\n",
+		"hostname":      b.cfg.Hostname + "\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n",
+	}
+	for name, content := range files {
+		if err := writeAt(etc, name, content); err != nil {
+			return &initError{Stage: "mount", Op: "write", Path: "/etc/" + name, Err: err}
+		}
+	}
+	for name, fd := range srcs {
+		if err := b.bind(fd, "/etc/"+name, roAttrs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeAt(dirfd int, name, content string) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte(content))
+	return err
+}
+
+// buildProc mounts a new proc for the sandbox's PID namespace and hides
+// what it must not see or change.
+func (b *rootBuilder) buildProc(devNull int) error {
+	t, err := b.target("/proc", false)
+	if err != nil {
+		return err
+	}
+	proc, err := newFS("proc", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return err
+	}
+	if err := unix.MoveMount(proc, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		unix.Close(proc)
+		return &initError{Stage: "mount", Op: "attach", Path: "/proc", Err: err}
+	}
+	b.keep(proc)
+	// Resolve inside this proc only: RESOLVE_IN_ROOT against its own root.
+	mask := func(name string, how func(fd int, what string) error) error {
+		fd, err := openIn(proc, name)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // this kernel does not have it
+		}
+		if err != nil {
+			return &initError{Stage: "mount", Op: "resolve", Path: "/proc/" + name, Err: err}
+		}
+		b.keep(fd)
+		return how(fd, "/proc/"+name)
+	}
+	for _, name := range procMaskedFiles {
+		err := mask(name, func(fd int, what string) error {
+			mfd, err := cloneTree(devNull, roAttrs|unix.MOUNT_ATTR_NOEXEC, what)
+			if err != nil {
+				return err
+			}
+			return attach(mfd, fd, what)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, name := range procMaskedDirs {
+		err := mask(name, func(fd int, what string) error {
+			mfd, err := newFS("tmpfs", roAttrs|unix.MOUNT_ATTR_NOEXEC, "size=0", "mode=0555")
+			if err != nil {
+				return err
+			}
+			return attach(mfd, fd, what)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, name := range procReadOnly {
+		err := mask(name, func(fd int, what string) error {
+			mfd, err := cloneTree(fd, roAttrs|unix.MOUNT_ATTR_NOEXEC, what)
+			if err != nil {
+				return err
+			}
+			return attach(mfd, fd, what)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildDev makes a minimal read-only /dev: the harmless host devices, a
+// private devpts, a tmpfs /dev/shm and the usual symlinks.
+func (b *rootBuilder) buildDev(devs []int) error {
+	t, err := b.target("/dev", false)
+	if err != nil {
+		return err
+	}
+	dev, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "mode=0755", "size=64k", "nr_inodes=64")
+	if err != nil {
+		return err
+	}
+	if err := unix.MoveMount(dev, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		unix.Close(dev)
+		return &initError{Stage: "mount", Op: "attach", Path: "/dev", Err: err}
+	}
+	b.keep(dev)
+	for i, name := range devices {
+		t, err := b.targetIn(dev, name, true)
+		if err != nil {
+			return err
+		}
+		// Device nodes need a mount without nodev.
+		mfd, err := cloneTree(devs[i], unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "/dev/"+name)
+		if err != nil {
+			return err
+		}
+		if err := attach(mfd, t, "/dev/"+name); err != nil {
+			return err
+		}
+	}
+	for name, opts := range map[string][]string{
+		"pts": {"devpts", "ptmxmode=0666", "mode=0620"},
+		"shm": {"tmpfs", "mode=1777", fmt.Sprintf("size=%d", b.cfg.TmpSize)},
+	} {
+		t, err := b.targetIn(dev, name, false)
+		if err != nil {
+			return err
+		}
+		mfd, err := newFS(opts[0], unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, opts[1:]...)
+		if err != nil {
+			return err
+		}
+		if err := attach(mfd, t, "/dev/"+name); err != nil {
+			return err
+		}
+	}
+	links := map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+	for name, to := range links {
+		if err := unix.Symlinkat(to, dev, name); err != nil {
+			return &initError{Stage: "mount", Op: "symlink", Path: "/dev/" + name, Err: err}
+		}
+	}
+	if err := setAttrs(dev, unix.MOUNT_ATTR_RDONLY, false); err != nil {
+		return &initError{Stage: "mount", Op: "make read-only", Path: "/dev", Err: err}
+	}
+	return nil
+}
+
+// buildWorkspace mounts /workspace: the caller's directory read-write, or a
+// tmpfs owned by the sandbox user.
+func (b *rootBuilder) buildWorkspace(hostDir int) error {
+	if hostDir >= 0 {
+		return b.bind(hostDir, DefaultDir, rwAttrs)
+	}
+	return b.mountNew(DefaultDir, "tmpfs", rwAttrs, "mode=0755", fmt.Sprintf("size=%d", b.cfg.WorkspaceSize),
+		fmt.Sprintf("uid=%d", SandboxUID), fmt.Sprintf("gid=%d", SandboxGID))
+}
+
+// pivot makes the new root the process's root and detaches the old one, so
+// nothing of the host tree stays reachable.
+func (b *rootBuilder) pivot() error {
+	if err := unix.Fchdir(b.root); err != nil {
+		return &initError{Stage: "pivot_root", Op: "chdir new root", Err: err}
+	}
+	// pivot_root(".", ".") stacks the old root on top of the new one;
+	// detaching "." then removes it without needing a directory for it.
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return &initError{Stage: "pivot_root", Op: "pivot_root", Err: err}
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return &initError{Stage: "pivot_root", Op: "detach old root", Err: err}
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return &initError{Stage: "pivot_root", Op: "chdir /", Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"os"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// roleEnv marks a re-exec of this binary as one of the sandbox's own
+// processes. Its value says which: the spawner, or the in-sandbox init.
+const roleEnv = "_FUMEHOOD_SANDBOX_ROLE"
+
+const (
+	roleSpawner = "spawner"
+	roleInit    = "init"
+)
+
+// The re-exec hook. Importing this package installs it: when the process is
+// one of the sandbox's own re-execs, this init takes it over and never
+// returns, so the host program's main never runs there. Package inits of the
+// program's other dependencies have already run; keep them cheap, they are
+// paid on every sandbox start.
+func init() {
+	switch os.Getenv(roleEnv) {
+	case roleInit:
+		// Per-thread state (capabilities, no_new_privs) is set on this
+		// thread, which is also the one that execs the program.
+		runtime.LockOSThread()
+		initMain()
+	case roleSpawner:
+		spawnerMain()
+	case roleProbe:
+		os.Exit(0)
+	}
+}
+
+// cloneFlags are the namespaces every sandbox gets.
+const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWNET |
+	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
+
+// initCaps are the capabilities, inside the new user namespace only, that
+// the init keeps across its own exec to build the sandbox: mounts,
+// pivot_root and hostname (SYS_ADMIN), loopback (NET_ADMIN), and emptying
+// the bounding set (SETPCAP). It drops them all before it execs the program.
+var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+
+// sysProcAttr describes how the init is cloned. Its ids map the sandbox's
+// uid/gid (SandboxUID/SandboxGID inside) to one unprivileged host uid/gid;
+// host root is never mapped. The child becomes SandboxUID before its exec
+// and keeps initCaps as ambient capabilities.
+func sysProcAttr(hostUID, hostGID int) *syscall.SysProcAttr {
+	// A root caller may allow setgroups and so drop root's supplementary
+	// groups; an unprivileged one must deny setgroups to map its gid.
+	root := os.Geteuid() == 0
+	return &syscall.SysProcAttr{
+		Cloneflags:                 cloneFlags,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: hostUID, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxGID, HostID: hostGID, Size: 1}},
+		GidMappingsEnableSetgroups: root,
+		Credential:                 &syscall.Credential{Uid: SandboxUID, Gid: SandboxGID, NoSetGroups: !root},
+		AmbientCaps:                initCaps,
+		Setsid:                     true,
+		Pdeathsig:                  syscall.SIGKILL,
+	}
+}

@@ -1,0 +1,217 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/fumehood/sandbox/internal/wire"
+)
+
+// defaultEnv fills in what neither Options.Env nor Cmd.Env set.
+var defaultEnv = []string{
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=" + DefaultDir,
+	"LANG=C.UTF-8",
+}
+
+// reservedTargets are provided by the sandbox itself; binding over them
+// would remove a protection.
+var reservedTargets = []string{"/", "/proc", "/dev", "/etc"}
+
+func optionErr(option, value, format string, a ...any) error {
+	return &OptionError{Option: option, Value: value, Reason: fmt.Sprintf(format, a...)}
+}
+
+// validate reports the first wrong field.
+func (o *Options) validate() error {
+	if o.Rootfs != "" {
+		if err := checkHostDir("Options.Rootfs", o.Rootfs); err != nil {
+			return err
+		}
+	}
+	if o.Workspace != "" {
+		if err := checkHostDir("Options.Workspace", o.Workspace); err != nil {
+			return err
+		}
+	}
+	for name, v := range map[string]int64{
+		"Options.WorkspaceSize": o.WorkspaceSize, "Options.TmpSize": o.TmpSize, "Options.OutputLimit": o.OutputLimit,
+	} {
+		if v < 0 {
+			return optionErr(name, fmt.Sprint(v), "must not be negative")
+		}
+	}
+	for i, b := range o.Binds {
+		name := fmt.Sprintf("Options.Binds[%d]", i)
+		if !path.IsAbs(b.Source) {
+			return optionErr(name+".Source", b.Source, "must be an absolute host path")
+		}
+		if _, err := os.Stat(b.Source); err != nil {
+			return &OptionError{Option: name + ".Source", Value: b.Source, Reason: err.Error()}
+		}
+		if err := checkTarget(name+".Target", b.target()); err != nil {
+			return err
+		}
+	}
+	if err := checkEnv("Options.Env", o.Env); err != nil {
+		return err
+	}
+	if len(o.Hostname) > 64 || strings.ContainsAny(o.Hostname, "/ \x00") {
+		return optionErr("Options.Hostname", o.Hostname, "must be at most 64 characters without '/', space or NUL")
+	}
+	for name, id := range map[string]int{"Options.HostUID": o.HostUID, "Options.HostGID": o.HostGID} {
+		if id < 0 {
+			return optionErr(name, fmt.Sprint(id), "must not be negative")
+		}
+	}
+	if uid := os.Getuid(); uid != 0 {
+		if o.HostUID != 0 && o.HostUID != uid {
+			return optionErr("Options.HostUID", fmt.Sprint(o.HostUID), "a caller that is not root (uid %d) can map only its own uid", uid)
+		}
+		if gid := os.Getgid(); o.HostGID != 0 && o.HostGID != gid {
+			return optionErr("Options.HostGID", fmt.Sprint(o.HostGID), "a caller that is not root (gid %d) can map only its own gid", gid)
+		}
+	}
+	return nil
+}
+
+func (b Bind) target() string {
+	if b.Target == "" {
+		return b.Source
+	}
+	return b.Target
+}
+
+func checkHostDir(option, dir string) error {
+	if !path.IsAbs(dir) {
+		return optionErr(option, dir, "must be an absolute host path")
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return &OptionError{Option: option, Value: dir, Reason: err.Error()}
+	}
+	if !fi.IsDir() {
+		return optionErr(option, dir, "is not a directory")
+	}
+	return nil
+}
+
+func checkTarget(option, t string) error {
+	if !path.IsAbs(t) || path.Clean(t) != t {
+		return optionErr(option, t, "must be a clean absolute path inside the sandbox")
+	}
+	for _, r := range reservedTargets {
+		if t == r || (r != "/" && strings.HasPrefix(t, r+"/")) {
+			return optionErr(option, t, "lies in %s, which the sandbox provides itself", r)
+		}
+	}
+	return nil
+}
+
+func checkEnv(option string, env []string) error {
+	for i, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsRune(kv, 0) {
+			return optionErr(fmt.Sprintf("%s[%d]", option, i), kv, "must have the form KEY=value without NUL")
+		}
+	}
+	return nil
+}
+
+func (c *Cmd) validate() error {
+	switch {
+	case c == nil:
+		return optionErr("Cmd", "<nil>", "is nil")
+	case c.used:
+		return optionErr("Cmd", c.Path, "was already run; a Cmd cannot be reused")
+	case c.Path == "" || strings.ContainsRune(c.Path, 0):
+		return optionErr("Cmd.Path", c.Path, "must name a program")
+	case c.Dir != "" && !path.IsAbs(c.Dir):
+		return optionErr("Cmd.Dir", c.Dir, "must be an absolute path inside the sandbox")
+	}
+	for i, a := range c.Args {
+		if strings.ContainsRune(a, 0) {
+			return optionErr(fmt.Sprintf("Cmd.Args[%d]", i), a, "contains NUL")
+		}
+	}
+	return checkEnv("Cmd.Env", c.Env)
+}
+
+// mergeEnv returns base overlaid with over, later keys winning, then the
+// defaults for keys neither set. The order of first appearance is kept.
+func mergeEnv(base, over []string) []string {
+	var keys []string
+	vals := map[string]string{}
+	for _, kv := range append(append(append([]string(nil), base...), over...), defaultEnv...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, seen := vals[k]; !seen {
+			keys = append(keys, k)
+		} else if isDefault(kv) {
+			continue
+		}
+		vals[k] = kv
+	}
+	env := make([]string, len(keys))
+	for i, k := range keys {
+		env[i] = vals[k]
+	}
+	return env
+}
+
+func isDefault(kv string) bool {
+	for _, d := range defaultEnv {
+		if d == kv {
+			return true
+		}
+	}
+	return false
+}
+
+// config is the wire form of one run of cmd under o.
+func (o *Options) config(cmd *Cmd) *wire.Config {
+	args := cmd.Args
+	if len(args) == 0 {
+		args = []string{cmd.Path}
+	}
+	cfg := &wire.Config{
+		Path:          cmd.Path,
+		Args:          args,
+		Env:           mergeEnv(o.Env, cmd.Env),
+		Dir:           orDefault(cmd.Dir, DefaultDir),
+		Hostname:      orDefault(o.Hostname, DefaultHostname),
+		Rootfs:        o.Rootfs,
+		Workspace:     o.Workspace,
+		WorkspaceSize: orDefault(o.WorkspaceSize, DefaultWorkspaceSize),
+		TmpSize:       orDefault(o.TmpSize, DefaultTmpSize),
+		NoFile:        orDefault(o.MaxOpenFiles, DefaultMaxOpenFiles),
+		HostUID:       o.HostUID,
+		HostGID:       o.HostGID,
+	}
+	for _, b := range o.Binds {
+		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.target(), Writable: b.Writable})
+	}
+	if cfg.HostUID == 0 {
+		cfg.HostUID = hostID(os.Getuid())
+	}
+	if cfg.HostGID == 0 {
+		cfg.HostGID = hostID(os.Getgid())
+	}
+	return cfg
+}
+
+// hostID keeps a caller's own id unless it is root's.
+func hostID(own int) int {
+	if own == 0 {
+		return nobodyID
+	}
+	return own
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,184 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+const roleProbe = "probe"
+
+// Probe reports which layers this host can provide: each namespace (by
+// cloning a child of this binary into it, which exits at once), the cgroup
+// hierarchy and whether the caller's cgroup is writable, and seccomp with
+// user notification. A service can call it at start-up; it runs nothing
+// untrusted and takes a few milliseconds.
+func Probe() (*ProbeReport, error) {
+	r := &ProbeReport{}
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err == nil {
+		r.Kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	exe, err := selfExe(false)
+	if err != nil {
+		return nil, err
+	}
+	userns := probeClone(exe, 0)
+	r.Layers = append(r.Layers, nsLayer("user namespace", userns))
+	for _, ns := range []struct {
+		name string
+		flag uintptr
+	}{
+		{"pid namespace", unix.CLONE_NEWPID}, {"mount namespace", unix.CLONE_NEWNS},
+		{"network namespace", unix.CLONE_NEWNET}, {"ipc namespace", unix.CLONE_NEWIPC},
+		{"uts namespace", unix.CLONE_NEWUTS}, {"cgroup namespace", unix.CLONE_NEWCGROUP},
+	} {
+		if userns != nil {
+			r.Layers = append(r.Layers, Layer{Name: ns.name, Detail: "not tried: needs a user namespace"})
+			continue
+		}
+		r.Layers = append(r.Layers, nsLayer(ns.name, probeClone(exe, ns.flag)))
+	}
+	r.Layers = append(r.Layers, cgroupLayer(), seccompLayer(), userNotifLayer())
+	return r, nil
+}
+
+// probeClone starts this binary in a new user namespace plus flag, as the
+// sandbox would, and has it exit at once.
+func probeClone(exe string, flag uintptr) error {
+	attr := sysProcAttr(hostID(os.Getuid()), hostID(os.Getgid()))
+	attr.Cloneflags = unix.CLONE_NEWUSER | flag
+	attr.AmbientCaps = nil
+	cmd := &exec.Cmd{Path: exe, Args: []string{"sandbox-probe"}, Env: []string{roleEnv + "=" + roleProbe}, SysProcAttr: attr}
+	if err := cmd.Run(); err != nil {
+		if ue := usernsUnsupported(err); ue != nil && flag == 0 {
+			return ue
+		}
+		return err
+	}
+	return nil
+}
+
+func nsLayer(name string, err error) Layer {
+	if err != nil {
+		return Layer{Name: name, Detail: err.Error()}
+	}
+	return Layer{Name: name, Available: true}
+}
+
+// usernsUnsupported explains a failed clone with CLONE_NEWUSER, or returns
+// nil if the error does not look like a missing user namespace.
+func usernsUnsupported(cause error) *UnsupportedError {
+	var errno syscall.Errno
+	if !errors.As(cause, &errno) || (errno != unix.EPERM && errno != unix.EACCES && errno != unix.ENOSPC &&
+		errno != unix.EINVAL && errno != unix.EUSERS) {
+		return nil
+	}
+	ue := &UnsupportedError{Feature: "user namespaces", Err: cause}
+	switch {
+	case readSysctl("user/max_user_namespaces") == "0":
+		ue.Reason = "user.max_user_namespaces is 0"
+		ue.Hint = "sysctl -w user.max_user_namespaces=15000"
+	case readSysctl("kernel/unprivileged_userns_clone") == "0" && os.Geteuid() != 0:
+		ue.Reason = "kernel.unprivileged_userns_clone is 0"
+		ue.Hint = "sysctl -w kernel.unprivileged_userns_clone=1"
+	case readSysctl("kernel/apparmor_restrict_unprivileged_userns") == "1" && os.Geteuid() != 0:
+		ue.Reason = "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)"
+		ue.Hint = "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or give the program an AppArmor profile with the userns permission"
+	case errno == unix.ENOSPC:
+		ue.Reason = "the limit of user namespaces is reached"
+		ue.Hint = "raise user.max_user_namespaces"
+	default:
+		ue.Reason = "creating a user namespace was refused"
+		ue.Hint = "in a container, run it with a seccomp profile that allows clone with CLONE_NEWUSER (docker --security-opt seccomp=unconfined) or give it CAP_SYS_ADMIN"
+	}
+	return ue
+}
+
+func readSysctl(name string) string {
+	b, err := os.ReadFile("/proc/sys/" + name)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// cgroupLayer names the hierarchy and the caller's own cgroup, beneath which
+// the sandbox's cgroups go.
+func cgroupLayer() Layer {
+	l := Layer{Name: "cgroup"}
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+		l.Detail = "no /sys/fs/cgroup: " + err.Error()
+		return l
+	}
+	own, _ := os.ReadFile("/proc/self/cgroup")
+	var version, dir string
+	switch {
+	case st.Type == unix.CGROUP2_SUPER_MAGIC:
+		version = "v2"
+		dir = path.Join("/sys/fs/cgroup", cgroupPath(string(own), ""))
+	default:
+		version = "v1"
+		var u unix.Statfs_t
+		if unix.Statfs("/sys/fs/cgroup/unified", &u) == nil && u.Type == unix.CGROUP2_SUPER_MAGIC {
+			version = "hybrid (v1 controllers, v2 at /sys/fs/cgroup/unified)"
+		}
+		dir = path.Join("/sys/fs/cgroup/memory", cgroupPath(string(own), "memory"))
+	}
+	if unix.Access(dir, unix.W_OK) != nil {
+		l.Detail = fmt.Sprintf("%s; own cgroup %s is not writable (delegate it, e.g. systemd Delegate=yes)", version, dir)
+		return l
+	}
+	l.Available = true
+	l.Detail = fmt.Sprintf("%s; own cgroup %s is writable", version, dir)
+	return l
+}
+
+// cgroupPath finds the caller's cgroup in /proc/self/cgroup: the v2 line
+// when controller is empty, else the v1 line of that controller.
+func cgroupPath(selfCgroup, controller string) string {
+	for _, line := range strings.Split(selfCgroup, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if controller == "" && parts[0] == "0" && parts[1] == "" {
+			return parts[2]
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if controller != "" && c == controller {
+				return parts[2]
+			}
+		}
+	}
+	return "/"
+}
+
+func seccompLayer() Layer {
+	l := Layer{Name: "seccomp"}
+	if readSysctl("kernel/seccomp/actions_avail") == "" {
+		l.Detail = "no seccomp filter support (CONFIG_SECCOMP_FILTER)"
+		return l
+	}
+	l.Available, l.Detail = true, "actions: "+readSysctl("kernel/seccomp/actions_avail")
+	return l
+}
+
+func userNotifLayer() Layer {
+	l := Layer{Name: "seccomp user notification"}
+	if !strings.Contains(readSysctl("kernel/seccomp/actions_avail"), "user_notif") {
+		l.Detail = "needs Linux 5.0 or later"
+		return l
+	}
+	l.Available = true
+	return l
+}

@@ -1,0 +1,71 @@
+package sandbox
+
+import (
+	"syscall"
+	"time"
+)
+
+// Outcome is how a run ended. The set is closed: every Result has exactly one.
+type Outcome int
+
+const (
+	// Exited: the program exited by itself; ExitCode holds its status.
+	Exited Outcome = iota
+	// Signaled: the program was killed by a signal; Signal says which.
+	Signaled
+	// Timeout: the context's deadline passed and the sandbox was killed.
+	Timeout
+	// Canceled: the context was canceled and the sandbox was killed.
+	Canceled
+)
+
+var outcomeNames = [...]string{"exited", "signaled", "timeout", "canceled"}
+
+// String returns the outcome's lower-case name, e.g. "timeout".
+func (o Outcome) String() string {
+	if o >= 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// MarshalText makes Outcome print as its name in JSON.
+func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// Result is what a run produced and how it ended. A non-zero exit or a crash
+// is reported here, not as an error from Run.
+type Result struct {
+	Outcome  Outcome
+	ExitCode int            // the exit status if Outcome is Exited, else -1
+	Signal   syscall.Signal // the killing signal if Outcome is Signaled, else 0
+
+	// Stdout and Stderr hold the captured output when Cmd.Stdout and
+	// Cmd.Stderr were nil. Past Options.OutputLimit bytes the middle is
+	// dropped: the first and last halves are kept around an elision marker
+	// and the Truncated flag is set.
+	Stdout, Stderr                   []byte
+	StdoutTruncated, StderrTruncated bool
+	// StdoutBytes and StderrBytes count every byte the program wrote,
+	// including the ones dropped by the limit.
+	StdoutBytes, StderrBytes int64
+
+	WallTime   time.Duration // from the start of the sandbox to the end of its last process
+	UserTime   time.Duration // CPU time in user mode, of the program and its reaped children
+	SystemTime time.Duration // CPU time in the kernel, likewise
+	MaxRSS     int64         // peak resident set size in bytes of the largest process
+}
+
+// CPUTime is UserTime plus SystemTime.
+func (r *Result) CPUTime() time.Duration { return r.UserTime + r.SystemTime }
+
+// Success reports whether the program exited with status 0.
+func (r *Result) Success() bool { return r.Outcome == Exited && r.ExitCode == 0 }
+
+// Err returns nil if the program exited 0 and an *ExitError otherwise, for
+// callers who prefer os/exec's "if err != nil" style.
+func (r *Result) Err() error {
+	if r.Success() {
+		return nil
+	}
+	return &ExitError{Result: r}
+}

@@ -1,0 +1,235 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fumehood/sandbox/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sandbox: run %q: %w", cmd.Path, err)
+	}
+	cfg := s.opts.config(cmd)
+	st, err := newStdio(cmd, orDefault(s.opts.OutputLimit, DefaultOutputLimit))
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+
+	begin := time.Now()
+	var h *handle
+	if s.opts.InProcess {
+		var se *wire.SetupError
+		if h, se = launch(cfg, st.child, true); se != nil {
+			err = setupError(se, cfg)
+		}
+	} else {
+		var sp *spawnerClient
+		if sp, err = theSpawner(); err == nil {
+			h, err = sp.start(cfg, st.child)
+		}
+	}
+	st.closeChild()
+	if err != nil {
+		return nil, err
+	}
+	st.copy()
+
+	// ctx ends the run at any point: kill, then collect what there is.
+	var ctxErr error
+	ready, done := h.ready, h.done
+	var se *wire.SetupError
+	var exit wire.Exit
+	for ready != nil || done != nil {
+		select {
+		case se = <-ready:
+			ready = nil
+		case exit = <-done:
+			done = nil
+		case <-ctx.Done():
+			if ctxErr == nil {
+				ctxErr = ctx.Err()
+				h.kill()
+			}
+		}
+	}
+	wall := time.Since(begin)
+	st.wait()
+
+	res := st.result()
+	res.WallTime = wall
+	res.UserTime = time.Duration(exit.UserNS)
+	res.SystemTime = time.Duration(exit.SysNS)
+	res.MaxRSS = exit.MaxRSSKiB << 10
+	ws := syscall.WaitStatus(exit.Status)
+	res.ExitCode = -1
+	switch {
+	case ctxErr != nil && ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+		res.Outcome, res.Signal = Canceled, ws.Signal()
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
+			res.Outcome = Timeout
+		}
+		return res, fmt.Errorf("sandbox: run %q: %s: %w", cmd.Path, res.Outcome, ctxErr)
+	case se != nil:
+		err := setupError(se, cfg)
+		if errors.Is(err, ErrNotFound) || errors.Is(err, unix.EACCES) && se.Stage == "exec" {
+			res.Outcome, res.ExitCode = Exited, 127
+			if !errors.Is(err, ErrNotFound) {
+				res.ExitCode = 126
+			}
+			return res, err
+		}
+		return nil, err
+	case ws.Exited():
+		res.Outcome, res.ExitCode = Exited, ws.ExitStatus()
+	case ws.Signaled():
+		res.Outcome, res.Signal = Signaled, ws.Signal()
+	}
+	if h.lost != nil {
+		return res, h.lost
+	}
+	return res, nil
+}
+
+// setupError rebuilds the init's error with its identity.
+func setupError(se *wire.SetupError, cfg *wire.Config) error {
+	var cause error = syscall.Errno(se.Errno)
+	if se.Errno == 0 {
+		cause = errors.New(se.Text)
+	}
+	switch {
+	case se.Stage == "exec" && se.Op == "look up program" && se.Errno == int(unix.ENOENT):
+		return fmt.Errorf("sandbox: program %q not found in the sandbox: %w", se.Path, ErrNotFound)
+	case se.Stage == "exec" && se.Errno == int(unix.EACCES):
+		return fmt.Errorf("sandbox: program %q is not executable in the sandbox: %w", se.Path, cause)
+	case se.Stage == "clone":
+		if ue := usernsUnsupported(cause); ue != nil {
+			return ue
+		}
+	case se.Stage == "spawner":
+		return fmt.Errorf("sandbox: %w: %s", ErrSpawner, se.Text)
+	case strings.HasPrefix(se.Op, "open source") && se.Errno == int(unix.EACCES):
+		se.Op += fmt.Sprintf(" (the sandbox's host uid %d/gid %d must be able to reach it; see Options.HostUID)", cfg.HostUID, cfg.HostGID)
+	}
+	return &SetupError{Stage: se.Stage, Op: se.Op, Path: se.Path, Err: cause}
+}
+
+// stdio holds the pipes between the caller and one sandbox.
+type stdio struct {
+	child   [3]*os.File // the sandbox's 0, 1, 2
+	stdinW  *os.File    // our end of stdin, when Cmd.Stdin is a plain Reader
+	stdin   io.Reader
+	outR    [2]*os.File
+	outW    [2]io.Writer
+	capped  [2]*cappedBuffer
+	counted [2]*countingWriter
+	wg      sync.WaitGroup
+}
+
+func newStdio(cmd *Cmd, limit int64) (_ *stdio, err error) {
+	st := &stdio{}
+	defer func() {
+		if err != nil {
+			st.closeChild()
+			st.close()
+		}
+	}()
+	switch in := cmd.Stdin.(type) {
+	case nil:
+		st.child[0], err = os.Open(os.DevNull)
+	case *os.File:
+		// The sandbox gets its own descriptor of the same file.
+		var fd int
+		if fd, err = unix.FcntlInt(in.Fd(), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+			st.child[0] = os.NewFile(uintptr(fd), "stdin")
+		}
+	default:
+		st.stdin = in
+		st.child[0], st.stdinW, err = os.Pipe()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: stdin: %w", err)
+	}
+	for i, w := range []io.Writer{cmd.Stdout, cmd.Stderr} {
+		if st.outR[i], st.child[i+1], err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("sandbox: output pipe: %w", err)
+		}
+		if w == nil {
+			st.capped[i] = newCappedBuffer(limit)
+			st.outW[i] = st.capped[i]
+		} else {
+			st.counted[i] = &countingWriter{w: w}
+			st.outW[i] = st.counted[i]
+		}
+	}
+	return st, nil
+}
+
+// copy starts moving stdin in and output out.
+func (st *stdio) copy() {
+	if st.stdinW != nil {
+		// Not waited for: a Reader that never returns must not hold up
+		// Run. Closing our end after the run stops its writes.
+		go func(w *os.File, r io.Reader) {
+			io.Copy(w, r)
+			w.Close()
+		}(st.stdinW, st.stdin)
+		st.stdinW = nil
+	}
+	for i := range st.outR {
+		st.wg.Add(1)
+		go func(r *os.File, w io.Writer) {
+			defer st.wg.Done()
+			io.Copy(w, r)
+		}(st.outR[i], st.outW[i])
+	}
+}
+
+// wait returns once both output pipes reached EOF: every process of the
+// sandbox is gone by then, so nothing holds their write ends.
+func (st *stdio) wait() { st.wg.Wait() }
+
+func (st *stdio) result() *Result {
+	r := &Result{}
+	outs := []*[]byte{&r.Stdout, &r.Stderr}
+	truncs := []*bool{&r.StdoutTruncated, &r.StderrTruncated}
+	counts := []*int64{&r.StdoutBytes, &r.StderrBytes}
+	for i := range 2 {
+		if b := st.capped[i]; b != nil {
+			*outs[i], *truncs[i], *counts[i] = b.bytes(), b.truncated(), b.total
+		} else {
+			*counts[i] = st.counted[i].total
+		}
+	}
+	return r
+}
+
+// closeChild closes our copies of the sandbox's ends.
+func (st *stdio) closeChild() {
+	for i, f := range st.child {
+		if f != nil {
+			f.Close()
+			st.child[i] = nil
+		}
+	}
+}
+
+func (st *stdio) close() {
+	for _, f := range append(st.outR[:], st.stdinW) {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

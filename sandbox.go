@@ -1,0 +1,152 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultOutputLimit   = 1 << 20  // bytes kept per captured stream
+	DefaultTmpSize       = 64 << 20 // bytes of /tmp
+	DefaultWorkspaceSize = 64 << 20 // bytes of the tmpfs /workspace
+	DefaultMaxOpenFiles  = 1024
+	DefaultHostname      = "sandbox"
+	// DefaultDir is the working directory of a Cmd whose Dir is empty.
+	DefaultDir = "/workspace"
+	// SandboxUID and SandboxGID are the ids the program runs as inside the
+	// sandbox; /etc/passwd names them "sandbox".
+	SandboxUID = 1000
+	SandboxGID = 1000
+	// nobodyID is the host id a root caller's sandbox maps to by default.
+	nobodyID = 65534
+)
+
+// Options configure a Sandbox. The zero value is a safe default: no network,
+// host /usr, /bin, /sbin, /lib* read-only, a generated /etc, tmpfs /tmp and
+// /workspace, and nothing else of the host. New checks every field; a field it
+// cannot honour is an error that names it, never a silent no-op.
+type Options struct {
+	// Rootfs, if set, is a host directory (an extracted image, a debootstrap
+	// tree) whose top-level entries replace the host's /usr, /bin, /lib*
+	// binds. It is bound read-only; /proc, /dev, /tmp, /workspace and /etc
+	// are provided by the sandbox as usual.
+	Rootfs string
+
+	// Workspace, if set, is a host directory bound read-write at
+	// /workspace. It must be writable by the sandbox's host uid (see
+	// HostUID). Empty means a fresh tmpfs of WorkspaceSize bytes.
+	Workspace string
+	// WorkspaceSize caps the tmpfs /workspace, in bytes. Zero means
+	// DefaultWorkspaceSize.
+	WorkspaceSize int64
+	// TmpSize caps /tmp, in bytes. Zero means DefaultTmpSize.
+	TmpSize int64
+
+	// Binds are extra bind mounts from the host, read-only unless Writable.
+	Binds []Bind
+
+	// Env is the environment every run starts from; Cmd.Env is added to
+	// it and wins on conflicts. PATH, HOME and LANG get defaults when
+	// neither sets them. Nothing of the host's environment is passed on.
+	Env []string
+
+	// OutputLimit caps each captured stream (Result.Stdout, Result.Stderr),
+	// in bytes. Zero means DefaultOutputLimit. Streams given to Cmd.Stdout
+	// or Cmd.Stderr are passed through uncapped.
+	OutputLimit int64
+
+	// MaxOpenFiles is the program's RLIMIT_NOFILE. Zero means
+	// DefaultMaxOpenFiles.
+	MaxOpenFiles uint64
+
+	// Hostname inside the sandbox. Empty means DefaultHostname.
+	Hostname string
+
+	// HostUID and HostGID are the host ids the sandbox's user maps to.
+	// Zero means: the caller's own ids when the caller is not root, and
+	// 65534 (nobody) when it is, so sandboxed code never owns host root's
+	// files. A caller that is not root can map only its own ids.
+	HostUID, HostGID int
+
+	// InProcess starts each sandbox directly from the calling process
+	// instead of through the shared spawner process. It saves a process
+	// start for small short-lived programs such as the command-line tool;
+	// in a large process every start slows down with the size of its heap
+	// (the kernel copies its page tables), so services should leave it off.
+	InProcess bool
+}
+
+// Bind is a host path made visible inside the sandbox.
+type Bind struct {
+	Source   string // absolute host path
+	Target   string // absolute path inside the sandbox; empty means Source
+	Writable bool   // read-only unless set
+}
+
+// Cmd is a program to run in a sandbox, shaped like os/exec.Cmd. A Cmd
+// cannot be reused after its first Run.
+type Cmd struct {
+	// Path is the program: a name looked up in the sandbox's PATH, or a
+	// path inside the sandbox.
+	Path string
+	// Args holds the command-line arguments, including the program as
+	// Args[0], as in os/exec.
+	Args []string
+	// Env is added to Options.Env for this run.
+	Env []string
+	// Dir is the working directory inside the sandbox; empty means
+	// /workspace.
+	Dir string
+	// Stdin is the program's standard input; nil means /dev/null.
+	Stdin io.Reader
+	// Stdout and Stderr, if set, receive the program's output as it is
+	// written. When nil, output is captured into the Result.
+	Stdout io.Writer
+	Stderr io.Writer
+
+	used bool
+}
+
+// Command returns a Cmd that runs name with the given arguments, like
+// os/exec.Command. The name is looked up inside the sandbox, not on the host.
+func Command(name string, args ...string) *Cmd {
+	return &Cmd{Path: name, Args: append([]string{name}, args...)}
+}
+
+// Sandbox runs commands in fresh sandboxes built from its Options. It is safe
+// for concurrent use; every Run gets its own namespaces and filesystem.
+type Sandbox struct {
+	opts Options
+	err  error // the Options' first problem, returned by every Run
+}
+
+// New returns a Sandbox for opts. It checks opts at once; if they are wrong,
+// Err and every Run return an error that names the option.
+func New(opts Options) *Sandbox {
+	s := &Sandbox{opts: opts}
+	s.err = s.opts.validate()
+	return s
+}
+
+// Err returns the problem New found in the Options, or nil.
+func (s *Sandbox) Err() error { return s.err }
+
+// Run runs cmd in a new sandbox and waits for every process of it to end.
+//
+// The error is nil when the program ran, whatever its exit status; the
+// Result says how it ended. The error is non-nil when the sandbox could not
+// be built or a protection could not be put in place (an *UnsupportedError,
+// *SetupError or *OptionError), when the program was not found (ErrNotFound,
+// with a Result whose ExitCode is 127), and when ctx ended the run: then the
+// Result holds the partial output and the error matches ctx.Err().
+func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Result, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if err := cmd.validate(); err != nil {
+		return nil, err
+	}
+	cmd.used = true
+	return s.run(ctx, cmd)
+}

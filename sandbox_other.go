@@ -1,0 +1,18 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"runtime"
+)
+
+func unsupported() error {
+	return &UnsupportedError{Feature: "sandbox", Reason: "needs Linux namespaces; this is " + runtime.GOOS,
+		Hint: "run on Linux"}
+}
+
+func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) { return nil, unsupported() }
+
+// Probe reports that no layer is available on this system.
+func Probe() (*ProbeReport, error) { return &ProbeReport{}, nil }
