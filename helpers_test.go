@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -82,6 +83,23 @@ var helpers = map[string]func(args []string) int{
 		fmt.Println(*p)
 		return 0
 	},
+	// nouserns forbids user namespaces beneath its own (it runs as root of
+	// a user namespace of its own), then reports what Run and Probe say.
+	"nouserns": func([]string) int {
+		if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0); err != nil {
+			fmt.Println("setup:", err)
+			return 1
+		}
+		_, err := New(Options{}).Run(context.Background(), Command("true"))
+		fmt.Printf("notsupported=%v\n%v\n", errors.Is(err, ErrNotSupported), err)
+		r, err := Probe()
+		if err != nil {
+			fmt.Println("probe:", err)
+			return 1
+		}
+		fmt.Printf("canrun=%v\n", r.CanRun())
+		return 0
+	},
 	// caller runs a sandboxed "sleep N.25" from a host process, prints
 	// "ready" once it runs and waits to be killed. (The marker N.25 is not
 	// in the caller's own command line.)
@@ -110,7 +128,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(h(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if helperCopy.path != "" {
+		os.RemoveAll(filepath.Dir(helperCopy.path))
+	}
+	os.Exit(code)
 }
 
 var probeOnce struct {

@@ -39,7 +39,9 @@ type initError struct {
 	Err             error
 }
 
-func (e *initError) Error() string { return e.Stage + ": " + e.Op + " " + e.Path + ": " + e.Err.Error() }
+func (e *initError) Error() string {
+	return e.Stage + ": " + e.Op + " " + e.Path + ": " + e.Err.Error()
+}
 
 // initConnFd is the init's end of its socket pair with the parent.
 const initConnFd = 3

@@ -50,9 +50,11 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "init-parent"), os.NewFile(uintptr(fds[1]), "init-child")
 	cmd := &exec.Cmd{
-		Path:        exe,
-		Args:        []string{"sandbox-init"},
-		Env:         []string{roleEnv + "=" + roleInit},
+		Path: exe,
+		Args: []string{"sandbox-init"},
+		// The init is short-lived, sequential and allocates little: no
+		// collector, one P.
+		Env:         []string{roleEnv + "=" + roleInit, "GOGC=off", "GOMAXPROCS=1"},
 		Stdin:       stdio[0],
 		Stdout:      stdio[1],
 		Stderr:      stdio[2],

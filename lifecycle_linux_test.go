@@ -229,3 +229,23 @@ func TestConcurrentRuns(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestRefusesWithoutUserNamespaces(t *testing.T) {
+	requireSandbox(t)
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), helperEnv+"=nouserns")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	got := string(out)
+	if !strings.Contains(got, "notsupported=true") || !strings.Contains(got, "user.max_user_namespaces is 0") ||
+		!strings.Contains(got, "sysctl -w user.max_user_namespaces") || !strings.Contains(got, "canrun=false") {
+		t.Errorf("with user namespaces disabled, Run and Probe said:\n%s", got)
+	}
+}

@@ -115,7 +115,9 @@ func buildRoot(cfg *wire.Config) error {
 		func() error { return b.buildEtc(etcSrc) },
 		func() error { return b.buildProc(devs[0]) },
 		func() error { return b.buildDev(devs) },
-		func() error { return b.mountNew("/tmp", "tmpfs", rwAttrs, "mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize)) },
+		func() error {
+			return b.mountNew("/tmp", "tmpfs", rwAttrs, "mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize))
+		},
 		func() error { return b.buildWorkspace(workspace) },
 	}
 	for _, step := range steps {
@@ -279,15 +281,24 @@ func (b *rootBuilder) target(p string, file bool) (int, error) {
 }
 
 func (b *rootBuilder) targetIn(root int, p string, file bool) (int, error) {
+	return b.targetDepth(root, p, file, 0)
+}
+
+// maxLinks bounds the symlinks followed while creating one target, as the
+// kernel's own limit does for lookups.
+const maxLinks = 40
+
+func (b *rootBuilder) targetDepth(root int, p string, file bool, links int) (int, error) {
 	fd, err := openIn(root, p)
 	if err == nil {
 		return b.keep(fd), nil
 	}
-	if !errors.Is(err, unix.ENOENT) || p == "/" {
+	if !errors.Is(err, unix.ENOENT) || p == "/" || links > maxLinks {
 		return -1, &initError{Stage: "mount", Op: "resolve target", Path: p, Err: err}
 	}
 	dir, name := path.Split(p)
-	parent, err := b.targetIn(root, path.Clean(dir), false)
+	dir = path.Clean(dir)
+	parent, err := b.targetDepth(root, dir, false, links)
 	if err != nil {
 		return -1, err
 	}
@@ -300,7 +311,20 @@ func (b *rootBuilder) targetIn(root int, p string, file bool) (int, error) {
 	} else {
 		err = unix.Mkdirat(parent, name, 0o755)
 	}
-	if err != nil && !errors.Is(err, unix.EEXIST) {
+	if errors.Is(err, unix.EEXIST) {
+		// A dangling symlink: create what it points to, inside the root.
+		buf := make([]byte, unix.PathMax)
+		n, lerr := unix.Readlinkat(parent, name, buf)
+		if lerr != nil {
+			return -1, &initError{Stage: "mount", Op: "resolve target", Path: p, Err: lerr}
+		}
+		next := string(buf[:n])
+		if !path.IsAbs(next) {
+			next = path.Join(dir, next)
+		}
+		return b.targetDepth(root, path.Clean("/"+next), file, links+1)
+	}
+	if err != nil {
 		return -1, &initError{Stage: "mount", Op: "create target", Path: p, Err: err}
 	}
 	if fd, err = openIn(root, p); err != nil {
