@@ -81,8 +81,10 @@ func initFail(conn *os.File, err error) {
 // path inside the sandbox.
 func setupSandbox(cfg *wire.Config) (string, error) {
 	// Before dumpable is cleared: afterwards /proc/self belongs to root.
-	if err := resetOOMScore(); err != nil {
-		return "", err
+	if cfg.ResetOOMScore {
+		if err := resetOOMScore(); err != nil {
+			return "", err
+		}
 	}
 	// Non-dumpable: nothing may ptrace the init or open its /proc files.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 
 	"github.com/fumehood/sandbox/internal/wire"
@@ -49,6 +50,23 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 		return nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: errnoOf(err)}
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "init-parent"), os.NewFile(uintptr(fds[1]), "init-child")
+	cfg.ResetOOMScore = inheritsNegativeOOMScore()
+	msg, err := json.Marshal(cfg)
+	if err != nil {
+		parent.Close()
+		child.Close()
+		return nil, &wire.SetupError{Stage: "start", Op: "encode config", Text: err.Error()}
+	}
+	// A config that fits the socket's buffer goes in before the clone, so
+	// the init finds it waiting when its runtime is up.
+	early := len(msg) <= 64<<10
+	if early {
+		if se := sendConfig(parent, msg); se != nil {
+			parent.Close()
+			child.Close()
+			return nil, se
+		}
+	}
 	cmd := &exec.Cmd{
 		Path: exe,
 		Args: []string{"sandbox-init"},
@@ -71,7 +89,14 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 	// namespace, daemons included.
 	h := newHandle(func() { cmd.Process.Kill() })
 	go func() {
-		h.ready <- handshake(parent, cfg)
+		var se *wire.SetupError
+		if !early {
+			se = sendConfig(parent, msg)
+		}
+		if se == nil {
+			se = readVerdict(parent)
+		}
+		h.ready <- se
 		parent.Close()
 		cmd.Wait() // the status is in ProcessState whatever the error
 		h.done <- exitOf(cmd.ProcessState)
@@ -79,17 +104,30 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 	return h, nil
 }
 
-func handshake(conn *os.File, cfg *wire.Config) *wire.SetupError {
-	msg, err := json.Marshal(cfg)
-	if err == nil {
-		_, err = conn.Write(msg)
+// inheritsNegativeOOMScore reports whether this process, and so the init
+// it clones, has a negative oom_score_adj (a supervisor's -1000, say).
+func inheritsNegativeOOMScore() bool {
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return true // let the init check for itself
 	}
+	return strings.HasPrefix(string(b), "-")
+}
+
+// sendConfig writes the init's config and ends the stream.
+func sendConfig(conn *os.File, msg []byte) *wire.SetupError {
+	_, err := conn.Write(msg)
 	if err == nil {
 		err = unix.Shutdown(int(conn.Fd()), unix.SHUT_WR)
 	}
 	if err != nil {
 		return &wire.SetupError{Stage: "start", Op: "send config", Errno: errnoOf(err), Text: err.Error()}
 	}
+	return nil
+}
+
+// readVerdict waits for the init: EOF alone means the program runs.
+func readVerdict(conn *os.File) *wire.SetupError {
 	reply, err := io.ReadAll(conn)
 	switch {
 	case err != nil:

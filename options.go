@@ -36,11 +36,13 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	for name, v := range map[string]int64{
-		"Options.WorkspaceSize": o.WorkspaceSize, "Options.TmpSize": o.TmpSize, "Options.OutputLimit": o.OutputLimit,
-	} {
-		if v < 0 {
-			return optionErr(name, fmt.Sprint(v), "must not be negative")
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Options.WorkspaceSize", o.WorkspaceSize}, {"Options.TmpSize", o.TmpSize}, {"Options.OutputLimit", o.OutputLimit},
+		{"Options.HostUID", int64(o.HostUID)}, {"Options.HostGID", int64(o.HostGID)}} {
+		if f.v < 0 {
+			return optionErr(f.name, fmt.Sprint(f.v), "must not be negative")
 		}
 	}
 	for i, b := range o.Binds {
@@ -60,11 +62,6 @@ func (o *Options) validate() error {
 	}
 	if len(o.Hostname) > 64 || strings.ContainsAny(o.Hostname, "/ \x00") {
 		return optionErr("Options.Hostname", o.Hostname, "must be at most 64 characters without '/', space or NUL")
-	}
-	for name, id := range map[string]int{"Options.HostUID": o.HostUID, "Options.HostGID": o.HostGID} {
-		if id < 0 {
-			return optionErr(name, fmt.Sprint(id), "must not be negative")
-		}
 	}
 	if uid := os.Getuid(); uid != 0 {
 		if o.HostUID != 0 && o.HostUID != uid {

@@ -37,7 +37,7 @@ func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil 
 type Result struct {
 	Outcome  Outcome
 	ExitCode int            // the exit status if Outcome is Exited, else -1
-	Signal   syscall.Signal // the killing signal if Outcome is Signaled, else 0
+	Signal   syscall.Signal // the signal that ended the program, if one did (SIGKILL after Timeout or Canceled)
 
 	// Stdout and Stderr hold the captured output when Cmd.Stdout and
 	// Cmd.Stderr were nil. Past Options.OutputLimit bytes the middle is

@@ -74,6 +74,9 @@ type Options struct {
 	// start for small short-lived programs such as the command-line tool;
 	// in a large process every start slows down with the size of its heap
 	// (the kernel copies its page tables), so services should leave it off.
+	// As with os/exec's Pdeathsig, the sandbox is killed when the OS thread
+	// that started it exits: do not call Run from a goroutine that locked
+	// its thread and then returns.
 	InProcess bool
 }
 

@@ -21,6 +21,10 @@ type Config struct {
 	NoFile        uint64 // RLIMIT_NOFILE
 
 	HostUID, HostGID int // the host ids the sandbox user maps to
+
+	// ResetOOMScore says the init inherits a negative oom_score_adj and
+	// must raise it to 0; the launcher knows its own, which the init gets.
+	ResetOOMScore bool
 }
 
 // Bind is one extra bind mount.

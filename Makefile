@@ -1,0 +1,93 @@
+# Targets for people and CI. Only Go is needed; staticcheck is installed on
+# first use. Run "make help" for the list.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.ONESHELL:
+
+# Go may be installed without being on PATH (the official tarball), and a
+# minimal PATH may lack useradd and runuser.
+export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
+GO ?= go
+GOBIN = $(shell $(GO) env GOPATH)/bin
+STATICCHECK = $(GOBIN)/staticcheck
+# The unprivileged user test-rootless runs the tests as.
+ROOTLESS_USER ?= sbxtest
+
+.PHONY: help demo test test-rootless bench
+
+help:
+	@echo 'make demo           run examples/quickstart: a shell and a Python snippet in sandboxes'
+	echo 'make test           go vet, staticcheck, go test -race, then go test with CGO_ENABLED=0'
+	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
+	echo 'make bench          go test -bench at the root, then bench/compare.sh against bubblewrap'
+	echo 'make help           this text'
+
+demo:
+	@echo "+ $(GO) run ./examples/quickstart"
+	$(GO) run ./examples/quickstart
+
+# -p 1: packages' tests run one after another, because the root package's
+# leak tests snapshot host-wide state (the temp directory, mounts) that the
+# CLI's integration test, which builds the tool, would change meanwhile.
+test:
+	@if [ ! -x "$(STATICCHECK)" ]; then
+		echo "+ GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@latest"
+		GOBIN="$(GOBIN)" $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+	fi
+	echo "+ $(GO) vet ./..."
+	$(GO) vet ./...
+	echo "+ $(STATICCHECK) ./..."
+	"$(STATICCHECK)" ./...
+	echo "+ $(GO) test -race -count=1 -p 1 ./..."
+	$(GO) test -race -count=1 -p 1 ./...
+	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -p 1 ./..."
+	CGO_ENABLED=0 $(GO) test -count=1 -p 1 ./...
+
+# As root: build the test binaries, then run them as $(ROOTLESS_USER), each
+# from a directory of its own that the user can read (with a copy of the
+# package's testdata, if any) and with a TMPDIR the user owns. The go
+# command is not run as that user: the CLI's integration test gets the
+# built tool through SANDBOX_CLI. Not as root: the caller already is
+# unprivileged, so the tests simply run.
+test-rootless:
+	@if [ "$$(id -u)" -ne 0 ]; then
+		echo "+ $(GO) test -count=1 -p 1 ./...  (not root: running as $$(id -un))"
+		$(GO) test -count=1 -p 1 ./...
+		exit 0
+	fi
+	dir=$$(mktemp -d /tmp/sandbox-rootless.XXXXXX)
+	trap 'rm -rf "$$dir"' EXIT
+	chmod 755 "$$dir"
+	echo "+ $(GO) test -c -o $$dir/root/sandbox.test ."
+	$(GO) test -c -o "$$dir/root/sandbox.test" .
+	echo "+ $(GO) test -c -o $$dir/cli/cli.test ./cmd/sandbox"
+	$(GO) test -c -o "$$dir/cli/cli.test" ./cmd/sandbox
+	echo "+ $(GO) build -o $$dir/sandbox ./cmd/sandbox"
+	$(GO) build -o "$$dir/sandbox" ./cmd/sandbox
+	if [ -d testdata ]; then cp -r testdata "$$dir/root/"; fi
+	if [ -d cmd/sandbox/testdata ]; then cp -r cmd/sandbox/testdata "$$dir/cli/"; fi
+	if ! id -u $(ROOTLESS_USER) >/dev/null 2>&1; then
+		echo "+ useradd -m $(ROOTLESS_USER)"
+		useradd -m $(ROOTLESS_USER)
+	fi
+	mkdir -m 700 "$$dir/tmp"
+	chown $(ROOTLESS_USER): "$$dir/tmp"
+	chmod -R a+rX "$$dir/root" "$$dir/cli" "$$dir/sandbox"
+	home=$$(getent passwd $(ROOTLESS_USER) | cut -d: -f6)
+	as_user() {
+		runuser -u $(ROOTLESS_USER) -- env HOME="$$home" USER=$(ROOTLESS_USER) TMPDIR="$$dir/tmp" \
+			SANDBOX_CLI="$$dir/sandbox" "$$@"
+	}
+	echo "+ (cd $$dir/root && runuser -u $(ROOTLESS_USER) -- ./sandbox.test -test.count=1)"
+	(cd "$$dir/root" && as_user ./sandbox.test -test.count=1 -test.timeout=10m)
+	echo "ok   root package as $(ROOTLESS_USER)"
+	echo "+ (cd $$dir/cli && runuser -u $(ROOTLESS_USER) -- ./cli.test -test.count=1)"
+	(cd "$$dir/cli" && as_user ./cli.test -test.count=1 -test.timeout=10m)
+	echo "ok   cmd/sandbox as $(ROOTLESS_USER)"
+
+bench:
+	@echo "+ $(GO) test -run '^$$' -bench . -benchtime 200x ."
+	$(GO) test -run '^$$' -bench . -benchtime 200x .
+	echo "+ bench/compare.sh"
+	bench/compare.sh

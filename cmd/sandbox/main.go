@@ -1,0 +1,93 @@
+// Command sandbox runs a command in a fresh sandbox built by the
+// github.com/fumehood/sandbox package, and reports what the host can
+// provide.
+//
+// Usage:
+//
+//	sandbox run [flags] -- COMMAND [ARG...]
+//	sandbox probe [--json]
+//	sandbox help [COMMAND]
+//
+// The exit status of "sandbox run" is the program's own exit status; 128+N
+// when a signal N killed it; 124 when --timeout killed it; 126 or 127 when
+// the program is not executable or not found inside the sandbox; 125 when
+// the sandbox itself failed or the command line was wrong.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit statuses of the tool itself, as timeout(1) and env(1) use them.
+const (
+	exitTimeout  = 124 // --timeout killed the program
+	exitFailure  = 125 // the sandbox failed, or the command line was wrong
+	exitNotFound = 127 // the program was not found in the sandbox
+)
+
+// usage is the top-level help text.
+const usage = `sandbox runs a command in a fresh Linux sandbox: new user, pid, mount,
+network, ipc, uts and cgroup namespaces; a read-only root with the host's
+/usr, /bin, /lib*; a generated /etc; tmpfs /tmp and /workspace; no network
+but loopback; an unprivileged user with no capabilities.
+
+Usage:
+  sandbox run [flags] -- COMMAND [ARG...]   run COMMAND in a new sandbox
+  sandbox probe [--json]                    report what this host provides
+  sandbox help [COMMAND]                    show this text, or a command's flags
+
+Exit status of run: the program's own; 128+N if signal N killed it; 124 on
+--timeout; 126/127 if the program is not executable/not found in the
+sandbox; 125 if the sandbox failed or the command line was wrong.
+
+Run "sandbox help run" for the flags of run.
+`
+
+// streams are the tool's standard streams, replaceable in tests.
+type streams struct {
+	stdin          *os.File
+	stdout, stderr io.Writer
+}
+
+func main() {
+	os.Exit(cli(os.Args[1:], streams{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))
+}
+
+// cli runs the tool with the arguments after the program name and returns
+// its exit status.
+func cli(args []string, s streams) int {
+	if len(args) == 0 {
+		fmt.Fprint(s.stderr, usage)
+		return exitFailure
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "run":
+		return runMain(rest, s)
+	case "probe":
+		return probeMain(rest, s)
+	case "help", "-h", "-help", "--help":
+		return helpMain(rest, s)
+	default:
+		fmt.Fprintf(s.stderr, "sandbox: unknown command %q\n\n%s", cmd, usage)
+		return exitFailure
+	}
+}
+
+func helpMain(args []string, s streams) int {
+	if len(args) == 0 {
+		fmt.Fprint(s.stdout, usage)
+		return 0
+	}
+	switch args[0] {
+	case "run":
+		printRunUsage(s.stdout, newRunFlags())
+	case "probe":
+		printProbeUsage(s.stdout, newProbeFlags())
+	default:
+		fmt.Fprintf(s.stderr, "sandbox: help: unknown command %q\n\n%s", args[0], usage)
+		return exitFailure
+	}
+	return 0
+}

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fumehood/sandbox"
+)
+
+// runFlags are the flags of "sandbox run".
+type runFlags struct {
+	fs        *flag.FlagSet
+	timeout   time.Duration
+	binds     bindList
+	workspace absDir
+	rootfs    absDir
+	env       envList
+	dir       string
+	json      bool
+}
+
+func newRunFlags() *runFlags {
+	f := &runFlags{fs: flag.NewFlagSet("run", flag.ContinueOnError)}
+	// Errors and usage are printed by runMain, once.
+	f.fs.SetOutput(io.Discard)
+	f.fs.Usage = func() {}
+	f.fs.DurationVar(&f.timeout, "timeout", 0, "kill the sandbox after `DUR` (e.g. 5s); 0 means no limit")
+	f.fs.Var(&bindFlag{list: &f.binds, name: "ro-bind"}, "ro-bind",
+		"bind host path SRC read-only at DST (default: SRC) in the sandbox; `SRC[:DST]`, repeatable")
+	f.fs.Var(&bindFlag{list: &f.binds, name: "bind", writable: true}, "bind",
+		"like --ro-bind, but writable; `SRC[:DST]`, repeatable")
+	f.fs.Var(&f.workspace, "workspace",
+		"bind host `DIR` read-write at /workspace instead of a tmpfs; it must be writable\n"+
+			"by the sandbox's host uid (65534 when run as root, else your own uid)")
+	f.fs.Var(&f.rootfs, "rootfs", "use host `DIR` (an extracted image) instead of the host's /usr, /bin, /lib*")
+	f.fs.Var(&f.env, "env", "set `K=V` in the program's environment, repeatable")
+	f.fs.StringVar(&f.dir, "dir", "", "working `DIR` inside the sandbox (default /workspace)")
+	f.fs.BoolVar(&f.json, "json", false, "capture output and print the result as one JSON object on stdout")
+	return f
+}
+
+// runConfig is a parsed "sandbox run" command line.
+type runConfig struct {
+	opts    sandbox.Options
+	args    []string // the program and its arguments
+	env     []string
+	dir     string
+	timeout time.Duration
+	json    bool
+	binds   []bindSpec // the specs behind opts.Binds, for error messages
+}
+
+// parseRun parses the arguments of "sandbox run". Errors name the flag at
+// fault; flag.ErrHelp means -h was given.
+func parseRun(args []string) (*runConfig, error) {
+	f := newRunFlags()
+	if err := f.fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if f.timeout < 0 {
+		return nil, fmt.Errorf("invalid value %q for flag -timeout: must not be negative", f.timeout)
+	}
+	if f.fs.NArg() == 0 {
+		return nil, errors.New("no command given: want sandbox run [flags] -- COMMAND [ARG...]")
+	}
+	return &runConfig{
+		opts: sandbox.Options{
+			Rootfs:    string(f.rootfs),
+			Workspace: string(f.workspace),
+			Binds:     f.binds.binds(),
+			InProcess: true, // a small, short-lived process: no spawner needed
+		},
+		args:    f.fs.Args(),
+		env:     f.env,
+		dir:     f.dir,
+		timeout: f.timeout,
+		json:    f.json,
+		binds:   f.binds.specs,
+	}, nil
+}
+
+// printRunUsage prints the synopsis and flags of "sandbox run".
+func printRunUsage(w io.Writer, f *runFlags) {
+	fmt.Fprint(w, "Usage: sandbox run [flags] -- COMMAND [ARG...]\n\nFlags:\n")
+	printFlags(w, f.fs)
+}
+
+// printFlags lists a FlagSet's flags with two dashes, as they are usually
+// written (the flag package accepts both).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(fl *flag.Flag) {
+		name, help := flag.UnquoteUsage(fl)
+		line := "  --" + fl.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", line, strings.ReplaceAll(help, "\n", "\n    \t"))
+	})
+}
+
+func runMain(args []string, s streams) int {
+	cfg, err := parseRun(args)
+	if errors.Is(err, flag.ErrHelp) {
+		printRunUsage(s.stdout, newRunFlags())
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(s.stderr, "sandbox: run: %v\n\n", err)
+		printRunUsage(s.stderr, newRunFlags())
+		return exitFailure
+	}
+	sb := sandbox.New(cfg.opts)
+	if err := sb.Err(); err != nil {
+		return cfg.fail(s, cfg.explain(err))
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	caught := catchSignals(stop)
+	if cfg.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
+		defer cancel()
+	}
+
+	cmd := sandbox.Command(cfg.args[0], cfg.args[1:]...)
+	cmd.Env, cmd.Dir = cfg.env, cfg.dir
+	cmd.Stdin = stdinOf(s.stdin)
+	if !cfg.json {
+		cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
+	}
+	res, err := sb.Run(ctx, cmd)
+	if err != nil {
+		err = cfg.explain(err)
+	}
+	status := exitStatus(res, err, caught())
+	if cfg.json {
+		out := jsonOutput{jsonResult: newJSONResult(res)}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		enc := json.NewEncoder(s.stdout)
+		enc.SetEscapeHTML(false)
+		if werr := enc.Encode(out); werr != nil {
+			fmt.Fprintf(s.stderr, "sandbox: write result: %v\n", werr)
+			return exitFailure
+		}
+	}
+	switch {
+	case res != nil && res.Outcome == sandbox.Timeout:
+		fmt.Fprintf(s.stderr, "sandbox: %s: killed after --timeout %s\n", cfg.args[0], cfg.timeout)
+	case res != nil && res.Outcome == sandbox.Canceled:
+		fmt.Fprintf(s.stderr, "sandbox: %s: killed on signal\n", cfg.args[0])
+	case err != nil:
+		fmt.Fprintln(s.stderr, errorLine(err))
+	}
+	return status
+}
+
+// fail reports an error that kept the sandbox from running and returns 125.
+func (cfg *runConfig) fail(s streams, err error) int {
+	if cfg.json {
+		enc := json.NewEncoder(s.stdout)
+		enc.SetEscapeHTML(false)
+		enc.Encode(jsonOutput{Error: err.Error()})
+	}
+	fmt.Fprintln(s.stderr, errorLine(err))
+	return exitFailure
+}
+
+// errorLine is err as one "sandbox: ..." line.
+func errorLine(err error) string {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "sandbox: ") {
+		msg = "sandbox: " + msg
+	}
+	return msg
+}
+
+// exitStatus maps how a run ended to the tool's exit status. sig is the
+// signal that made the tool cancel the run, if any.
+func exitStatus(res *sandbox.Result, err error, sig os.Signal) int {
+	if res == nil {
+		return exitFailure
+	}
+	switch {
+	case res.Outcome == sandbox.Timeout:
+		return exitTimeout
+	case res.Outcome == sandbox.Canceled:
+		if s, ok := sig.(syscall.Signal); ok {
+			return 128 + int(s)
+		}
+		return 128 + int(syscall.SIGINT)
+	case err != nil && res.Outcome == sandbox.Exited && (res.ExitCode == 126 || res.ExitCode == exitNotFound):
+		// Not executable or not found; the Result says which.
+		return res.ExitCode
+	case errors.Is(err, sandbox.ErrNotFound):
+		return exitNotFound
+	case err != nil:
+		return exitFailure
+	case res.Outcome == sandbox.Exited:
+		return res.ExitCode
+	case res.Outcome == sandbox.Signaled:
+		return 128 + int(res.Signal)
+	}
+	return exitFailure
+}
+
+// catchSignals cancels the run on SIGINT, SIGTERM or SIGHUP, so that the
+// sandbox is killed and reported rather than orphaned. A second signal
+// kills the tool as usual. The returned function reports the signal caught.
+func catchSignals(cancel context.CancelFunc) func() os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	got := make(chan os.Signal, 1)
+	go func() {
+		sig := <-ch
+		signal.Stop(ch)
+		got <- sig
+		cancel()
+	}()
+	return func() os.Signal {
+		select {
+		case sig := <-got:
+			return sig
+		default:
+			return nil
+		}
+	}
+}
+
+// stdinOf returns f as the program's stdin, or nil (/dev/null) when the
+// tool has no usable stdin. The library gives the sandbox its own
+// descriptor of the same file.
+func stdinOf(f *os.File) io.Reader {
+	if f == nil {
+		return nil
+	}
+	if _, err := f.Stat(); err != nil {
+		return nil // fd 0 closed
+	}
+	return f
+}
+
+// optionField matches the fields of OptionError that come from flags.
+var optionField = regexp.MustCompile(`^Options\.Binds\[(\d+)\]`)
+
+// explain rewrites an *sandbox.OptionError about a field the tool set from
+// a flag so that it names the flag instead of the field.
+func (cfg *runConfig) explain(err error) error {
+	var oe *sandbox.OptionError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	flagName, value := "", oe.Value
+	switch {
+	case oe.Option == "Options.Rootfs":
+		flagName = "--rootfs"
+	case oe.Option == "Options.Workspace":
+		flagName = "--workspace"
+	case strings.HasPrefix(oe.Option, "Cmd.Env"):
+		flagName = "--env"
+	case oe.Option == "Cmd.Dir":
+		flagName = "--dir"
+	case oe.Option == "Cmd.Path" || strings.HasPrefix(oe.Option, "Cmd.Args"):
+		flagName = "COMMAND"
+	default:
+		if m := optionField.FindStringSubmatch(oe.Option); m != nil {
+			if i, _ := strconv.Atoi(m[1]); i < len(cfg.binds) {
+				flagName, value = "--"+cfg.binds[i].flag, cfg.binds[i].spec
+			}
+		}
+	}
+	if flagName == "" {
+		return err
+	}
+	return &flagError{flag: flagName, value: value, err: oe}
+}
+
+// flagError is an *sandbox.OptionError told in terms of the command line.
+type flagError struct {
+	flag, value string
+	err         *sandbox.OptionError
+}
+
+func (e *flagError) Error() string {
+	return fmt.Sprintf("sandbox: %s %q: %s", e.flag, e.value, e.err.Reason)
+}
+
+// Unwrap returns the library's error, which matches sandbox.ErrInvalidOption.
+func (e *flagError) Unwrap() error { return e.err }
+
+// jsonResult is a sandbox.Result as --json prints it.
+type jsonResult struct {
+	Outcome         sandbox.Outcome `json:"outcome"` // its name, e.g. "exited"
+	ExitCode        int             `json:"exit_code"`
+	Signal          int             `json:"signal"`
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdout_truncated"`
+	StderrTruncated bool            `json:"stderr_truncated"`
+	StdoutBytes     int64           `json:"stdout_bytes"`
+	StderrBytes     int64           `json:"stderr_bytes"`
+	WallTimeNS      int64           `json:"wall_time_ns"`
+	UserTimeNS      int64           `json:"user_time_ns"`
+	SystemTimeNS    int64           `json:"system_time_ns"`
+	MaxRSS          int64           `json:"max_rss_bytes"`
+}
+
+// jsonOutput is the object --json prints: the result's fields, when there
+// is a Result, and the error Run returned, if any.
+type jsonOutput struct {
+	*jsonResult
+	Error string `json:"error,omitempty"`
+}
+
+func newJSONResult(r *sandbox.Result) *jsonResult {
+	if r == nil {
+		return nil
+	}
+	return &jsonResult{
+		Outcome:         r.Outcome,
+		ExitCode:        r.ExitCode,
+		Signal:          int(r.Signal),
+		Stdout:          string(r.Stdout),
+		Stderr:          string(r.Stderr),
+		StdoutTruncated: r.StdoutTruncated,
+		StderrTruncated: r.StderrTruncated,
+		StdoutBytes:     r.StdoutBytes,
+		StderrBytes:     r.StderrBytes,
+		WallTimeNS:      r.WallTime.Nanoseconds(),
+		UserTimeNS:      r.UserTime.Nanoseconds(),
+		SystemTimeNS:    r.SystemTime.Nanoseconds(),
+		MaxRSS:          r.MaxRSS,
+	}
+}

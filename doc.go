@@ -1,0 +1,146 @@
+// Package sandbox runs untrusted programs on a Linux host in fresh,
+// throw-away sandboxes built from Linux namespaces and a minimal read-only
+// root, and hands back what they printed and how they ended.
+//
+// # Overview
+//
+// A [Sandbox] is made once from [Options] and is safe for concurrent use;
+// each [Sandbox.Run] builds a new sandbox for one [Cmd], runs it, and tears
+// everything down before it returns. [Command] and [Cmd] mirror os/exec; a
+// Cmd cannot be reused. A non-zero exit is data, not an error: the [Result]
+// says how the run ended (an [Outcome]), with the exit code or signal, the
+// captured output (capped at [Options.OutputLimit] per stream, with the
+// middle elided) and the time and memory used. Run returns an error only
+// when the program could not be run as asked: the options were wrong
+// ([ErrInvalidOption]), this host cannot provide a protection
+// ([ErrNotSupported]), building the sandbox failed ([*SetupError]), the
+// program was not found ([ErrNotFound]), or ctx ended the run.
+//
+//	sb := sandbox.New(sandbox.Options{})
+//	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+//	defer cancel()
+//	res, err := sb.Run(ctx, sandbox.Command("python3", "-c", "print(6*7)"))
+//	if err != nil {
+//		return err // could not run it, or it timed out
+//	}
+//	fmt.Printf("%s: %s", res.Outcome, res.Stdout) // exited: 42
+//
+// Every program sees: its own user, PID, mount, network (loopback only),
+// IPC, UTS (hostname [DefaultHostname]) and cgroup namespaces; a root that
+// is a read-only tmpfs holding read-only binds of the host's /usr, /bin,
+// /sbin and /lib* (or of [Options.Rootfs]), a generated /etc (passwd,
+// group, hosts, hostname, nsswitch.conf, plus the host's ld.so.cache and
+// alternatives), a new /proc with the sensitive paths masked as runc masks
+// them, a minimal /dev (null, zero, full, random, urandom, tty), and
+// size-capped tmpfs /tmp and /workspace (the working directory). It runs as
+// uid/gid [SandboxUID] ("sandbox" in /etc/passwd) with no capabilities,
+// no_new_privs set and RLIMIT_NOFILE of [Options.MaxOpenFiles]. Nothing of
+// the host's environment is passed on.
+//
+// [Probe] reports which layers this host can provide; the cmd/sandbox
+// command-line tool wraps the same API ("sandbox run", "sandbox probe").
+//
+// # Threat model and non-goals
+//
+// The program inside is assumed hostile and knowledgeable: it may try any
+// system call, any file descriptor it can find, any path under /proc, and
+// may try to outlive its sandbox. The caller, the Go program importing this
+// package, is trusted; its options may be wrong but not malicious, and a
+// wrong option is an error, never a silently weaker sandbox. Where a
+// protection cannot be put in place, Run fails closed.
+//
+// Non-goals: it is not a virtual machine. Every sandbox shares the host
+// kernel, so a kernel bug reachable from an unprivileged user namespace can
+// break out; the planned seccomp filter narrows that surface but does not
+// remove it (see Limitations). It does not keep the caller from exposing
+// host files through [Options.Binds], [Options.Workspace] or
+// [Options.Rootfs], nor protect the program from the host.
+//
+// # How it works
+//
+// Importing this package installs an init function that takes over the
+// process when it is one of the sandbox's own re-executions: the
+// environment variable _FUMEHOOD_SANDBOX_ROLE says which role ("spawner" or
+// "init"), and in those processes the host program's main never runs.
+// Package inits of the program's other dependencies have already run by
+// then, so keep them cheap. No extra wiring is needed: any binary that
+// imports the package, a test binary included, can act as its own sandbox
+// init.
+//
+// The binary is re-executed from a sealed in-memory copy made once per
+// process, never from a path the sandbox could reach or write. By default,
+// the first Run starts a spawner process: the re-executed binary, small and
+// started once per caller process, before it holds any of the caller's
+// heap. Every Run asks it over a socket pair (passing the program's stdio
+// with SCM_RIGHTS) to start one sandbox. This matters because cloning a
+// user namespace makes Go fork without sharing memory, so starting from a
+// large process costs time in proportion to its size. [Options.InProcess]
+// skips the spawner for small short-lived callers.
+//
+// Each sandbox starts as an init process cloned into new user, PID, mount,
+// network, IPC, UTS and cgroup namespaces, with one host uid/gid mapped to
+// [SandboxUID]/[SandboxGID]. The init reads its configuration from an
+// inherited socket (not argv), builds the new root with the fd-based mount
+// API (fsopen, fsmount, open_tree, move_mount, mount_setattr): every host
+// source is opened first, then the tree is assembled on a tmpfs and
+// pivot_root'ed into, and the old root is detached. It sets the hostname,
+// brings up loopback, sets rlimits, drops every capability, sets
+// no_new_privs and finally execs the program in its own place, so the
+// program is pid 1 of the new PID namespace. When it exits, the kernel
+// kills every other process of the sandbox. A failure before the exec comes
+// back to the caller with its stage and errno as a [*SetupError], so
+// errors.Is(err, unix.EPERM) works across the process boundary.
+//
+// # Requirements
+//
+//   - Linux 5.12 or newer (mount_setattr).
+//   - Unprivileged user namespaces: user.max_user_namespaces above zero,
+//     and on Debian-patched kernels kernel.unprivileged_userns_clone=1.
+//   - On Ubuntu 23.10 and newer, AppArmor restricts unprivileged user
+//     namespaces (kernel.apparmor_restrict_unprivileged_userns=1); either
+//     set it to 0 or give the calling binary an AppArmor profile that
+//     allows "userns".
+//   - When the caller is root, the sandbox maps to host uid/gid 65534
+//     (nobody) unless [Options.HostUID] and [Options.HostGID] say
+//     otherwise, so a [Options.Workspace] directory or a writable [Bind]
+//     must be writable by that uid. A caller that is not root maps its own
+//     ids.
+//
+// [Probe] reports which layers this host can provide. When a required one
+// is missing, Run's error matches [ErrNotSupported] and is an
+// [*UnsupportedError] that says what is missing and how to enable it.
+//
+// # Degradation
+//
+// None yet: every layer is required. When the host cannot provide one,
+// Run refuses with an [*UnsupportedError] naming it rather than run a
+// weaker sandbox. A later version may offer an explicit, per-layer policy
+// for optional layers, reported in the Result.
+//
+// # Limitations
+//
+//   - No cgroup limits yet (memory, CPU, pids): a program can use as much
+//     memory and CPU as its host uid may, and fork-bomb within its
+//     namespace. Planned in a later issue.
+//   - No seccomp filter yet: every system call the kernel allows an
+//     unprivileged user namespace is reachable. Planned in a later issue.
+//   - When [Cmd.Stdin] is an io.Reader other than an *os.File, the goroutine
+//     copying it into the sandbox is not waited for: Run returns when the
+//     sandbox ends even if the Reader is still blocked, and that goroutine
+//     ends only when the Reader returns.
+//   - The program is pid 1 of its PID namespace: signals it sends itself
+//     without a handler are ignored, and orphans are reaped only when it
+//     exits.
+//
+// # Multithreading
+//
+// Go programs are multithreaded, and some process state is per thread. The
+// in-sandbox init sets its per-thread state (capabilities, no_new_privs) on
+// one locked OS thread, the same one that execs the program, so no other
+// thread of the init matters once the program runs. The caller needs no
+// care: namespaces are created by cloning a new process, never by changing
+// a thread of the caller, so Run may be called from any goroutine without
+// runtime.LockOSThread. A [Sandbox] is safe for
+// concurrent use by many goroutines; each Run has its own namespaces,
+// filesystem and pipes, and one spawner serves all of them.
+package sandbox

@@ -1,0 +1,100 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fumehood/sandbox"
+)
+
+func ExampleCommand() {
+	// The name is looked up in the sandbox's PATH, not the host's.
+	cmd := sandbox.Command("sh", "-c", "echo hello")
+	res, err := sandbox.New(sandbox.Options{}).Run(context.Background(), cmd)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("%s", res.Stdout)
+	fmt.Println(res.Outcome)
+	// Output:
+	// hello
+	// exited
+}
+
+func ExampleSandbox_Run() {
+	sb := sandbox.New(sandbox.Options{Env: []string{"GREETING=hi"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// A non-zero exit is not an error: the Result says how the run ended.
+	cmd := sandbox.Command("sh", "-c", `echo "$GREETING from $(pwd) as $(id -un)"; echo oops >&2; exit 3`)
+	res, err := sb.Run(ctx, cmd)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("outcome %s, exit code %d\n", res.Outcome, res.ExitCode)
+	fmt.Printf("stdout: %s", res.Stdout)
+	fmt.Printf("stderr: %s", res.Stderr)
+	// Output:
+	// outcome exited, exit code 3
+	// stdout: hi from /workspace as sandbox
+	// stderr: oops
+}
+
+func ExampleSandbox_Run_timeout() {
+	sb := sandbox.New(sandbox.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+
+	// When ctx ends the run, every process of the sandbox is killed; the
+	// error matches ctx.Err() and the Result holds the output so far.
+	res, err := sb.Run(ctx, sandbox.Command("sh", "-c", "echo started; exec sleep 10"))
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	if res != nil {
+		fmt.Printf("outcome %s, stdout %q\n", res.Outcome, res.Stdout)
+	}
+	// Output:
+	// true
+	// outcome timeout, stdout "started\n"
+}
+
+func ExampleNew() {
+	// The zero Options are the safe default; set only what differs.
+	sb := sandbox.New(sandbox.Options{Hostname: "box", TmpSize: 16 << 20})
+	fmt.Println(sb.Err())
+
+	// New checks the Options at once. A wrong one is an error naming the
+	// field, returned by Err and by every Run.
+	sb = sandbox.New(sandbox.Options{Binds: []sandbox.Bind{{Source: "relative/dir"}}})
+	err := sb.Err()
+	fmt.Println(errors.Is(err, sandbox.ErrInvalidOption))
+	if oe, ok := errors.AsType[*sandbox.OptionError](err); ok {
+		fmt.Println(oe.Option)
+	}
+	// Output:
+	// <nil>
+	// true
+	// Options.Binds[0].Source
+}
+
+func ExampleResult_Err() {
+	res, err := sandbox.New(sandbox.Options{}).Run(context.Background(), sandbox.Command("sh", "-c", "exit 3"))
+	if err != nil {
+		fmt.Println("sandbox failed:", err)
+		return
+	}
+	// For callers who prefer os/exec's style: Err is nil only on exit 0.
+	if err := res.Err(); err != nil {
+		if ee, ok := errors.AsType[*sandbox.ExitError](err); ok {
+			fmt.Println(err, "/ code", ee.ExitCode())
+		}
+	}
+	// Output:
+	// exit status 3 / code 3
+}
