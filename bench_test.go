@@ -41,7 +41,11 @@ var heap [][]byte
 // caller holds 10 MiB or 1 GiB of touched heap while it runs /bin/true.
 func BenchmarkRunHeap(b *testing.B) {
 	for _, size := range []int{10 << 20, 1 << 30} {
-		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
+		name := fmt.Sprintf("%dMiB", size>>20)
+		if size >= 1<<30 {
+			name = fmt.Sprintf("%dGiB", size>>30)
+		}
+		b.Run(name, func(b *testing.B) {
 			heap = make([][]byte, size>>20)
 			for i := range heap {
 				heap[i] = make([]byte, 1<<20)
@@ -50,6 +54,7 @@ func BenchmarkRunHeap(b *testing.B) {
 				}
 			}
 			defer func() { heap = nil; runtime.GC() }()
+			runtime.GC()
 			benchRun(b, Options{}, "/bin/true")
 		})
 	}

@@ -67,9 +67,12 @@
 // imports the package, a test binary included, can act as its own sandbox
 // init.
 //
-// The binary is re-executed from a sealed in-memory copy made once per
-// process, never from a path the sandbox could reach or write. By default,
-// the first Run starts a spawner process: the re-executed binary, small and
+// The spawner re-executes the binary from a sealed in-memory copy made once,
+// never from a path the sandbox could reach or write. (With
+// [Options.InProcess], which serves one-shot tools, the copy would cost more
+// than the run, and /proc/self/exe is exec'd instead; the host binary is
+// gone from the sandbox the moment the program starts either way.) By
+// default, the first Run starts a spawner process: the re-executed binary, small and
 // started once per caller process, before it holds any of the caller's
 // heap. Every Run asks it over a socket pair (passing the program's stdio
 // with SCM_RIGHTS) to start one sandbox. This matters because cloning a
@@ -140,7 +143,9 @@
 // thread of the init matters once the program runs. The caller needs no
 // care: namespaces are created by cloning a new process, never by changing
 // a thread of the caller, so Run may be called from any goroutine without
-// runtime.LockOSThread. A [Sandbox] is safe for
+// runtime.LockOSThread. (With [Options.InProcess], as with os/exec's
+// Pdeathsig, not from a goroutine that locked its thread and then returns:
+// the thread's exit kills the sandbox.) A [Sandbox] is safe for
 // concurrent use by many goroutines; each Run has its own namespaces,
 // filesystem and pipes, and one spawner serves all of them.
 package sandbox

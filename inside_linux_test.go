@@ -266,3 +266,29 @@ func TestPythonIfPresent(t *testing.T) {
 		t.Errorf("python3: %v, stdout %q, stderr %q", res.Err(), res.Stdout, res.Stderr)
 	}
 }
+
+func TestTmpfsSizeCaps(t *testing.T) {
+	requireSandbox(t)
+	opts := Options{TmpSize: 1 << 20, WorkspaceSize: 2 << 20}
+	out := sh(t, opts, `head -c 1500000 /dev/zero > /tmp/f 2>/dev/null && echo "tmp took 1.5 MB"
+		head -c 1500000 /dev/zero > /workspace/f || echo "workspace refused 1.5 MB"
+		head -c 1500000 /dev/zero > /workspace/g 2>/dev/null && echo "workspace took 3 MB"; true`)
+	if out != "" {
+		t.Errorf("size caps not enforced:\n%s", out)
+	}
+}
+
+func TestReexecCopyIsSealed(t *testing.T) {
+	path, err := selfExe(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.Write([]byte("x"))
+		f.Close()
+	}
+	if !errors.Is(err, os.ErrPermission) {
+		t.Errorf("writing the sealed copy of the binary: err = %v, want a permission error", err)
+	}
+}

@@ -249,3 +249,51 @@ func TestRefusesWithoutUserNamespaces(t *testing.T) {
 		t.Errorf("with user namespaces disabled, Run and Probe said:\n%s", got)
 	}
 }
+
+func TestSpawnerDeathFailsRunAndRecovers(t *testing.T) {
+	requireSandbox(t)
+	s := New(Options{})
+	if _, err := s.Run(context.Background(), Command("true")); err != nil {
+		t.Fatal(err)
+	}
+	m := marker(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Run(context.Background(), Command("/bin/sleep", m))
+		done <- err
+	}()
+	if !waitFor(func() bool { return len(hostProcesses(m)) > 0 }) {
+		t.Fatal("the sandboxed sleep never started")
+	}
+	spawner.mu.Lock()
+	pid := spawner.c.pid
+	spawner.mu.Unlock()
+	syscall.Kill(pid, syscall.SIGKILL)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrSpawner) {
+			t.Errorf("run whose spawner died: err = %v, want ErrSpawner", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its spawner died")
+	}
+	if !waitFor(func() bool { return len(hostProcesses(m)) == 0 }) {
+		t.Errorf("sandbox outlived its spawner: %v", hostProcesses(m))
+	}
+	if res, err := s.Run(context.Background(), Command("echo", "again")); err != nil || string(res.Stdout) != "again\n" {
+		t.Errorf("Run after the spawner died: %v", err)
+	}
+}
+
+func TestSetupFailureNamesPathAndChangesNothing(t *testing.T) {
+	requireSandbox(t)
+	target := fmt.Sprintf("/usr/sbxtest-%d", time.Now().UnixNano())
+	_, err := New(Options{Binds: []Bind{{Source: "/etc/hostname", Target: target}}}).Run(context.Background(), Command("true"))
+	var se *SetupError
+	if !errors.As(err, &se) || !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), target) {
+		t.Errorf("bind target in the read-only /usr: err = %v, want a SetupError naming %s with EROFS", err, target)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed setup created %s on the host", target)
+	}
+}

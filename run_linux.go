@@ -36,9 +36,16 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 			err = setupError(se, cfg)
 		}
 	} else {
-		var sp *spawnerClient
-		if sp, err = theSpawner(); err == nil {
-			h, err = sp.start(cfg, st.child)
+		// A spawner found dead before the request went out is replaced
+		// once; one that dies under a run fails that run.
+		for attempt := 0; attempt < 2; attempt++ {
+			var sp *spawnerClient
+			if sp, err = theSpawner(); err == nil {
+				h, err = sp.start(cfg, st.child)
+			}
+			if !errors.Is(err, errSpawnerGone) {
+				break
+			}
 		}
 	}
 	st.closeChild()

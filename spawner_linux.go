@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,6 +35,10 @@ import (
 // pipes and the write end of stdin.
 
 const maxMessage = 1 << 20
+
+// errSpawnerGone marks a request that never reached a spawner because it
+// had already died: safe to retry with a new one.
+var errSpawnerGone = errors.New("spawner gone before the request")
 
 // spawnerConnFd is the spawner's end of the socket pair.
 const spawnerConnFd = 3
@@ -232,7 +237,7 @@ func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File) (*handle, err
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
-		return nil, c.dead
+		return nil, fmt.Errorf("%w: %w", errSpawnerGone, c.dead)
 	}
 	c.next++
 	id := c.next
