@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # compare.sh: start-to-exit latency of "sandbox run" against bubblewrap with
 # the same isolation (every namespace, read-only /usr, /proc, /dev, tmpfs
-# /tmp), measured interleaved in one run by bench/latency.
+# /tmp), measured interleaved in one run by bench/latency. Also the library
+# called from a long-lived process (as a service calls it), in-process and
+# through its spawner, in the same run.
 #
 #   bench/compare.sh            # N=200 measured runs, WARMUP=20, of each command
 #   N=50 WARMUP=5 bench/compare.sh
@@ -57,5 +59,7 @@ echo
 "$TMP/latency" -n "$N" -warmup "$WARMUP" -baseline bwrap \
 	true/sandbox "${SBX[@]}" /bin/true ::: \
 	true/bwrap "${BWRAP[@]}" /bin/true ::: \
+	true/lib-inprocess @inprocess /bin/true ::: \
+	true/lib-spawner @spawner /bin/true ::: \
 	echo/sandbox "${SBX[@]}" /bin/sh -c 'echo hi' ::: \
 	echo/bwrap "${BWRAP[@]}" /bin/sh -c 'echo hi'

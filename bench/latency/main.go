@@ -16,6 +16,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,7 +26,15 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fumehood/sandbox"
 )
+
+// Library runners for the @inprocess and @spawner pseudo-commands.
+var libraries = map[string]*sandbox.Sandbox{
+	"@inprocess": sandbox.New(sandbox.Options{InProcess: true}),
+	"@spawner":   sandbox.New(sandbox.Options{}),
+}
 
 const separator = ":::"
 
@@ -110,6 +119,18 @@ func measure(cmds []*command, warmup, n int) error {
 // runOnce runs argv with stdin and stdout on /dev/null and returns its wall
 // time from start to reaped exit.
 func runOnce(argv []string) (time.Duration, error) {
+	if sb := libraries[argv[0]]; sb != nil {
+		start := time.Now()
+		res, err := sb.Run(context.Background(), sandbox.Command(argv[1], argv[2:]...))
+		d := time.Since(start)
+		if err == nil {
+			err = res.Err()
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%q: %w", argv, err)
+		}
+		return d, nil
+	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = &stderr
