@@ -38,9 +38,16 @@ func BenchmarkRunTrueInProcess(b *testing.B) { benchRun(b, Options{InProcess: tr
 var heap [][]byte
 
 // BenchmarkRunHeap shows Run's start cost is flat in the caller's size: the
-// caller holds 10 MiB or 1 GiB of touched heap while it runs /bin/true.
-func BenchmarkRunHeap(b *testing.B) {
-	for _, size := range []int{10 << 20, 1 << 30} {
+// caller holds 10 MiB or 1 GiB of touched heap while it runs /bin/true
+// through the spawner.
+func BenchmarkRunHeap(b *testing.B) { benchHeap(b, Options{}, 10<<20, 1<<30) }
+
+// BenchmarkRunHeapInProcess is the same without the spawner: the caller
+// itself clones, and every start copies its page tables.
+func BenchmarkRunHeapInProcess(b *testing.B) { benchHeap(b, Options{InProcess: true}, 10<<20, 1<<30) }
+
+func benchHeap(b *testing.B, opts Options, sizes ...int) {
+	for _, size := range sizes {
 		name := fmt.Sprintf("%dMiB", size>>20)
 		if size >= 1<<30 {
 			name = fmt.Sprintf("%dGiB", size>>30)
@@ -55,7 +62,7 @@ func BenchmarkRunHeap(b *testing.B) {
 			}
 			defer func() { heap = nil; runtime.GC() }()
 			runtime.GC()
-			benchRun(b, Options{}, "/bin/true")
+			benchRun(b, opts, "/bin/true")
 		})
 	}
 }

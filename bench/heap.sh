@@ -16,8 +16,8 @@ fi
 
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
-echo "+ go test -run '^\$' -bench 'BenchmarkRunHeap' -benchtime $BENCHTIME ."
-go test -run '^$' -bench 'BenchmarkRunHeap' -benchtime "$BENCHTIME" . | tee "$OUT"
+echo "+ go test -run '^\$' -bench '^BenchmarkRunHeap$' -benchtime $BENCHTIME ."
+go test -run '^$' -bench '^BenchmarkRunHeap$' -benchtime "$BENCHTIME" . | tee "$OUT"
 
 # A result line looks like "BenchmarkRunHeap/1GiB-8   200   4210000 ns/op ...";
 # the -N GOMAXPROCS suffix is absent when it is 1. The size may be written
