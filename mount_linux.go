@@ -260,6 +260,16 @@ func (b *rootBuilder) bind(src int, target string, attrs uint64) error {
 	return attach(mfd, t, target)
 }
 
+// attachKept attaches the detached mount mfd onto target but keeps mfd
+// open (until closeAll), to build beneath it.
+func (b *rootBuilder) attachKept(mfd, target int, what string) error {
+	b.keep(mfd)
+	if err := unix.MoveMount(mfd, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return &initError{Stage: "mount", Op: "attach", Path: what, Err: err}
+	}
+	return nil
+}
+
 // mountNew attaches a new filesystem at target.
 func (b *rootBuilder) mountNew(target, fstype string, attrs int, opts ...string) error {
 	t, err := b.target(target, false)
@@ -408,57 +418,38 @@ func (b *rootBuilder) buildProc(devNull int) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.MoveMount(proc, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		unix.Close(proc)
-		return &initError{Stage: "mount", Op: "attach", Path: "/proc", Err: err}
+	if err := b.attachKept(proc, t, "/proc"); err != nil {
+		return err
 	}
-	b.keep(proc)
-	// Resolve inside this proc only: RESOLVE_IN_ROOT against its own root.
-	mask := func(name string, how func(fd int, what string) error) error {
-		fd, err := openIn(proc, name)
-		if errors.Is(err, unix.ENOENT) {
-			return nil // this kernel does not have it
-		}
-		if err != nil {
-			return &initError{Stage: "mount", Op: "resolve", Path: "/proc/" + name, Err: err}
-		}
-		b.keep(fd)
-		return how(fd, "/proc/"+name)
+	// Each hidden path gets a mount of its kind, resolved inside this proc
+	// only (RESOLVE_IN_ROOT against its own root).
+	const attrs = roAttrs | unix.MOUNT_ATTR_NOEXEC
+	hides := []struct {
+		names []string
+		mount func(fd int, what string) (int, error)
+	}{
+		{procMaskedFiles, func(_ int, what string) (int, error) { return cloneTree(devNull, attrs, what) }},
+		{procMaskedDirs, func(int, string) (int, error) { return newFS("tmpfs", attrs, "size=0", "mode=0555") }},
+		{procReadOnly, func(fd int, what string) (int, error) { return cloneTree(fd, attrs, what) }},
 	}
-	for _, name := range procMaskedFiles {
-		err := mask(name, func(fd int, what string) error {
-			mfd, err := cloneTree(devNull, roAttrs|unix.MOUNT_ATTR_NOEXEC, what)
+	for _, h := range hides {
+		for _, name := range h.names {
+			what := "/proc/" + name
+			fd, err := openIn(proc, name)
+			if errors.Is(err, unix.ENOENT) {
+				continue // this kernel does not have it
+			}
+			if err != nil {
+				return &initError{Stage: "mount", Op: "resolve", Path: what, Err: err}
+			}
+			b.keep(fd)
+			mfd, err := h.mount(fd, what)
 			if err != nil {
 				return err
 			}
-			return attach(mfd, fd, what)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	for _, name := range procMaskedDirs {
-		err := mask(name, func(fd int, what string) error {
-			mfd, err := newFS("tmpfs", roAttrs|unix.MOUNT_ATTR_NOEXEC, "size=0", "mode=0555")
-			if err != nil {
+			if err := attach(mfd, fd, what); err != nil {
 				return err
 			}
-			return attach(mfd, fd, what)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	for _, name := range procReadOnly {
-		err := mask(name, func(fd int, what string) error {
-			mfd, err := cloneTree(fd, roAttrs|unix.MOUNT_ATTR_NOEXEC, what)
-			if err != nil {
-				return err
-			}
-			return attach(mfd, fd, what)
-		})
-		if err != nil {
-			return err
 		}
 	}
 	return nil
@@ -475,11 +466,9 @@ func (b *rootBuilder) buildDev(devs []int) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.MoveMount(dev, "", t, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		unix.Close(dev)
-		return &initError{Stage: "mount", Op: "attach", Path: "/dev", Err: err}
+	if err := b.attachKept(dev, t, "/dev"); err != nil {
+		return err
 	}
-	b.keep(dev)
 	for i, name := range devices {
 		t, err := b.targetIn(dev, name, true)
 		if err != nil {
