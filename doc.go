@@ -122,9 +122,11 @@
 //
 // # Limitations
 //
-//   - No cgroup limits yet (memory, CPU, pids): a program can use as much
-//     memory and CPU as its host uid may, and fork-bomb within its
-//     namespace. Planned in a later issue.
+//   - Resource limits need a cgroup this process may write: root, or a
+//     delegated cgroup v2 subtree. On a cgroup v1 host an unprivileged
+//     caller has none; Run then refuses unless [Options.LimitPolicy] is
+//     [BestEffortLimits], where rlimits stand in and the CPU share is not
+//     limited ([Result.Limits] says so).
 //   - No seccomp filter yet: every system call the kernel allows an
 //     unprivileged user namespace is reachable. Planned in a later issue.
 //   - When [Cmd.Stdin] is an io.Reader other than an *os.File, the goroutine

@@ -11,10 +11,17 @@ import (
 	"github.com/fumehood/sandbox"
 )
 
+// The examples ask for best-effort limits so that they run on any host:
+// where the process may make a cgroup, the limits are the cgroup's as
+// always; where it may not (an unprivileged user without a delegated
+// cgroup), rlimits stand in instead of Run refusing. A service should leave
+// Options.LimitPolicy at its default, EnforceLimits.
+var anywhere = sandbox.Options{LimitPolicy: sandbox.BestEffortLimits}
+
 func ExampleCommand() {
 	// The name is looked up in the sandbox's PATH, not the host's.
 	cmd := sandbox.Command("sh", "-c", "echo hello")
-	res, err := sandbox.New(sandbox.Options{}).Run(context.Background(), cmd)
+	res, err := sandbox.New(anywhere).Run(context.Background(), cmd)
 	if err != nil {
 		fmt.Println("error:", err)
 		return
@@ -27,7 +34,9 @@ func ExampleCommand() {
 }
 
 func ExampleSandbox_Run() {
-	sb := sandbox.New(sandbox.Options{Env: []string{"GREETING=hi"}})
+	opts := anywhere
+	opts.Env = []string{"GREETING=hi"}
+	sb := sandbox.New(opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -48,7 +57,7 @@ func ExampleSandbox_Run() {
 }
 
 func ExampleSandbox_Run_timeout() {
-	sb := sandbox.New(sandbox.Options{})
+	sb := sandbox.New(anywhere)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 
@@ -84,7 +93,7 @@ func ExampleNew() {
 }
 
 func ExampleResult_Err() {
-	res, err := sandbox.New(sandbox.Options{}).Run(context.Background(), sandbox.Command("sh", "-c", "exit 3"))
+	res, err := sandbox.New(anywhere).Run(context.Background(), sandbox.Command("sh", "-c", "exit 3"))
 	if err != nil {
 		fmt.Println("sandbox failed:", err)
 		return
@@ -97,4 +106,22 @@ func ExampleResult_Err() {
 	}
 	// Output:
 	// exit status 3 / code 3
+}
+
+func ExampleResult_limits() {
+	opts := anywhere
+	opts.Memory, opts.CPUs, opts.Pids = 256<<20, 0.5, 64
+	res, err := sandbox.New(opts).Run(context.Background(), sandbox.Command("true"))
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	// Each limit says whether it was enforced, and by what.
+	for _, l := range res.Limits {
+		fmt.Println(l.Name, l.Value != "none")
+	}
+	// Output:
+	// memory true
+	// cpu true
+	// pids true
 }

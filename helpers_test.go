@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/fumehood/sandbox/internal/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,31 +40,6 @@ var helpers = map[string]func(args []string) int{
 		for _, i := range ifs {
 			fmt.Printf("%s up=%v\n", i.Name, i.Flags&net.FlagUp != 0)
 		}
-		return 0
-	},
-	// fds prints the open fds other than the one used to list them.
-	"fds": func([]string) int {
-		fd, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		buf := make([]byte, 4096)
-		var fds []string
-		for {
-			n, err := unix.Getdents(fd, buf)
-			if err != nil || n <= 0 {
-				break
-			}
-			_, _, names := unix.ParseDirent(buf[:n], -1, nil)
-			for _, name := range names {
-				if name != strconv.Itoa(fd) {
-					fds = append(fds, name)
-				}
-			}
-		}
-		sort.Strings(fds)
-		fmt.Println(strings.Join(fds, " "))
 		return 0
 	},
 	// env prints the environment, one variable a line.
@@ -90,7 +65,9 @@ var helpers = map[string]func(args []string) int{
 			fmt.Println("setup:", err)
 			return 1
 		}
-		_, err := New(Options{}).Run(context.Background(), Command("true"))
+		// Best effort: no cgroup is writable here, and the missing user
+		// namespace is what this case is about.
+		_, err := New(Options{LimitPolicy: BestEffortLimits}).Run(context.Background(), Command("true"))
 		fmt.Printf("notsupported=%v\n%v\n", errors.Is(err, ErrNotSupported), err)
 		r, err := Probe()
 		if err != nil {
@@ -100,11 +77,63 @@ var helpers = map[string]func(args []string) int{
 		fmt.Printf("canrun=%v\n", r.CanRun())
 		return 0
 	},
+	// hog allocates and touches memory 1 MiB at a time, up to 4 GiB.
+	"hog": func([]string) int {
+		var keep [][]byte
+		for i := 0; i < 4096; i++ {
+			b := make([]byte, 1<<20)
+			for j := 0; j < len(b); j += 4096 {
+				b[j] = 1
+			}
+			keep = append(keep, b)
+		}
+		fmt.Println("allocated", len(keep), "MiB")
+		return 0
+	},
+	// spin burns CPU on one thread for the given wall time.
+	"spin": func(args []string) int {
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			return 2
+		}
+		n := 0
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			n++
+		}
+		fmt.Println(n > 0)
+		return 0
+	},
+	// shm creates 16 MiB SysV shared memory segments and touches them,
+	// up to 4 GiB.
+	"shm": func([]string) int {
+		for i := 0; i < 256; i++ {
+			id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 16<<20, unix.IPC_CREAT|0o600)
+			if err != nil {
+				fmt.Println("shmget:", err)
+				return 1
+			}
+			b, err := unix.SysvShmAttach(id, 0, 0)
+			if err != nil {
+				fmt.Println("shmat:", err)
+				return 1
+			}
+			for j := 0; j < len(b); j += 4096 {
+				b[j] = 1
+			}
+		}
+		fmt.Println("4 GiB of shm")
+		return 0
+	},
+	// nocgroup reports how Run behaves without a writable cgroup.
+	"nocgroup": func([]string) int {
+		fmt.Print(noCgroupReport())
+		return 0
+	},
 	// caller runs a sandboxed "sleep N.25" from a host process, prints
 	// "ready" once it runs and waits to be killed. (The marker N.25 is not
 	// in the caller's own command line.)
 	"caller": func(args []string) int {
-		s := New(Options{InProcess: len(args) > 1 && args[1] == "inprocess"})
+		s := newTest(Options{InProcess: len(args) > 1 && args[1] == "inprocess"})
 		marker := args[0] + ".25"
 		go func() {
 			_, err := s.Run(context.Background(), Command("/bin/sleep", marker))
@@ -230,3 +259,32 @@ func waitFor(cond func() bool) bool {
 	}
 	return cond()
 }
+
+var cgroupCheck struct {
+	sync.Once
+	err error
+}
+
+// cgroupErr says why this process cannot make cgroups for runs, or nil.
+func cgroupErr() error {
+	cgroupCheck.Do(func() {
+		g, err := cgroup.New("", fmt.Sprintf("sbxtest-check-%d", os.Getpid()), cgroup.Limits{Pids: 16})
+		if err == nil {
+			err = g.Delete()
+		}
+		cgroupCheck.err = err
+	})
+	return cgroupCheck.err
+}
+
+// testOpts is o with best-effort limits where this process cannot make
+// cgroups (an unprivileged user on a cgroup v1 host), so the tests that are
+// not about limits run everywhere.
+func testOpts(o Options) Options {
+	if cgroupErr() != nil {
+		o.LimitPolicy = BestEffortLimits
+	}
+	return o
+}
+
+func newTest(o Options) *Sandbox { return New(testOpts(o)) }

@@ -99,7 +99,7 @@ func setupSandbox(cfg *wire.Config) (string, error) {
 	if err := loopbackUp(); err != nil {
 		return "", err
 	}
-	if err := setRlimits(cfg.NoFile); err != nil {
+	if err := setRlimits(cfg); err != nil {
 		return "", err
 	}
 	if err := enterDir(cfg.Dir); err != nil {
@@ -159,14 +159,29 @@ func loopbackUp() error {
 	return nil
 }
 
-func setRlimits(nofile uint64) error {
-	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
-		return &initError{Stage: "rlimit", Op: "RLIMIT_CORE", Err: err}
+func setRlimits(cfg *wire.Config) error {
+	limits := []struct {
+		name     string
+		resource int
+		value    uint64
+	}{
+		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0},
+		{"RLIMIT_FSIZE (Options.MaxFileSize)", unix.RLIMIT_FSIZE, uint64(cfg.MaxFileSize)},
+		{"RLIMIT_DATA (Options.Memory, best effort)", unix.RLIMIT_DATA, cfg.RlimitData},
+		{"RLIMIT_NPROC (Options.Pids, best effort)", unix.RLIMIT_NPROC, cfg.RlimitNproc},
+	}
+	for _, l := range limits {
+		if l.value == 0 && l.resource != unix.RLIMIT_CORE {
+			continue // not limited
+		}
+		if err := unix.Setrlimit(l.resource, &unix.Rlimit{Cur: l.value, Max: l.value}); err != nil {
+			return &initError{Stage: "rlimit", Op: l.name, Path: strconv.FormatUint(l.value, 10), Err: err}
+		}
 	}
 	// syscall.Setrlimit, not unix's: it also stops the Go runtime from
 	// restoring its saved soft limit on exec.
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: nofile, Max: nofile}); err != nil {
-		return &initError{Stage: "rlimit", Op: "RLIMIT_NOFILE (Options.MaxOpenFiles)", Path: strconv.FormatUint(nofile, 10), Err: err}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
+		return &initError{Stage: "rlimit", Op: "RLIMIT_NOFILE (Options.MaxOpenFiles)", Path: strconv.FormatUint(cfg.NoFile, 10), Err: err}
 	}
 	return nil
 }

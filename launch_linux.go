@@ -51,20 +51,38 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "init-parent"), os.NewFile(uintptr(fds[1]), "init-child")
 	cfg.ResetOOMScore = inheritsNegativeOOMScore()
-	msg, err := json.Marshal(cfg)
-	if err != nil {
+	grp, limits, se := applyLimits(cfg)
+	if se != nil {
 		parent.Close()
 		child.Close()
-		return nil, &wire.SetupError{Stage: "start", Op: "encode config", Text: err.Error()}
+		return nil, se
+	}
+	fail := func(se *wire.SetupError) (*handle, *wire.SetupError) {
+		parent.Close()
+		child.Close()
+		if grp != nil {
+			grp.Delete()
+		}
+		return nil, se
+	}
+	msg, err := json.Marshal(cfg)
+	if err != nil {
+		return fail(&wire.SetupError{Stage: "start", Op: "encode config", Text: err.Error()})
+	}
+	attr := sysProcAttr(cfg.HostUID, cfg.HostGID)
+	// On cgroup v2 the init is cloned straight into its cgroup; on v1 it
+	// is added once started, and only then gets its config, so nothing of
+	// the sandbox runs outside the cgroup.
+	placeAfterStart := grp != nil && grp.CloneFD() < 0
+	if grp != nil && !placeAfterStart {
+		attr.UseCgroupFD, attr.CgroupFD = true, grp.CloneFD()
 	}
 	// A config that fits the socket's buffer goes in before the clone, so
 	// the init finds it waiting when its runtime is up.
-	early := len(msg) <= 64<<10
+	early := len(msg) <= 64<<10 && !placeAfterStart
 	if early {
 		if se := sendConfig(parent, msg); se != nil {
-			parent.Close()
-			child.Close()
-			return nil, se
+			return fail(se)
 		}
 	}
 	cmd := &exec.Cmd{
@@ -77,17 +95,28 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 		Stdout:      stdio[1],
 		Stderr:      stdio[2],
 		ExtraFiles:  []*os.File{child},
-		SysProcAttr: sysProcAttr(cfg.HostUID, cfg.HostGID),
+		SysProcAttr: attr,
 	}
 	err = cmd.Start()
-	child.Close()
 	if err != nil {
-		parent.Close()
-		return nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()}
+		return fail(&wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()})
+	}
+	child.Close()
+	if placeAfterStart {
+		if err := grp.Add(cmd.Process.Pid); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return fail(&wire.SetupError{Stage: "cgroup", Op: "add init", Path: grp.Path(), Errno: errnoOf(err), Text: err.Error()})
+		}
 	}
 	// Killing pid 1 makes the kernel kill every other process in its PID
-	// namespace, daemons included.
-	h := newHandle(func() { cmd.Process.Kill() })
+	// namespace, daemons included; cgroup.kill (v2) gets them all at once.
+	h := newHandle(func() {
+		if grp != nil {
+			grp.Kill()
+		}
+		cmd.Process.Kill()
+	})
 	go func() {
 		var se *wire.SetupError
 		if !early {
@@ -99,7 +128,12 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 		h.ready <- se
 		parent.Close()
 		cmd.Wait() // the status is in ProcessState whatever the error
-		h.done <- exitOf(cmd.ProcessState)
+		exit := exitOf(cmd.ProcessState)
+		if grp != nil {
+			usageOf(grp, &exit)
+		}
+		exit.Limits = limits
+		h.done <- exit
 	}()
 	return h, nil
 }

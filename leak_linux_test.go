@@ -6,15 +6,18 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fumehood/sandbox/internal/cgroup"
 )
 
 // snapshot is what a run could leak on the host side.
 type snapshot struct {
-	fds, spawnerFds, goroutines, mounts, spawnerMounts, spawnerChildren int
+	fds, spawnerFds, goroutines, mounts, spawnerMounts, spawnerChildren, cgroups int
 	temp                                                                string // names in the temp directory
 }
 
@@ -33,6 +36,19 @@ func tempNames() string {
 		names = append(names, de.Name())
 	}
 	return strings.Join(names, " ")
+}
+
+// runCgroups lists the run cgroups ("sandbox-*") on this host.
+func runCgroups(t *testing.T) []string {
+	t.Helper()
+	var found []string
+	filepath.WalkDir(cgroup.Root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "sandbox-") && d.Name() != "sandbox-host" {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found
 }
 
 func countLines(file string) int {
@@ -67,13 +83,14 @@ func takeSnapshot(t *testing.T) snapshot {
 		mounts:          countLines("/proc/self/mountinfo"),
 		spawnerMounts:   countLines(fmt.Sprintf("/proc/%d/mountinfo", pid)),
 		temp:            tempNames(),
+		cgroups:         len(runCgroups(t)),
 		spawnerChildren: children,
 	}
 }
 
 func TestThousandRunsLeakNothing(t *testing.T) {
 	requireSandbox(t)
-	s := New(Options{})
+	s := newTest(Options{})
 	ctx := context.Background()
 	if _, err := s.Run(ctx, Command("true")); err != nil { // start the spawner
 		t.Fatal(err)
@@ -94,5 +111,10 @@ func TestThousandRunsLeakNothing(t *testing.T) {
 	}
 	if after.spawnerChildren != 0 {
 		t.Errorf("spawner still has %d children", after.spawnerChildren)
+	}
+	for _, c := range runCgroups(t) {
+		if strings.Contains(c, fmt.Sprintf("%s%d-", cgroup.NamePrefix, spawner.c.pid)) {
+			t.Errorf("run cgroup left after 1,000 runs: %s", c)
+		}
 	}
 }

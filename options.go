@@ -57,6 +57,18 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
+	if o.CPUs != o.CPUs || o.CPUs > 1024 {
+		return optionErr("Options.CPUs", fmt.Sprint(o.CPUs), "must be a number of CPUs up to 1024")
+	}
+	if o.CPUs > 0 && o.CPUs*cpuPeriod < 1000 {
+		return optionErr("Options.CPUs", fmt.Sprint(o.CPUs), "must be at least 0.01")
+	}
+	if o.CgroupParent != "" && (!path.IsAbs(o.CgroupParent) || path.Clean(o.CgroupParent) != o.CgroupParent) {
+		return optionErr("Options.CgroupParent", o.CgroupParent, "must be a clean absolute cgroup path, as /proc/self/cgroup shows")
+	}
+	if o.LimitPolicy != EnforceLimits && o.LimitPolicy != BestEffortLimits {
+		return optionErr("Options.LimitPolicy", fmt.Sprint(int(o.LimitPolicy)), "must be EnforceLimits or BestEffortLimits")
+	}
 	if err := checkEnv("Options.Env", o.Env); err != nil {
 		return err
 	}
@@ -184,7 +196,15 @@ func (o *Options) config(cmd *Cmd) *wire.Config {
 		NoFile:        orDefault(o.MaxOpenFiles, DefaultMaxOpenFiles),
 		HostUID:       o.HostUID,
 		HostGID:       o.HostGID,
+		Memory:        limit(o.Memory, DefaultMemory),
+		Pids:          limit(o.Pids, DefaultPids),
+		CgroupParent:  o.CgroupParent,
+		BestEffort:    o.LimitPolicy == BestEffortLimits,
 	}
+	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
+		cfg.CPUQuota, cfg.CPUPeriod = int64(cpus*cpuPeriod), cpuPeriod
+	}
+	cfg.MaxFileSize = limit(o.MaxFileSize, max(cfg.TmpSize, cfg.WorkspaceSize))
 	for _, b := range o.Binds {
 		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.target(), Writable: b.Writable})
 	}
@@ -195,6 +215,17 @@ func (o *Options) config(cmd *Cmd) *wire.Config {
 		cfg.HostGID = hostID(os.Getgid())
 	}
 	return cfg
+}
+
+// limit applies a default to zero and turns negative ("no limit") into 0.
+func limit(v, def int64) int64 {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // hostID keeps a caller's own id unless it is root's.

@@ -17,9 +17,12 @@ const (
 	Timeout
 	// Canceled: the context was canceled and the sandbox was killed.
 	Canceled
+	// OutOfMemory: the kernel's OOM killer ended the program at the
+	// run's memory limit (Options.Memory).
+	OutOfMemory
 )
 
-var outcomeNames = [...]string{"exited", "signaled", "timeout", "canceled"}
+var outcomeNames = [...]string{"exited", "signaled", "timeout", "canceled", "out of memory"}
 
 // String returns the outcome's lower-case name, e.g. "timeout".
 func (o Outcome) String() string {
@@ -53,10 +56,34 @@ type Result struct {
 	UserTime   time.Duration // CPU time in user mode, of the program and its reaped children
 	SystemTime time.Duration // CPU time in the kernel, likewise
 	MaxRSS     int64         // peak resident set size in bytes of the largest process
+
+	// From the run's cgroup, when it had one (see Limits):
+	CgroupCPU    time.Duration // CPU time of every process of the run
+	MemoryPeak   int64         // peak memory of the run in bytes; 0 if the kernel does not say
+	OOMKills     int           // processes the OOM killer killed
+	PidsLimitHit bool          // a fork or clone failed at the pids limit
+
+	// Limits says, for memory, cpu and pids, what was enforced and how.
+	Limits []Limit
 }
 
-// CPUTime is UserTime plus SystemTime.
-func (r *Result) CPUTime() time.Duration { return r.UserTime + r.SystemTime }
+// Limit is one resource limit of a run as it was put in place.
+type Limit struct {
+	Name     string // "memory", "cpu" or "pids"
+	Value    string // the limit, e.g. "536870912 bytes", or "none"
+	Enforced bool
+	By       string // "cgroup v2", "cgroup v1", an rlimit, or why it was not enforced
+}
+
+// CPUTime is the run's CPU time: its cgroup's count where it had one,
+// which includes processes that were killed rather than reaped, else
+// UserTime plus SystemTime.
+func (r *Result) CPUTime() time.Duration {
+	if r.CgroupCPU > 0 {
+		return r.CgroupCPU
+	}
+	return r.UserTime + r.SystemTime
+}
 
 // Success reports whether the program exited with status 0.
 func (r *Result) Success() bool { return r.Outcome == Exited && r.ExitCode == 0 }

@@ -80,6 +80,11 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	res.UserTime = time.Duration(exit.UserNS)
 	res.SystemTime = time.Duration(exit.SysNS)
 	res.MaxRSS = exit.MaxRSSKiB << 10
+	res.CgroupCPU, res.MemoryPeak = time.Duration(exit.CgroupCPUNS), exit.MemoryPeak
+	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills), exit.PidsMax > 0
+	for _, l := range exit.Limits {
+		res.Limits = append(res.Limits, Limit(l))
+	}
 	ws := syscall.WaitStatus(exit.Status)
 	res.ExitCode = -1
 	switch {
@@ -101,6 +106,8 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		return nil, err
 	case ws.Exited():
 		res.Outcome, res.ExitCode = Exited, ws.ExitStatus()
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && exit.OOMKills > 0:
+		res.Outcome, res.Signal = OutOfMemory, ws.Signal()
 	case ws.Signaled():
 		res.Outcome, res.Signal = Signaled, ws.Signal()
 	}
@@ -125,6 +132,10 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 		if ue := usernsUnsupported(cause); ue != nil {
 			return ue
 		}
+	case se.Stage == "cgroup" && se.Op == noCgroupOp:
+		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text,
+			Hint: "run as root, delegate a cgroup v2 subtree to this user (systemd Delegate=yes) or name one in Options.CgroupParent, " +
+				"or set Options.LimitPolicy = BestEffortLimits to run with rlimits instead"}
 	case se.Stage == "spawner":
 		return fmt.Errorf("sandbox: %w: %s", ErrSpawner, se.Text)
 	case strings.HasPrefix(se.Op, "open source") && se.Errno == int(unix.EACCES):

@@ -11,6 +11,11 @@ const (
 	DefaultTmpSize       = 64 << 20 // bytes of /tmp
 	DefaultWorkspaceSize = 64 << 20 // bytes of the tmpfs /workspace
 	DefaultMaxOpenFiles  = 1024
+	DefaultMemory        = 512 << 20 // bytes of memory per run, swap off
+	DefaultCPUs          = 1.0       // CPUs' worth of CPU time per run
+	DefaultPids          = 256       // processes and threads per run
+	// cpuPeriod is the cgroup CPU period CPUs is applied over, in µs.
+	cpuPeriod = 100000
 	DefaultHostname      = "sandbox"
 	// DefaultDir is the working directory of a Cmd whose Dir is empty.
 	DefaultDir = "/workspace"
@@ -69,6 +74,42 @@ type Options struct {
 	// files. A caller that is not root can map only its own ids.
 	HostUID, HostGID int
 
+	// Memory caps the run's memory (its processes' RAM, page cache and
+	// kernel memory charged to its cgroup; tmpfs files count too), in
+	// bytes. Swap is turned off for the run. Zero means DefaultMemory; a
+	// negative value means no limit. When the kernel OOM-kills inside the
+	// run, the Result's Outcome is OutOfMemory. On cgroup v2 an OOM kill
+	// ends the whole run (memory.oom.group); on v1 it kills the largest
+	// process.
+	Memory int64
+	// CPUs caps CPU time as a number of CPUs: 0.25 is a quarter of one
+	// CPU, 2 is two whole CPUs (cgroup CPU quota over a 100 ms period).
+	// Zero means DefaultCPUs; a negative value means no limit.
+	CPUs float64
+	// Pids caps the run's processes and threads together. Zero means
+	// DefaultPids; a negative value means no limit. Result.PidsLimitHit
+	// says when a fork failed at the limit.
+	Pids int64
+	// CgroupParent is the cgroup (a path as /proc/self/cgroup shows it)
+	// beneath which each run's cgroup is made. Empty means the cgroup of
+	// the process that starts sandboxes (the spawner's, which is the
+	// caller's). On cgroup v2, a parent holding processes cannot offer
+	// controllers to its children; its processes are then moved to a
+	// "sandbox-host" leaf beneath it, once, before the first run.
+	CgroupParent string
+	// LimitPolicy says what Run does where no writable cgroup exists (an
+	// unprivileged caller without a delegated cgroup, or on a cgroup v1
+	// host): the zero value, EnforceLimits, makes Run refuse with an error
+	// matching ErrNotSupported; BestEffortLimits runs anyway with rlimits
+	// standing in (RLIMIT_DATA for memory, RLIMIT_NPROC for pids; CPU is
+	// then not limited) and Result.Limits says what was enforced and how.
+	LimitPolicy LimitPolicy
+	// MaxFileSize caps the size of any one file the program writes
+	// (RLIMIT_FSIZE), a second bound behind the tmpfs sizes, in bytes.
+	// Zero means the larger of TmpSize and WorkspaceSize; a negative value
+	// means no limit. A host Workspace is bounded by it too.
+	MaxFileSize int64
+
 	// InProcess starts each sandbox directly from the calling process
 	// instead of through the shared spawner process. It saves a process
 	// start for small short-lived programs such as the command-line tool;
@@ -79,6 +120,18 @@ type Options struct {
 	// its thread and then returns.
 	InProcess bool
 }
+
+// LimitPolicy says what to do when the resource limits cannot be put in
+// place with a cgroup.
+type LimitPolicy int
+
+const (
+	// EnforceLimits refuses to run without a cgroup for the limits.
+	EnforceLimits LimitPolicy = iota
+	// BestEffortLimits runs with rlimits standing in, and reports in
+	// Result.Limits which limits were enforced and how.
+	BestEffortLimits
+)
 
 // Bind is a host path made visible inside the sandbox.
 type Bind struct {

@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+	"time"
 
+	"github.com/fumehood/sandbox/internal/cgroup"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -47,9 +49,10 @@ const spawnerConnFd = 3
 func spawnerMain() {
 	fd := spawnerConnFd
 	var (
-		mu   sync.Mutex
-		runs = map[uint64]*handle{}
-		wmu  sync.Mutex
+		mu     sync.Mutex
+		runs   = map[uint64]*handle{}
+		wmu    sync.Mutex
+		active sync.WaitGroup // runs not yet reaped
 	)
 	reply := func(r wire.Reply) {
 		msg, _ := json.Marshal(r)
@@ -101,6 +104,7 @@ func spawnerMain() {
 		mu.Lock()
 		runs[req.ID] = h
 		mu.Unlock()
+		active.Add(1)
 		go func(id uint64) {
 			if se := <-h.ready; se != nil {
 				reply(wire.Reply{ID: id, Kind: wire.Failed, Err: se})
@@ -112,13 +116,25 @@ func spawnerMain() {
 			delete(runs, id)
 			mu.Unlock()
 			reply(wire.Reply{ID: id, Kind: wire.Exited, Exit: &exit})
+			active.Done()
 		}(req.ID)
 	}
+	// The caller is gone: kill what runs, and let each run's goroutine
+	// reap it and remove its cgroup before exiting.
 	mu.Lock()
 	for _, h := range runs {
 		h.kill()
 	}
 	mu.Unlock()
+	reaped := make(chan struct{})
+	go func() {
+		active.Wait()
+		close(reaped)
+	}()
+	select {
+	case <-reaped:
+	case <-time.After(5 * time.Second):
+	}
 	os.Exit(0)
 }
 
@@ -228,6 +244,8 @@ func startSpawner() (*spawnerClient, error) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		c.fail(err)
+		// A spawner that died could not remove its runs' cgroups.
+		cgroup.RemoveStale("", time.Second)
 	}()
 	return c, nil
 }

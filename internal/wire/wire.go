@@ -22,6 +22,20 @@ type Config struct {
 
 	HostUID, HostGID int // the host ids the sandbox user maps to
 
+	// Limits for the run's cgroup; zero fields are not limited.
+	Memory       int64  // bytes
+	CPUQuota     int64  // microseconds per CPUPeriod
+	CPUPeriod    uint64 // microseconds
+	Pids         int64
+	CgroupParent string // "" = the launcher's own cgroup
+	BestEffort   bool   // without a writable cgroup, fall back to rlimits
+	MaxFileSize  int64  // RLIMIT_FSIZE in bytes; 0 = unlimited
+
+	// Rlimit stand-ins the launcher chose when no cgroup could be had
+	// (BestEffort); zero means not set.
+	RlimitData  uint64
+	RlimitNproc uint64
+
 	// ResetOOMScore says the init inherits a negative oom_score_adj and
 	// must raise it to 0; the launcher knows its own, which the init gets.
 	ResetOOMScore bool
@@ -72,4 +86,21 @@ type Exit struct {
 	UserNS    int64  // user CPU time in nanoseconds
 	SysNS     int64  // system CPU time in nanoseconds
 	MaxRSSKiB int64
+
+	// From the run's cgroup, when it had one.
+	CgroupCPUNS int64
+	MemoryPeak  int64
+	OOMKills    uint64
+	PidsMax     uint64
+
+	// Limits says what was enforced, and how.
+	Limits []Limit
+}
+
+// Limit is one resource limit as it was put in place.
+type Limit struct {
+	Name     string // "memory", "cpu", "pids"
+	Value    string // the limit as set, e.g. "536870912 bytes"
+	Enforced bool
+	By       string // "cgroup v2", "cgroup v1", "RLIMIT_DATA", or why not
 }

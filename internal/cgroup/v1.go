@@ -1,0 +1,104 @@
+//go:build linux
+
+package cgroup
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// v1Controllers are the v1 hierarchies a run's cgroup is made in.
+var v1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Cpu, cgroup1.Cpuacct, cgroup1.Pids}
+
+// v1 is a run's cgroup in the v1 hierarchies (memory, cpu, cpuacct, pids).
+type v1 struct {
+	cg   cgroup1.Cgroup
+	dirs map[cgroup1.Name]string
+}
+
+func newV1(parent, name string, l Limits) (Group, error) {
+	dirs, bases := map[cgroup1.Name]string{}, map[cgroup1.Name]string{}
+	for _, c := range v1Controllers {
+		base := parent
+		if base == "" {
+			own, err := ownPath(string(c))
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrNoCgroup, err)
+			}
+			base = own
+		}
+		dir := filepath.Join(Root, string(c), base)
+		if unix.Access(dir, unix.W_OK) != nil {
+			return nil, fmt.Errorf("%w: %s is not writable by uid %d (cgroup v1 has no safe delegation: run as root, or use a cgroup v2 host)",
+				ErrNoCgroup, dir, os.Getuid())
+		}
+		dirs[c], bases[c] = filepath.Join(dir, name), base
+	}
+	path := func(sub cgroup1.Name) (string, error) { return filepath.Join(bases[sub], name), nil }
+	cg, err := cgroup1.New(path, resourcesV1(l), cgroup1.WithHierarchy(v1Hierarchy))
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup %s: %w", dirs[cgroup1.Memory], err)
+	}
+	return &v1{cg: cg, dirs: dirs}, nil
+}
+
+// v1Hierarchy is the host's v1 hierarchies, only those in v1Controllers.
+func v1Hierarchy() ([]cgroup1.Subsystem, error) {
+	all, err := cgroup1.Default()
+	if err != nil {
+		return nil, err
+	}
+	var subs []cgroup1.Subsystem
+	for _, s := range all {
+		for _, c := range v1Controllers {
+			if s.Name() == c {
+				subs = append(subs, s)
+			}
+		}
+	}
+	return subs, nil
+}
+
+func resourcesV1(l Limits) *specs.LinuxResources {
+	res := &specs.LinuxResources{}
+	if l.Memory > 0 {
+		mem := &specs.LinuxMemory{Limit: &l.Memory}
+		// memsw = memory: no swap. Without swap accounting there is no
+		// memsw file, and no swap to limit through it.
+		if _, err := os.Stat(filepath.Join(Root, "memory", "memory.memsw.limit_in_bytes")); err == nil {
+			mem.Swap = &l.Memory
+		}
+		res.Memory = mem
+	}
+	if l.CPUQuota > 0 {
+		period := l.CPUPeriod
+		res.CPU = &specs.LinuxCPU{Quota: &l.CPUQuota, Period: &period}
+	}
+	if l.Pids > 0 {
+		res.Pids = &specs.LinuxPids{Limit: &l.Pids}
+	}
+	return res
+}
+
+func (g *v1) Path() string      { return g.dirs[cgroup1.Memory] }
+func (g *v1) CloneFD() int      { return -1 }
+func (g *v1) Add(pid int) error { return g.cg.AddProc(uint64(pid)) }
+func (g *v1) Kill() error       { return nil }
+
+func (g *v1) Usage() (Usage, error) {
+	mem, pids := g.dirs[cgroup1.Memory], g.dirs[cgroup1.Pids]
+	return Usage{
+		CPU:        time.Duration(readInt(filepath.Join(g.dirs[cgroup1.Cpuacct], "cpuacct.usage"))),
+		MemoryPeak: readInt(filepath.Join(mem, "memory.max_usage_in_bytes")),
+		OOMKills:   readKeyed(filepath.Join(mem, "memory.oom_control"), "oom_kill"),
+		PidsMax:    readKeyed(filepath.Join(pids, "pids.events"), "max"),
+	}, nil
+}
+
+func (g *v1) Delete() error { return g.cg.Delete() }

@@ -1,0 +1,91 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fumehood/sandbox/internal/cgroup"
+	"github.com/fumehood/sandbox/internal/wire"
+)
+
+// runSeq numbers this process's runs, for unique cgroup names.
+var runSeq atomic.Uint64
+
+// sweepStale removes, once per process, run cgroups left by a spawner or
+// caller that was killed before it could remove them.
+var sweepStale sync.Once
+
+// noCgroupOp marks the SetupError of a host without a writable cgroup, so
+// the caller can tell it from other cgroup failures.
+const noCgroupOp = "no writable cgroup"
+
+// applyLimits makes the run's cgroup with cfg's limits. Where no writable
+// cgroup exists it fails, unless cfg allows best effort: then it sets the
+// rlimit stand-ins in cfg for the init. It returns the cgroup (nil when
+// there is none) and what was enforced, and how.
+func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError) {
+	wanted := []wire.Limit{
+		{Name: "memory", Value: fmt.Sprintf("%d bytes", cfg.Memory), Enforced: cfg.Memory > 0},
+		{Name: "cpu", Value: fmt.Sprintf("%d/%d µs", cfg.CPUQuota, cfg.CPUPeriod), Enforced: cfg.CPUQuota > 0},
+		{Name: "pids", Value: fmt.Sprint(cfg.Pids), Enforced: cfg.Pids > 0},
+	}
+	limited := false
+	for i := range wanted {
+		if !wanted[i].Enforced {
+			wanted[i].Value, wanted[i].By = "none", "not limited (Options)"
+		}
+		limited = limited || wanted[i].Enforced
+	}
+	if !limited {
+		return nil, wanted, nil
+	}
+	sweepStale.Do(func() { cgroup.RemoveStale(cfg.CgroupParent, 0) })
+	name := fmt.Sprintf("%s%d-%d", cgroup.NamePrefix, os.Getpid(), runSeq.Add(1))
+	grp, err := cgroup.New(cfg.CgroupParent, name, cgroup.Limits{
+		Memory: cfg.Memory, CPUQuota: cfg.CPUQuota, CPUPeriod: cfg.CPUPeriod, Pids: cfg.Pids,
+	})
+	switch {
+	case err == nil:
+		for i := range wanted {
+			if wanted[i].Enforced {
+				wanted[i].By = "cgroup " + cgroup.Detect().String()
+			}
+		}
+		return grp, wanted, nil
+	case !errors.Is(err, cgroup.ErrNoCgroup):
+		return nil, nil, &wire.SetupError{Stage: "cgroup", Op: "create", Text: err.Error(), Errno: errnoOf(err)}
+	case !cfg.BestEffort:
+		return nil, nil, &wire.SetupError{Stage: "cgroup", Op: noCgroupOp, Text: err.Error()}
+	}
+	// Best effort: rlimits per process where they can stand in.
+	for i := range wanted {
+		l := &wanted[i]
+		switch {
+		case !l.Enforced:
+		case l.Name == "memory":
+			cfg.RlimitData, l.By = uint64(cfg.Memory), "RLIMIT_DATA (per process; no cgroup: "+err.Error()+")"
+		case l.Name == "pids":
+			cfg.RlimitNproc, l.By = uint64(cfg.Pids), "RLIMIT_NPROC (no cgroup)"
+		default:
+			l.Enforced, l.By = false, "not enforced: no cgroup, and no rlimit limits a CPU share"
+		}
+	}
+	return nil, wanted, nil
+}
+
+// usageOf adds what the run's cgroup measured to exit and removes the
+// cgroup, which is empty once the sandbox's pid 1 has been reaped.
+func usageOf(grp cgroup.Group, exit *wire.Exit) {
+	if u, err := grp.Usage(); err == nil {
+		exit.CgroupCPUNS, exit.MemoryPeak = u.CPU.Nanoseconds(), u.MemoryPeak
+		exit.OOMKills, exit.PidsMax = u.OOMKills, u.PidsMax
+	}
+	if err := grp.Delete(); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox: remove cgroup %s: %v\n", grp.Path(), err)
+	}
+}

@@ -1,0 +1,238 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// These tests run where this process can make cgroups (root on the hybrid
+// host here, root and a delegated user in the v2 VM); where it cannot, the
+// best-effort rlimits are what is checked, and what no rlimit can do skips.
+
+func limitOpts(t *testing.T, o Options) Options {
+	t.Helper()
+	o = testOpts(o)
+	if o.LimitPolicy == BestEffortLimits {
+		t.Logf("no writable cgroup (%v): checking the best-effort rlimits", cgroupErr())
+	}
+	return o
+}
+
+func TestLimitsReported(t *testing.T) {
+	requireSandbox(t)
+	res := run(t, limitOpts(t, Options{Memory: 100 << 20, CPUs: 0.5, Pids: 50}), Command("true"))
+	got := map[string]Limit{}
+	for _, l := range res.Limits {
+		got[l.Name] = l
+	}
+	for _, name := range []string{"memory", "cpu", "pids"} {
+		l, ok := got[name]
+		if !ok {
+			t.Errorf("no %s in Result.Limits %+v", name, res.Limits)
+			continue
+		}
+		if cgroupErr() == nil && (!l.Enforced || !strings.HasPrefix(l.By, "cgroup v")) {
+			t.Errorf("%s: %+v, want enforced by the cgroup", name, l)
+		}
+	}
+	if cgroupErr() != nil && (got["cpu"].Enforced || !got["memory"].Enforced || !strings.Contains(got["memory"].By, "RLIMIT_DATA")) {
+		t.Errorf("best effort: %+v, want memory by RLIMIT_DATA and cpu not enforced", res.Limits)
+	}
+}
+
+func TestMemoryHogStopped(t *testing.T) {
+	requireSandbox(t)
+	const limit = 64 << 20
+	opts := limitOpts(t, Options{Memory: limit, Binds: []Bind{helperBind(t)}})
+	res := run(t, opts, helperCmd("hog"))
+	if cgroupErr() != nil {
+		// RLIMIT_DATA: the allocation fails and the Go runtime exits 2.
+		if res.Success() || strings.Contains(string(res.Stdout), "allocated") {
+			t.Errorf("hog under RLIMIT_DATA: %v %q", res.Err(), res.Stdout)
+		}
+		return
+	}
+	if res.Outcome != OutOfMemory || res.OOMKills < 1 {
+		t.Fatalf("hog: outcome %v, OOM kills %d, stdout %q, want out of memory", res.Outcome, res.OOMKills, res.Stdout)
+	}
+	if res.MemoryPeak > limit+limit/8 {
+		t.Errorf("peak %d bytes, more than the %d limit plus 1/8", res.MemoryPeak, limit)
+	}
+	// The host and later runs are unaffected.
+	if res := run(t, opts, Command("echo", "after")); string(res.Stdout) != "after\n" {
+		t.Errorf("run after the OOM: %q", res.Stdout)
+	}
+}
+
+func TestForkBombContained(t *testing.T) {
+	requireSandbox(t)
+	m := "sbxbomb-" + marker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	// $0 is the marker: every forked shell carries it in its command line.
+	res, err := newTest(limitOpts(t, Options{Pids: 64})).Run(ctx, Command("/bin/sh", "-c", `b() { b | b & }; b; sleep 100`, m))
+	if took := time.Since(start); took > 3*time.Second+2*time.Second {
+		t.Errorf("Run took %v past a 3 s deadline", took)
+	}
+	if res == nil {
+		t.Fatalf("fork bomb: %v", err)
+	}
+	if cgroupErr() == nil && !res.PidsLimitHit {
+		t.Errorf("result %+v does not say the pids limit was hit", res)
+	}
+	if pids := hostProcesses(m); len(pids) != 0 {
+		t.Errorf("fork bomb processes left on the host: %d", len(pids))
+	}
+}
+
+func TestCPUQuota(t *testing.T) {
+	requireSandbox(t)
+	if err := cgroupErr(); err != nil {
+		t.Skipf("a CPU share needs a cgroup, and none is writable here: %v", err)
+	}
+	// 2 s of wall time at a quarter CPU is 0.5 s of CPU. Tolerance:
+	// 0.3-0.75 s, for the quota's 100 ms granularity and a loaded VM.
+	res := run(t, Options{CPUs: 0.25, Binds: []Bind{helperBind(t)}}, helperCmd("spin", "2s"))
+	if cpu := res.CPUTime(); cpu < 300*time.Millisecond || cpu > 750*time.Millisecond {
+		t.Errorf("spinning 2 s under 0.25 CPU used %v of CPU, want about 0.5 s", cpu)
+	}
+}
+
+func TestSysVShmCountedAndFreed(t *testing.T) {
+	requireSandbox(t)
+	if err := cgroupErr(); err != nil {
+		t.Skipf("shared memory is bounded by the memory cgroup, and none is writable here: %v", err)
+	}
+	before, _ := os.ReadFile("/proc/sysvipc/shm")
+	res := run(t, Options{Memory: 64 << 20, Binds: []Bind{helperBind(t)}}, helperCmd("shm"))
+	if res.Success() || res.OOMKills < 1 {
+		t.Errorf("4 GiB of shm under a 64 MiB limit: %v, OOM kills %d, stdout %q", res.Err(), res.OOMKills, res.Stdout)
+	}
+	// The run's IPC namespace, and every segment in it, is gone.
+	if after, _ := os.ReadFile("/proc/sysvipc/shm"); string(after) != string(before) {
+		t.Errorf("host SysV shm changed:\nbefore %s\nafter %s", before, after)
+	}
+}
+
+func TestFillTmpENOSPC(t *testing.T) {
+	requireSandbox(t)
+	var before, after unix.Statfs_t
+	unix.Statfs("/tmp", &before)
+	res := run(t, Options{TmpSize: 8 << 20}, Command("/bin/sh", "-c", "head -c 100000000 /dev/zero > /tmp/fill"))
+	unix.Statfs("/tmp", &after)
+	if res.Success() || !strings.Contains(string(res.Stderr), "No space left") {
+		t.Errorf("filling an 8 MiB /tmp: %v, stderr %q, want ENOSPC", res.Err(), res.Stderr)
+	}
+	if d := int64(before.Bfree-after.Bfree) * before.Bsize; d > 50<<20 {
+		t.Errorf("host /tmp lost %d MiB", d>>20)
+	}
+}
+
+func TestFileSizeLimit(t *testing.T) {
+	requireSandbox(t)
+	res := run(t, Options{MaxFileSize: 1 << 20, TmpSize: 32 << 20}, Command("/bin/sh", "-c", "head -c 2000000 /dev/zero > /tmp/big; wc -c < /tmp/big"))
+	if got := strings.TrimSpace(string(res.Stdout)); got != "1048576" {
+		t.Errorf("a 2 MB write under a 1 MiB RLIMIT_FSIZE left %s bytes", got)
+	}
+}
+
+func TestRefusesWithoutCgroup(t *testing.T) {
+	requireSandbox(t)
+	if cgroupErr() == nil && os.Getuid() != 0 {
+		t.Skip("this unprivileged user has a writable (delegated) cgroup")
+	}
+	if os.Getuid() != 0 {
+		checkNoCgroupRefusal(t, "")
+		return
+	}
+	// As root: ask as nobody, who has no writable cgroup.
+	cmd := exec.Command(helperBind(t).Source)
+	cmd.Env = []string{helperEnv + "=nocgroup", "PATH=/usr/bin:/bin"}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyID, Gid: nobodyID}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper as nobody: %v\n%s", err, out)
+	}
+	checkNoCgroupRefusal(t, string(out))
+}
+
+// checkNoCgroupRefusal checks the nocgroup helper's report, or makes it.
+func checkNoCgroupRefusal(t *testing.T, out string) {
+	t.Helper()
+	if out == "" {
+		out = noCgroupReport()
+	}
+	if !strings.Contains(out, "refused=true") || !strings.Contains(out, "Delegate=yes") || !strings.Contains(out, "besteffort=ok") {
+		t.Errorf("without a writable cgroup:\n%s\nwant a refusal naming the delegation, and a best-effort run", out)
+	}
+}
+
+// noCgroupReport runs once with enforced and once with best-effort limits.
+func noCgroupReport() string {
+	_, err := New(Options{}).Run(context.Background(), Command("true"))
+	out := fmt.Sprintf("refused=%v %v\n", errors.Is(err, ErrNotSupported), err)
+	res, err := New(Options{LimitPolicy: BestEffortLimits}).Run(context.Background(), Command("true"))
+	if err == nil && res.Success() {
+		out += "besteffort=ok\n"
+	} else {
+		out += fmt.Sprintf("besteffort=%v\n", err)
+	}
+	return out
+}
+
+func TestRunCgroupBeneathCaller(t *testing.T) {
+	requireSandbox(t)
+	if err := cgroupErr(); err != nil {
+		t.Skipf("no writable cgroup here: %v", err)
+	}
+	m := marker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		newTest(Options{}).Run(ctx, Command("/bin/sleep", m))
+		close(done)
+	}()
+	if !waitFor(func() bool { return len(hostProcesses(m)) > 0 }) {
+		t.Fatal("the sandboxed sleep never started")
+	}
+	own, _ := os.ReadFile("/proc/self/cgroup")
+	theirs, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", hostProcesses(m)[0]))
+	cancel()
+	<-done
+	// Line by line (hierarchy by hierarchy), the run's cgroup lies beneath
+	// this process's, in a cgroup of its own for the limited controllers.
+	ownPaths := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		// On v2 the caller may have moved itself to the host leaf.
+		ownPaths[parts[0]+":"+parts[1]] = strings.TrimSuffix(parts[2], "/sandbox-host")
+	}
+	inRunCgroup := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(theirs)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		mine := ownPaths[parts[0]+":"+parts[1]]
+		if !strings.HasPrefix(parts[2], strings.TrimSuffix(mine, "/")+"/") && parts[2] != mine {
+			t.Errorf("run's cgroup %q is not beneath the caller's %q", line, mine)
+		}
+		if strings.Contains(parts[2], "/"+"sandbox-") {
+			inRunCgroup++
+		}
+	}
+	if inRunCgroup == 0 {
+		t.Errorf("the run is in no run cgroup:\n%s", theirs)
+	}
+}
