@@ -18,7 +18,7 @@ import (
 // snapshot is what a run could leak on the host side.
 type snapshot struct {
 	fds, spawnerFds, goroutines, mounts, spawnerMounts, spawnerChildren, cgroups int
-	temp                                                                string // names in the temp directory
+	temp                                                                         string // names in the temp directory
 }
 
 func countDir(dir string) int {

@@ -15,8 +15,8 @@ const (
 	DefaultCPUs          = 1.0       // CPUs' worth of CPU time per run
 	DefaultPids          = 256       // processes and threads per run
 	// cpuPeriod is the cgroup CPU period CPUs is applied over, in µs.
-	cpuPeriod = 100000
-	DefaultHostname      = "sandbox"
+	cpuPeriod       = 100000
+	DefaultHostname = "sandbox"
 	// DefaultDir is the working directory of a Cmd whose Dir is empty.
 	DefaultDir = "/workspace"
 	// SandboxUID and SandboxGID are the ids the program runs as inside the

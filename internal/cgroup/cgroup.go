@@ -65,9 +65,9 @@ type Group interface {
 type Version int
 
 const (
-	None   Version = iota // no cgroup file system
-	V1                    // v1 controllers (also on hybrid hosts, where v2 has none)
-	V2                    // the unified hierarchy
+	None Version = iota // no cgroup file system
+	V1                  // v1 controllers (also on hybrid hosts, where v2 has none)
+	V2                  // the unified hierarchy
 )
 
 func (v Version) String() string { return [...]string{"none", "v1", "v2"}[v] }
