@@ -22,6 +22,11 @@ var ErrInvalidOption = errors.New("invalid option")
 // (not found) or 126 (found but not executable), as a shell would report.
 var ErrNotFound = exec.ErrNotFound
 
+// ErrNoCgroup is matched, along with ErrNotSupported, when Run refuses
+// because no cgroup this process may write exists for the run's limits
+// (see Options.LimitPolicy).
+var ErrNoCgroup = errors.New("no writable cgroup for the limits")
+
 // ErrSpawner is matched when the helper process that starts sandboxes died or
 // misbehaved. The next Run starts a new one.
 var ErrSpawner = errors.New("spawner failed")

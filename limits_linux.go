@@ -68,11 +68,11 @@ func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError
 		switch {
 		case !l.Enforced:
 		case l.Name == "memory":
-			cfg.RlimitData, l.By = uint64(cfg.Memory), "RLIMIT_DATA (per process; no cgroup: "+err.Error()+")"
+			cfg.RlimitData, l.By = uint64(cfg.Memory), "RLIMIT_DATA (per process; no writable cgroup)"
 		case l.Name == "pids":
-			cfg.RlimitNproc, l.By = uint64(cfg.Pids), "RLIMIT_NPROC (no cgroup)"
+			cfg.RlimitNproc, l.By = uint64(cfg.Pids), "RLIMIT_NPROC (no writable cgroup)"
 		default:
-			l.Enforced, l.By = false, "not enforced: no cgroup, and no rlimit limits a CPU share"
+			l.Enforced, l.By = false, "no writable cgroup, and no rlimit limits a CPU share"
 		}
 	}
 	return nil, wanted, nil

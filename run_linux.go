@@ -133,7 +133,7 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 			return ue
 		}
 	case se.Stage == "cgroup" && se.Op == noCgroupOp:
-		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text,
+		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text, Err: ErrNoCgroup,
 			Hint: "run as root, delegate a cgroup v2 subtree to this user (systemd Delegate=yes) or name one in Options.CgroupParent, " +
 				"or set Options.LimitPolicy = BestEffortLimits to run with rlimits instead"}
 	case se.Stage == "spawner":

@@ -8,10 +8,16 @@
 //	sandbox probe [--json]
 //	sandbox help [COMMAND]
 //
+// Each run's memory, CPU and processes are limited by a cgroup made for the
+// run, to the library's defaults unless --memory, --cpus or --pids say
+// otherwise. Where no writable cgroup exists, run refuses unless
+// --best-effort lets rlimits stand in.
+//
 // The exit status of "sandbox run" is the program's own exit status; 128+N
-// when a signal N killed it; 124 when --timeout killed it; 126 or 127 when
-// the program is not executable or not found inside the sandbox; 125 when
-// the sandbox itself failed or the command line was wrong.
+// when a signal N killed it; 137 (128+SIGKILL) when the OOM killer ended it
+// at the --memory limit; 124 when --timeout killed it; 126 or 127 when the
+// program is not executable or not found inside the sandbox; 125 when the
+// sandbox itself failed or the command line was wrong.
 package main
 
 import (
@@ -31,16 +37,20 @@ const (
 const usage = `sandbox runs a command in a fresh Linux sandbox: new user, pid, mount,
 network, ipc, uts and cgroup namespaces; a read-only root with the host's
 /usr, /bin, /lib*; a generated /etc; tmpfs /tmp and /workspace; no network
-but loopback; an unprivileged user with no capabilities.
+but loopback; an unprivileged user with no capabilities. Each run gets a
+cgroup limiting its memory, CPU and processes (--memory, --cpus, --pids);
+where none can be made (an unprivileged user without a delegated cgroup),
+run refuses unless --best-effort lets rlimits stand in.
 
 Usage:
   sandbox run [flags] -- COMMAND [ARG...]   run COMMAND in a new sandbox
   sandbox probe [--json]                    report what this host provides
   sandbox help [COMMAND]                    show this text, or a command's flags
 
-Exit status of run: the program's own; 128+N if signal N killed it; 124 on
---timeout; 126/127 if the program is not executable/not found in the
-sandbox; 125 if the sandbox failed or the command line was wrong.
+Exit status of run: the program's own; 128+N if signal N killed it; 137 if
+it ran out of --memory; 124 on --timeout; 126/127 if the program is not
+executable/not found in the sandbox; 125 if the sandbox failed or the
+command line was wrong.
 
 Run "sandbox help run" for the flags of run.
 `

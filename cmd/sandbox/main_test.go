@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fumehood/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseBind(t *testing.T) {
@@ -76,6 +79,8 @@ func TestParseRun(t *testing.T) {
 		"--timeout", "1.5s", "--ro-bind", "/usr/share:/share", "--bind", "/srv",
 		"--ro-bind", "/opt", "--workspace", "ws", "--rootfs", "/images/debian",
 		"--env", "A=1", "--env", "B=2", "--dir", "/tmp", "--json",
+		"--memory", "1GiB", "--cpus", "0.5", "--pids", "64", "--tmp-size", "16M",
+		"--workspace-size", "100k", "--best-effort",
 		"--", "python3", "-c", "print(1)", "--not-a-flag",
 	})
 	if err != nil {
@@ -90,13 +95,22 @@ func TestParseRun(t *testing.T) {
 				{Source: "/srv", Writable: true},
 				{Source: "/opt"},
 			},
-			InProcess: true,
+			Memory:        1 << 30,
+			CPUs:          0.5,
+			Pids:          64,
+			TmpSize:       16 << 20,
+			WorkspaceSize: 100 << 10,
+			LimitPolicy:   sandbox.BestEffortLimits,
+			InProcess:     true,
 		},
 		args:    []string{"python3", "-c", "print(1)", "--not-a-flag"},
 		env:     []string{"A=1", "B=2"},
 		dir:     "/tmp",
 		timeout: 1500 * time.Millisecond,
 		json:    true,
+		given: map[string]string{
+			"memory": "1GiB", "cpus": "0.5", "pids": "64", "tmp-size": "16M", "workspace-size": "100k",
+		},
 	}
 	cfg.binds = nil // checked below
 	if !reflect.DeepEqual(cfg, want) {
@@ -113,6 +127,118 @@ func TestParseRun(t *testing.T) {
 	}
 	if !cfg.opts.InProcess {
 		t.Error("Options.InProcess is false, want true in the CLI")
+	}
+	// Limits not given stay zero, the library's defaults, and the policy
+	// is the library's default: refuse without a cgroup.
+	o := cfg.opts
+	if o.Memory != 0 || o.CPUs != 0 || o.Pids != 0 || o.TmpSize != 0 || o.WorkspaceSize != 0 ||
+		o.LimitPolicy != sandbox.EnforceLimits || len(cfg.given) != 0 {
+		t.Errorf("parseRun without limit flags: %+v, given %q; want zero limits and EnforceLimits", o, cfg.given)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{
+		{"0", 0},
+		{"4096", 4096},
+		{"100B", 100},
+		{"100b", 100},
+		{"100k", 100 << 10},
+		{"100K", 100 << 10},
+		{"100KB", 100 << 10},
+		{"100Ki", 100 << 10},
+		{"100KiB", 100 << 10},
+		{"512M", 512 << 20},
+		{"512m", 512 << 20},
+		{"512MiB", 512 << 20},
+		{"512mib", 512 << 20},
+		{"1G", 1 << 30},
+		{"1GiB", 1 << 30},
+		{"1gb", 1 << 30},
+		{"1.5G", 3 << 29},
+		{".5M", 1 << 19},
+		{"0.1K", 102},
+		{"8589934591G", 8589934591 << 30},
+	} {
+		got, err := parseSize(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{
+		"", "B", "K", "KiB", "i", "-1", "-1K", "+1K", "1T", "1KK", "1Bi", "1iB", "1i", "1 M", " 1M", "1M ",
+		"1.5", "1.5B", "1e3", "1e3K", "0x10", "0x10K", "NaN", "Inf", "InfK", "1_000", "lots",
+		"8589934592G", "9223372036854775808", "99999999999999999999K",
+	} {
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   int64
+		want string
+	}{
+		{0, "0"}, {1, "1"}, {1000, "1000"}, {1 << 10, "1K"}, {1536, "1536"}, {3 << 19, "1536K"},
+		{512 << 20, "512M"}, {1 << 30, "1G"}, {sandbox.DefaultMemory, "512M"},
+	} {
+		if got := formatSize(tc.in); got != tc.want {
+			t.Errorf("formatSize(%d) = %q, want %q", tc.in, got, tc.want)
+		}
+		if back, err := parseSize(formatSize(tc.in)); err != nil || back != tc.in {
+			t.Errorf("parseSize(formatSize(%d)) = %d, %v", tc.in, back, err)
+		}
+	}
+}
+
+// TestParseRunLimits checks what each limit flag sets in Options: "no
+// limit" is a negative value there, and zero (the library's default) is
+// never the result of a flag that was given.
+func TestParseRunLimits(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want func(o sandbox.Options) bool
+	}{
+		{[]string{"--memory", "0"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
+		{[]string{"--memory", "0M"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
+		{[]string{"--memory", "-1"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
+		{[]string{"--memory", "unlimited"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
+		{[]string{"--memory", "Unlimited"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
+		{[]string{"--memory=32M"}, func(o sandbox.Options) bool { return o.Memory == 32<<20 }},
+		{[]string{"--memory", "1"}, func(o sandbox.Options) bool { return o.Memory == 1 }},
+		{[]string{"--cpus", "0"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
+		{[]string{"--cpus", "0.0"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
+		{[]string{"--cpus", "-1"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
+		{[]string{"--cpus", "unlimited"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
+		{[]string{"--cpus", "2"}, func(o sandbox.Options) bool { return o.CPUs == 2 }},
+		{[]string{"--cpus", ".25"}, func(o sandbox.Options) bool { return o.CPUs == 0.25 }},
+		{[]string{"--pids", "0"}, func(o sandbox.Options) bool { return o.Pids < 0 }},
+		{[]string{"--pids", "-1"}, func(o sandbox.Options) bool { return o.Pids < 0 }},
+		{[]string{"--pids", "unlimited"}, func(o sandbox.Options) bool { return o.Pids < 0 }},
+		{[]string{"--pids", "1"}, func(o sandbox.Options) bool { return o.Pids == 1 }},
+		{[]string{"--tmp-size", "1"}, func(o sandbox.Options) bool { return o.TmpSize == 1 }},
+		{[]string{"--workspace-size", "2G"}, func(o sandbox.Options) bool { return o.WorkspaceSize == 2<<30 }},
+		{[]string{"--best-effort"}, func(o sandbox.Options) bool { return o.LimitPolicy == sandbox.BestEffortLimits }},
+		{[]string{"--best-effort=false"}, func(o sandbox.Options) bool { return o.LimitPolicy == sandbox.EnforceLimits }},
+		// The last of a repeated flag wins, as for the other flags.
+		{[]string{"--memory", "unlimited", "--memory", "1M"}, func(o sandbox.Options) bool { return o.Memory == 1<<20 }},
+	} {
+		cfg, err := parseRun(append(tc.args, "--", "true"))
+		if err != nil {
+			t.Errorf("parseRun(%q): %v", tc.args, err)
+			continue
+		}
+		if !tc.want(cfg.opts) {
+			t.Errorf("parseRun(%q): Options %+v, not what the flag asks", tc.args, cfg.opts)
+		}
+		if err := sandbox.New(cfg.opts).Err(); err != nil {
+			t.Errorf("parseRun(%q): New: %v", tc.args, err)
+		}
 	}
 }
 
@@ -132,6 +258,24 @@ func TestParseRunErrors(t *testing.T) {
 		{[]string{"--ro-bind", "", "--", "true"}, "-ro-bind"},
 		{[]string{"--workspace", "", "--", "true"}, "-workspace"},
 		{[]string{"--json=maybe", "--", "true"}, "-json"},
+		{[]string{"--memory", "lots", "--", "true"}, "-memory"},
+		{[]string{"--memory", "-2", "--", "true"}, "-memory"},
+		{[]string{"--memory", "1T", "--", "true"}, "-memory"},
+		{[]string{"--memory", "", "--", "true"}, "-memory"},
+		{[]string{"--memory"}, "-memory"},
+		{[]string{"--cpus", "half", "--", "true"}, "-cpus"},
+		{[]string{"--cpus", "-0.5", "--", "true"}, "-cpus"},
+		{[]string{"--cpus", "NaN", "--", "true"}, "-cpus"},
+		{[]string{"--cpus", "Inf", "--", "true"}, "-cpus"},
+		{[]string{"--pids", "1.5", "--", "true"}, "-pids"},
+		{[]string{"--pids", "-3", "--", "true"}, "-pids"},
+		{[]string{"--pids", "many", "--", "true"}, "-pids"},
+		{[]string{"--tmp-size", "0", "--", "true"}, "-tmp-size"},
+		{[]string{"--tmp-size", "unlimited", "--", "true"}, "-tmp-size"},
+		{[]string{"--tmp-size", "-1", "--", "true"}, "-tmp-size"},
+		{[]string{"--workspace-size", "0K", "--", "true"}, "-workspace-size"},
+		{[]string{"--workspace-size", "big", "--", "true"}, "-workspace-size"},
+		{[]string{"--best-effort=sometimes", "--", "true"}, "-best-effort"},
 		{[]string{"--timeout", "1s"}, "no command"},
 		{[]string{"--"}, "no command"},
 		{nil, "no command"},
@@ -162,6 +306,37 @@ func TestExplainNamesFlag(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrInvalidOption) {
 		t.Errorf("error %v does not match sandbox.ErrInvalidOption", err)
 	}
+
+	// Values the flags accept but the library refuses: the error names
+	// the flag and the value as it was typed.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cpus", "2000"}, `--cpus "2000"`},
+		{[]string{"--cpus", "0.001"}, `--cpus "0.001"`},
+	} {
+		cfg, err := parseRun(append(tc.args, "--", "true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.explain(sandbox.New(cfg.opts).Err())
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, sandbox.ErrInvalidOption) {
+			t.Errorf("%q: error = %v, want one naming %s that matches ErrInvalidOption", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestCgroupRefused(t *testing.T) {
+	refusal := &sandbox.UnsupportedError{Feature: "cgroup limits", Reason: "no writable cgroup", Err: sandbox.ErrNoCgroup}
+	if !cgroupRefused(refusal) || !cgroupRefused(fmt.Errorf("wrapped: %w", refusal)) {
+		t.Error("cgroupRefused does not recognise the library's refusal")
+	}
+	for _, err := range []error{nil, errors.New("cgroup"), &sandbox.UnsupportedError{Feature: "user namespaces"}} {
+		if cgroupRefused(err) {
+			t.Errorf("cgroupRefused(%v) = true", err)
+		}
+	}
 }
 
 func TestCLIUsageErrors(t *testing.T) {
@@ -178,6 +353,8 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"probe", "extra"}, exitFailure, `"extra"`},
 		{[]string{"help", "frob"}, exitFailure, `unknown command "frob"`},
 		{[]string{"run", "--bind", "/nonexistent-dir-for-test", "--", "true"}, exitFailure, "--bind"},
+		{[]string{"run", "--memory", "12X", "--", "true"}, exitFailure, "-memory"},
+		{[]string{"run", "--cpus", "4096", "--", "true"}, exitFailure, `--cpus "4096"`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := cli(tc.args, streams{stdout: &stdout, stderr: &stderr})
@@ -204,6 +381,7 @@ func TestExitStatus(t *testing.T) {
 		{"exit 0", &sandbox.Result{Outcome: sandbox.Exited}, nil, 0},
 		{"exit 3", &sandbox.Result{Outcome: sandbox.Exited, ExitCode: 3}, nil, 3},
 		{"signal", &sandbox.Result{Outcome: sandbox.Signaled, ExitCode: -1, Signal: 9}, nil, 137},
+		{"out of memory", &sandbox.Result{Outcome: sandbox.OutOfMemory, ExitCode: -1, Signal: 9, OOMKills: 1}, nil, 137},
 		{"timeout", &sandbox.Result{Outcome: sandbox.Timeout, ExitCode: -1, Signal: 9}, errors.New("deadline"), exitTimeout},
 		{"canceled", &sandbox.Result{Outcome: sandbox.Canceled, ExitCode: -1, Signal: 9}, errors.New("canceled"), 130},
 		{"not found", &sandbox.Result{Outcome: sandbox.Exited, ExitCode: 127}, errors.Join(notFound, sandbox.ErrNotFound), 127},
@@ -216,6 +394,81 @@ func TestExitStatus(t *testing.T) {
 			t.Errorf("%s: exitStatus = %d, want %d", tc.name, got, tc.want)
 		}
 	}
+}
+
+func TestJSONResult(t *testing.T) {
+	res := &sandbox.Result{
+		Outcome: sandbox.OutOfMemory, ExitCode: -1, Signal: 9,
+		UserTime: 2 * time.Millisecond, SystemTime: time.Millisecond,
+		CgroupCPU: 5 * time.Millisecond, MemoryPeak: 32 << 20, OOMKills: 1, PidsLimitHit: true,
+		Limits: []sandbox.Limit{
+			{Name: "memory", Value: "33554432 bytes", Enforced: true, By: "cgroup v2"},
+			{Name: "cpu", Value: "none", By: "not limited (Options)"},
+		},
+	}
+	b, err := json.Marshal(jsonOutput{jsonResult: newJSONResult(res)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]any{
+		"outcome": "out of memory", "signal": 9.0, "exit_code": -1.0,
+		"oom_kills": 1.0, "pids_limit_hit": true, "memory_peak_bytes": float64(32 << 20),
+		"cgroup_cpu_ns": 5e6, "cpu_time_ns": 5e6, "user_time_ns": 2e6, "system_time_ns": 1e6,
+		"limits": []any{
+			map[string]any{"name": "memory", "value": "33554432 bytes", "enforced": true, "by": "cgroup v2"},
+			map[string]any{"name": "cpu", "value": "none", "enforced": false, "by": "not limited (Options)"},
+		},
+	} {
+		if !reflect.DeepEqual(got[key], want) {
+			t.Errorf("%s = %#v, want %#v (in %s)", key, got[key], want, b)
+		}
+	}
+
+	// Without a cgroup: CPU time from rusage, and "limits" a list even
+	// when the Result has none.
+	b, err = json.Marshal(newJSONResult(&sandbox.Result{UserTime: time.Millisecond, SystemTime: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"cpu_time_ns":2000000,`) || !strings.Contains(string(b), `"limits":[]`) {
+		t.Errorf("JSON %s: want cpu_time_ns 2000000 and an empty list of limits", b)
+	}
+}
+
+// canCreateCgroups reports whether this user may be able to make cgroups
+// for the runs' limits: it is root, or it can write its own cgroup (the v1
+// memory one, or the v2 one).
+func canCreateCgroups() bool {
+	if os.Geteuid() == 0 {
+		return true
+	}
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dir string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			dir = filepath.Join("/sys/fs/cgroup", parts[2])
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			dir = filepath.Join("/sys/fs/cgroup/memory", parts[2])
+		default:
+			continue
+		}
+		if unix.Access(dir, unix.W_OK) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // cliBinary returns the tool's binary: $SANDBOX_CLI if set (make
@@ -278,10 +531,14 @@ func TestCLI(t *testing.T) {
 		out  string // wanted stdout, if not empty
 		err  string // wanted in stderr, if not empty
 	}{
-		{"exit code", []string{"run", "--", "/bin/sh", "-c", "exit 3"}, 3, "", ""},
-		{"streams output", []string{"run", "--env", "A=b", "--", "/bin/sh", "-c", "echo $A; echo oops >&2"}, 0, "b\n", "oops\n"},
-		{"timeout", []string{"run", "--timeout", "200ms", "--", "/bin/sleep", "10"}, exitTimeout, "", "--timeout"},
-		{"not found", []string{"run", "--", "/nonexistent-prog"}, exitNotFound, "", "not found"},
+		// --best-effort: these are not about limits, and must run also
+		// where no writable cgroup exists.
+		{"exit code", []string{"run", "--best-effort", "--", "/bin/sh", "-c", "exit 3"}, 3, "", ""},
+		{"streams output", []string{"run", "--best-effort", "--env", "A=b", "--", "/bin/sh", "-c", "echo $A; echo oops >&2"}, 0, "b\n", "oops\n"},
+		{"timeout", []string{"run", "--best-effort", "--timeout", "200ms", "--", "/bin/sleep", "10"}, exitTimeout, "", "--timeout"},
+		{"not found", []string{"run", "--best-effort", "--", "/nonexistent-prog"}, exitNotFound, "", "not found"},
+		{"no limits", []string{"run", "--memory", "0", "--cpus", "unlimited", "--pids", "-1", "--", "/bin/sh", "-c", "echo ok"}, 0, "ok\n", ""},
+		{"bad --memory", []string{"run", "--memory", "12X", "--", "/bin/true"}, exitFailure, "", "-memory"},
 		{"probe", []string{"probe"}, 0, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -298,15 +555,38 @@ func TestCLI(t *testing.T) {
 		})
 	}
 
+	// runJSON runs the tool with --json and decodes its stdout.
+	runJSON := func(t *testing.T, args ...string) (code int, got map[string]any, stderr string) {
+		t.Helper()
+		code, stdout, stderr := run(t, append([]string{"run", "--json"}, args...)...)
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Fatalf("stdout is not one JSON object: %v\n%s\nstderr: %s", err, stdout, stderr)
+		}
+		return code, got, stderr
+	}
+
+	// memoryLimit returns the "memory" entry of a --json "limits" list.
+	memoryLimit := func(t *testing.T, got map[string]any) map[string]any {
+		t.Helper()
+		limits, ok := got["limits"].([]any)
+		if !ok {
+			t.Fatalf("limits = %#v, want a list", got["limits"])
+		}
+		for _, l := range limits {
+			if m, _ := l.(map[string]any); m["name"] == "memory" {
+				return m
+			}
+		}
+		t.Fatalf("no memory limit in %v", limits)
+		return nil
+	}
+
 	t.Run("json", func(t *testing.T) {
-		code, stdout, stderr := run(t, "run", "--json", "--", "/bin/echo", "hi")
+		code, got, stderr := runJSON(t, "--best-effort", "--", "/bin/echo", "hi")
 		if code != 0 {
 			t.Fatalf("exit status %d, want 0; stderr %q", code, stderr)
 		}
-		var got map[string]any
-		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
-			t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
-		}
+		stdout, _ := json.Marshal(got)
 		for key, want := range map[string]any{"stdout": "hi\n", "stderr": "", "exit_code": 0.0, "outcome": "exited", "signal": 0.0} {
 			if got[key] != want {
 				t.Errorf("%s = %#v, want %#v (in %s)", key, got[key], want, stdout)
@@ -317,6 +597,84 @@ func TestCLI(t *testing.T) {
 		}
 		if ns, _ := got["wall_time_ns"].(float64); ns <= 0 {
 			t.Errorf("wall_time_ns = %v, want > 0", got["wall_time_ns"])
+		}
+		for _, key := range []string{"oom_kills", "pids_limit_hit", "memory_peak_bytes", "cgroup_cpu_ns", "cpu_time_ns", "limits"} {
+			if _, ok := got[key]; !ok {
+				t.Errorf("no %s in %s", key, stdout)
+			}
+		}
+		if got["oom_kills"] != 0.0 || got["pids_limit_hit"] != false {
+			t.Errorf("oom_kills %v, pids_limit_hit %v; want 0 and false", got["oom_kills"], got["pids_limit_hit"])
+		}
+	})
+
+	// The memory limit is in place: by a cgroup where one can be made,
+	// else (--best-effort) by RLIMIT_DATA.
+	t.Run("memory limit", func(t *testing.T) {
+		code, got, stderr := runJSON(t, "--best-effort", "--memory", "32M", "--", "/bin/sh", "-c", "exit 0")
+		if code != 0 {
+			t.Fatalf("exit status %d, want 0; stderr %q, result %v", code, stderr, got)
+		}
+		mem := memoryLimit(t, got)
+		by, _ := mem["by"].(string)
+		if mem["enforced"] != true || mem["value"] != "33554432 bytes" ||
+			!(strings.HasPrefix(by, "cgroup") || strings.HasPrefix(by, "RLIMIT_DATA")) {
+			t.Errorf("memory limit %v, want 33554432 bytes enforced by a cgroup or RLIMIT_DATA", mem)
+		}
+		t.Logf("memory limit enforced by %s", by)
+	})
+
+	// A program that outgrows --memory: with a cgroup, the OOM killer ends
+	// it, and the tool says so and exits 128+SIGKILL. (tail keeps the
+	// endless "line" of /dev/zero in memory.)
+	t.Run("out of memory", func(t *testing.T) {
+		args := []string{"--best-effort", "--memory", "32M", "--timeout", "20s", "--", "tail", "/dev/zero"}
+		code, got, stderr := runJSON(t, args...)
+		if by, _ := memoryLimit(t, got)["by"].(string); !strings.HasPrefix(by, "cgroup") {
+			// RLIMIT_DATA: the allocation fails instead, and tail says so.
+			if code == 0 || code == exitTimeout || got["outcome"] != "exited" {
+				t.Errorf("exit status %d, result %v; want tail to fail at the rlimit", code, got)
+			}
+			t.Skipf("no cgroup (memory limited by %s): no OOM kill to see", by)
+		}
+		if code != 128+9 || got["outcome"] != "out of memory" || got["oom_kills"] == 0.0 {
+			t.Fatalf("exit status %d, result %v; want 137, outcome \"out of memory\" and an OOM kill; stderr %q", code, got, stderr)
+		}
+		if peak, _ := got["memory_peak_bytes"].(float64); peak > 32<<20 {
+			t.Errorf("memory_peak_bytes = %v, over the 32M limit", peak)
+		}
+		code, _, stderr = run(t, append([]string{"run"}, args...)...)
+		if want := "sandbox: tail: out of memory (--memory 32M)"; code != 128+9 || !strings.Contains(stderr, want) {
+			t.Errorf("without --json: exit status %d, stderr %q; want 137 and %q", code, stderr, want)
+		}
+	})
+
+	// Where this user cannot make cgroups, a run with limits is refused
+	// unless --best-effort, and the refusal says how to delegate a cgroup
+	// and how to run anyway.
+	t.Run("refused without cgroup", func(t *testing.T) {
+		if canCreateCgroups() {
+			t.Skip("this user can create cgroups: nothing is refused")
+		}
+		code, got, stderr := runJSON(t, "--", "/bin/sh", "-c", "exit 0")
+		switch code {
+		case 0:
+			// The library found a writable cgroup that the check above
+			// did not see; then it must be enforcing with it.
+			if by, _ := memoryLimit(t, got)["by"].(string); !strings.HasPrefix(by, "cgroup") {
+				t.Errorf("ran with the default policy, memory limit by %q, want a cgroup", by)
+			}
+		case exitFailure:
+			for _, want := range []string{"Delegate=yes", "--best-effort"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr %q does not mention %q", stderr, want)
+				}
+			}
+			if msg, _ := got["error"].(string); !strings.Contains(msg, "Delegate=yes") {
+				t.Errorf("JSON error %q does not name the missing delegation", msg)
+			}
+		default:
+			t.Errorf("exit status %d, want 0 or %d; stderr %q", code, exitFailure, stderr)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,7 +29,16 @@ type runFlags struct {
 	env       envList
 	dir       string
 	json      bool
+
+	// Resource limits, left zero (the library's defaults) unless given.
+	memory, pids, tmpSize, workspaceSize int64
+	cpus                                 float64
+	bestEffort                           bool
 }
+
+// limitFlags are the flags whose values runConfig.given keeps as typed, for
+// messages about them.
+var limitFlags = []string{"memory", "cpus", "pids", "tmp-size", "workspace-size"}
 
 func newRunFlags() *runFlags {
 	f := &runFlags{fs: flag.NewFlagSet("run", flag.ContinueOnError)}
@@ -47,6 +57,25 @@ func newRunFlags() *runFlags {
 	f.fs.Var(&f.env, "env", "set `K=V` in the program's environment, repeatable")
 	f.fs.StringVar(&f.dir, "dir", "", "working `DIR` inside the sandbox (default /workspace)")
 	f.fs.BoolVar(&f.json, "json", false, "capture output and print the result as one JSON object on stdout")
+	f.fs.Var(&sizeFlag{v: &f.memory, unlimited: true}, "memory",
+		"cap the run's memory (RAM, page cache, files in /tmp and /workspace; no swap)\n"+
+			"at `SIZE`: bytes, or with K, M or G (powers of 1024; \"i\", \"iB\" or \"B\" may\n"+
+			"follow), e.g. 512M, 1GiB; 0 or \"unlimited\" for no limit (default "+formatSize(sandbox.DefaultMemory)+")")
+	f.fs.Var(&cpusFlag{v: &f.cpus}, "cpus",
+		"cap CPU time at `N` CPUs' worth, e.g. 0.5 or 2; 0 or \"unlimited\" for no limit\n"+
+			"(default "+strconv.FormatFloat(sandbox.DefaultCPUs, 'f', -1, 64)+")")
+	f.fs.Var(&pidsFlag{v: &f.pids}, "pids",
+		"cap the run's processes and threads at `N`; 0 or \"unlimited\" for no limit\n"+
+			"(default "+strconv.Itoa(sandbox.DefaultPids)+")")
+	f.fs.Var(&sizeFlag{v: &f.tmpSize}, "tmp-size",
+		"size of the tmpfs /tmp, `SIZE` in the units of --memory (default "+formatSize(sandbox.DefaultTmpSize)+")")
+	f.fs.Var(&sizeFlag{v: &f.workspaceSize}, "workspace-size",
+		"size of the tmpfs /workspace, `SIZE` in the units of --memory (default "+formatSize(sandbox.DefaultWorkspaceSize)+")")
+	f.fs.BoolVar(&f.bestEffort, "best-effort", false,
+		"where no writable cgroup exists (an unprivileged user without a delegated\n"+
+			"cgroup, a cgroup v1 host), run anyway with rlimits standing in for the limits:\n"+
+			"RLIMIT_DATA per process for --memory, RLIMIT_NPROC for --pids, and no CPU limit;\n"+
+			"without it such a run is refused (--json \"limits\" says what was enforced)")
 	return f
 }
 
@@ -58,7 +87,8 @@ type runConfig struct {
 	dir     string
 	timeout time.Duration
 	json    bool
-	binds   []bindSpec // the specs behind opts.Binds, for error messages
+	binds   []bindSpec        // the specs behind opts.Binds, for error messages
+	given   map[string]string // the limitFlags given, by name, as typed
 }
 
 // parseRun parses the arguments of "sandbox run". Errors name the flag at
@@ -74,12 +104,28 @@ func parseRun(args []string) (*runConfig, error) {
 	if f.fs.NArg() == 0 {
 		return nil, errors.New("no command given: want sandbox run [flags] -- COMMAND [ARG...]")
 	}
+	given := map[string]string{}
+	f.fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(limitFlags, fl.Name) {
+			given[fl.Name] = fl.Value.String()
+		}
+	})
+	policy := sandbox.EnforceLimits
+	if f.bestEffort {
+		policy = sandbox.BestEffortLimits
+	}
 	return &runConfig{
 		opts: sandbox.Options{
-			Rootfs:    string(f.rootfs),
-			Workspace: string(f.workspace),
-			Binds:     f.binds.binds(),
-			InProcess: true, // a small, short-lived process: no spawner needed
+			Rootfs:        string(f.rootfs),
+			Workspace:     string(f.workspace),
+			WorkspaceSize: f.workspaceSize,
+			TmpSize:       f.tmpSize,
+			Binds:         f.binds.binds(),
+			Memory:        f.memory,
+			CPUs:          f.cpus,
+			Pids:          f.pids,
+			LimitPolicy:   policy,
+			InProcess:     true, // a small, short-lived process: no spawner needed
 		},
 		args:    f.fs.Args(),
 		env:     f.env,
@@ -87,6 +133,7 @@ func parseRun(args []string) (*runConfig, error) {
 		timeout: f.timeout,
 		json:    f.json,
 		binds:   f.binds.specs,
+		given:   given,
 	}, nil
 }
 
@@ -144,6 +191,10 @@ func runMain(args []string, s streams) int {
 	if err != nil {
 		err = cfg.explain(err)
 	}
+	if cgroupRefused(err) && cfg.opts.LimitPolicy != sandbox.BestEffortLimits {
+		err = fmt.Errorf("%w; with sandbox run: pass --best-effort to run with rlimits standing in for the limits, "+
+			"or --memory unlimited --cpus unlimited --pids unlimited to run without them", err)
+	}
 	status := exitStatus(res, err, caught())
 	if cfg.json {
 		out := jsonOutput{jsonResult: newJSONResult(res)}
@@ -162,11 +213,25 @@ func runMain(args []string, s streams) int {
 		fmt.Fprintf(s.stderr, "sandbox: %s: killed after --timeout %s\n", cfg.args[0], cfg.timeout)
 	case res != nil && res.Outcome == sandbox.Canceled:
 		fmt.Fprintf(s.stderr, "sandbox: %s: killed on signal\n", cfg.args[0])
+	case res != nil && res.Outcome == sandbox.OutOfMemory && !cfg.json:
+		fmt.Fprintf(s.stderr, "sandbox: %s: out of memory (--memory %s)\n", cfg.args[0], cfg.memoryLimit())
 	case err != nil:
 		fmt.Fprintln(s.stderr, errorLine(err))
 	}
 	return status
 }
+
+// memoryLimit is the memory limit of the run as --memory takes it.
+func (cfg *runConfig) memoryLimit() string {
+	if v, ok := cfg.given["memory"]; ok {
+		return v
+	}
+	return formatSize(sandbox.DefaultMemory)
+}
+
+// cgroupRefused reports whether err is Run's refusal to run without a
+// writable cgroup for the limits.
+func cgroupRefused(err error) bool { return errors.Is(err, sandbox.ErrNoCgroup) }
 
 // fail reports an error that kept the sandbox from running and returns 125.
 func (cfg *runConfig) fail(s streams, err error) int {
@@ -213,6 +278,9 @@ func exitStatus(res *sandbox.Result, err error, sig os.Signal) int {
 		return res.ExitCode
 	case res.Outcome == sandbox.Signaled:
 		return 128 + int(res.Signal)
+	case res.Outcome == sandbox.OutOfMemory:
+		// The OOM killer's SIGKILL, reported as a shell would.
+		return 128 + int(syscall.SIGKILL)
 	}
 	return exitFailure
 }
@@ -273,6 +341,16 @@ func (cfg *runConfig) explain(err error) error {
 		flagName = "--env"
 	case oe.Option == "Cmd.Dir":
 		flagName = "--dir"
+	case oe.Option == "Options.Memory":
+		flagName = "--memory"
+	case oe.Option == "Options.CPUs":
+		flagName = "--cpus"
+	case oe.Option == "Options.Pids":
+		flagName = "--pids"
+	case oe.Option == "Options.TmpSize":
+		flagName = "--tmp-size"
+	case oe.Option == "Options.WorkspaceSize":
+		flagName = "--workspace-size"
 	case oe.Option == "Cmd.Path" || strings.HasPrefix(oe.Option, "Cmd.Args"):
 		flagName = "COMMAND"
 	default:
@@ -284,6 +362,9 @@ func (cfg *runConfig) explain(err error) error {
 	}
 	if flagName == "" {
 		return err
+	}
+	if v, ok := cfg.given[strings.TrimPrefix(flagName, "--")]; ok {
+		value = v
 	}
 	return &flagError{flag: flagName, value: value, err: oe}
 }
@@ -316,6 +397,20 @@ type jsonResult struct {
 	UserTimeNS      int64           `json:"user_time_ns"`
 	SystemTimeNS    int64           `json:"system_time_ns"`
 	MaxRSS          int64           `json:"max_rss_bytes"`
+	CPUTimeNS       int64           `json:"cpu_time_ns"`       // the cgroup's count if there was one, else user + system
+	CgroupCPUNS     int64           `json:"cgroup_cpu_ns"`     // 0 without a cgroup
+	MemoryPeak      int64           `json:"memory_peak_bytes"` // 0 without a cgroup, or if the kernel does not say
+	OOMKills        int             `json:"oom_kills"`
+	PidsLimitHit    bool            `json:"pids_limit_hit"`
+	Limits          []jsonLimit     `json:"limits"` // never null
+}
+
+// jsonLimit is a sandbox.Limit as --json prints it.
+type jsonLimit struct {
+	Name     string `json:"name"`
+	Value    string `json:"value"`
+	Enforced bool   `json:"enforced"`
+	By       string `json:"by"`
 }
 
 // jsonOutput is the object --json prints: the result's fields, when there
@@ -328,6 +423,10 @@ type jsonOutput struct {
 func newJSONResult(r *sandbox.Result) *jsonResult {
 	if r == nil {
 		return nil
+	}
+	limits := []jsonLimit{}
+	for _, l := range r.Limits {
+		limits = append(limits, jsonLimit{Name: l.Name, Value: l.Value, Enforced: l.Enforced, By: l.By})
 	}
 	return &jsonResult{
 		Outcome:         r.Outcome,
@@ -343,5 +442,11 @@ func newJSONResult(r *sandbox.Result) *jsonResult {
 		UserTimeNS:      r.UserTime.Nanoseconds(),
 		SystemTimeNS:    r.SystemTime.Nanoseconds(),
 		MaxRSS:          r.MaxRSS,
+		CPUTimeNS:       r.CPUTime().Nanoseconds(),
+		CgroupCPUNS:     r.CgroupCPU.Nanoseconds(),
+		MemoryPeak:      r.MemoryPeak,
+		OOMKills:        r.OOMKills,
+		PidsLimitHit:    r.PidsLimitHit,
+		Limits:          limits,
 	}
 }
