@@ -79,11 +79,12 @@ func enableControllers(dir string, controllers []string) error {
 	if want == "" || hasControllers(dir, controllers) {
 		return nil
 	}
-	err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(want), 0)
-	if errors.Is(err, unix.EBUSY) {
-		if err = moveProcsToLeaf(dir); err == nil {
-			err = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(want), 0)
-		}
+	// Move the processes out first, whatever is enabled: a cgroup with
+	// processes may still enable the threaded controllers (cpu, pids), but
+	// that makes it a thread root, where memory can never be enabled.
+	err := moveProcsToLeaf(dir)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(want), 0)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: enable %s in %s: %w", ErrNoCgroup, want, dir, err)
@@ -109,7 +110,13 @@ func hasControllers(dir string, controllers []string) bool {
 	return true
 }
 
+// moveProcsToLeaf moves the processes of dir, if it has any and is not the
+// root (which may hold processes), into its host leaf.
 func moveProcsToLeaf(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil || len(strings.TrimSpace(string(b))) == 0 || filepath.Clean(dir) == Root {
+		return err
+	}
 	leaf := filepath.Join(dir, hostLeaf)
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
