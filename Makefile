@@ -14,12 +14,14 @@ STATICCHECK = $(GOBIN)/staticcheck
 # The unprivileged user test-rootless runs the tests as.
 ROOTLESS_USER ?= sbxtest
 
-.PHONY: help demo test test-rootless bench
+.PHONY: help demo test test-rootless test-vm bench
 
 help:
 	@echo 'make demo           run examples/quickstart: a shell and a Python snippet in sandboxes'
 	echo 'make test           go vet, staticcheck, go test -race, then go test with CGO_ENABLED=0'
 	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
+	echo 'make test-vm        the tests in a Debian kernel under qemu (no KVM needed) on pure cgroup v2,'
+	echo '                     as root and as a user with a delegated cgroup; VM_TESTS=regex narrows them'
 	echo 'make bench          go test -bench at the root, then bench/compare.sh against bubblewrap'
 	echo 'make help           this text'
 
@@ -85,6 +87,16 @@ test-rootless:
 	echo "+ (cd $$dir/cli && runuser -u $(ROOTLESS_USER) -- ./cli.test -test.count=1)"
 	(cd "$$dir/cli" && as_user ./cli.test -test.count=1 -test.timeout=10m)
 	echo "ok   cmd/sandbox as $(ROOTLESS_USER)"
+
+# A Debian kernel booted by qemu under software emulation, so the tests also
+# run on a pure cgroup v2 host (the CI machines are cgroup-hybrid): once as
+# root, once as an unprivileged user with a delegated cgroup subtree.
+# Installs qemu-system-x86 as root; the kernel and busybox are downloaded
+# into a cache. VM_TESTS (a -test.run regex, "all" for every test) and
+# VM_TIMEOUT (default 45m) tune it; vm/README.md has the rest.
+test-vm:
+	@echo "+ vm/run.sh"
+	GO="$(GO)" vm/run.sh
 
 bench:
 	@echo "+ $(GO) test -run '^$$' -bench . -benchtime 200x ."

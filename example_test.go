@@ -58,7 +58,7 @@ func ExampleSandbox_Run() {
 
 func ExampleSandbox_Run_timeout() {
 	sb := sandbox.New(anywhere)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 
 	// When ctx ends the run, every process of the sandbox is killed; the

@@ -124,6 +124,26 @@ var helpers = map[string]func(args []string) int{
 		fmt.Println("4 GiB of shm")
 		return 0
 	},
+	// fill writes zeros to a file until a write fails, and prints the
+	// error's name.
+	"fill": func(args []string) int {
+		f, err := os.Create(args[0])
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		buf := make([]byte, 1<<16)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if errors.Is(err, unix.ENOSPC) {
+					fmt.Println("ENOSPC")
+				} else {
+					fmt.Println(err)
+				}
+				return 0
+			}
+		}
+	},
 	// nocgroup reports how Run behaves without a writable cgroup.
 	"nocgroup": func([]string) int {
 		fmt.Print(noCgroupReport())

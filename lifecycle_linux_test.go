@@ -193,7 +193,10 @@ func TestParentKilledLeavesNothing(t *testing.T) {
 
 func TestOutputFlood(t *testing.T) {
 	requireSandbox(t)
-	const flood = 1 << 30
+	flood := int64(1 << 30)
+	if testing.Short() {
+		flood = 128 << 20 // the v2 VM emulates its CPU: a pipe moves ~30 MB/s there
+	}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -206,7 +209,7 @@ func TestOutputFlood(t *testing.T) {
 		t.Errorf("kept %d bytes, more than the limit", n)
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
-		t.Errorf("draining a 1 GiB flood allocated %d MiB on the host", alloc>>20)
+		t.Errorf("draining a %d MiB flood allocated %d MiB on the host", flood>>20, alloc>>20)
 	}
 }
 
