@@ -152,3 +152,23 @@ func readInt(file string) int64 {
 	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return n
 }
+
+// removeDirs removes empty cgroup directories, children before parents as
+// listed. A cgroup whose last process has just been reaped can stay busy
+// for a moment while the kernel finishes with it; rmdir is retried for up
+// to 100 ms. (The library's own Delete walks every cgroup.procs first,
+// which costs more than the rmdir.)
+func removeDirs(dirs ...string) error {
+	var errs []error
+	for _, d := range dirs {
+		err := unix.Rmdir(d)
+		for delay := 100 * time.Microsecond; err == unix.EBUSY && delay < 100*time.Millisecond; delay *= 2 {
+			time.Sleep(delay)
+			err = unix.Rmdir(d)
+		}
+		if err != nil && err != unix.ENOENT {
+			errs = append(errs, fmt.Errorf("rmdir %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}

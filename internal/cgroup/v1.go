@@ -101,4 +101,10 @@ func (g *v1) Usage() (Usage, error) {
 	}, nil
 }
 
-func (g *v1) Delete() error { return g.cg.Delete() }
+func (g *v1) Delete() error {
+	dirs := make([]string, 0, len(g.dirs))
+	for _, d := range g.dirs {
+		dirs = append(dirs, d)
+	}
+	return removeDirs(dirs...)
+}

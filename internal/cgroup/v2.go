@@ -174,5 +174,5 @@ func (g *v2) Usage() (Usage, error) {
 
 func (g *v2) Delete() error {
 	unix.Close(g.fd)
-	return g.m.Delete()
+	return removeDirs(g.path)
 }
