@@ -229,6 +229,13 @@ func (cfg *runConfig) memoryLimit() string {
 	return formatSize(sandbox.DefaultMemory)
 }
 
+// optionFlags names the flag behind each Options or Cmd field it sets.
+var optionFlags = map[string]string{
+	"Options.Rootfs": "--rootfs", "Options.Workspace": "--workspace", "Cmd.Dir": "--dir",
+	"Options.Memory": "--memory", "Options.CPUs": "--cpus", "Options.Pids": "--pids",
+	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size",
+}
+
 // cgroupRefused reports whether err is Run's refusal to run without a
 // writable cgroup for the limits.
 func cgroupRefused(err error) bool { return errors.Is(err, sandbox.ErrNoCgroup) }
@@ -333,24 +340,10 @@ func (cfg *runConfig) explain(err error) error {
 	}
 	flagName, value := "", oe.Value
 	switch {
-	case oe.Option == "Options.Rootfs":
-		flagName = "--rootfs"
-	case oe.Option == "Options.Workspace":
-		flagName = "--workspace"
+	case optionFlags[oe.Option] != "":
+		flagName = optionFlags[oe.Option]
 	case strings.HasPrefix(oe.Option, "Cmd.Env"):
 		flagName = "--env"
-	case oe.Option == "Cmd.Dir":
-		flagName = "--dir"
-	case oe.Option == "Options.Memory":
-		flagName = "--memory"
-	case oe.Option == "Options.CPUs":
-		flagName = "--cpus"
-	case oe.Option == "Options.Pids":
-		flagName = "--pids"
-	case oe.Option == "Options.TmpSize":
-		flagName = "--tmp-size"
-	case oe.Option == "Options.WorkspaceSize":
-		flagName = "--workspace-size"
 	case oe.Option == "Cmd.Path" || strings.HasPrefix(oe.Option, "Cmd.Args"):
 		flagName = "COMMAND"
 	default:
