@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -48,21 +49,28 @@ func newV1(parent, name string, l Limits) (Group, error) {
 	return &v1{cg: cg, dirs: dirs}, nil
 }
 
+// v1Subsystems caches the host's v1 hierarchies: reading them parses
+// /proc/self/mountinfo, which would otherwise happen on every run.
+var v1Subsystems struct {
+	sync.Once
+	subs []cgroup1.Subsystem
+	err  error
+}
+
 // v1Hierarchy is the host's v1 hierarchies, only those in v1Controllers.
 func v1Hierarchy() ([]cgroup1.Subsystem, error) {
-	all, err := cgroup1.Default()
-	if err != nil {
-		return nil, err
-	}
-	var subs []cgroup1.Subsystem
-	for _, s := range all {
-		for _, c := range v1Controllers {
-			if s.Name() == c {
-				subs = append(subs, s)
+	v1Subsystems.Do(func() {
+		all, err := cgroup1.Default()
+		for _, s := range all {
+			for _, c := range v1Controllers {
+				if s.Name() == c {
+					v1Subsystems.subs = append(v1Subsystems.subs, s)
+				}
 			}
 		}
-	}
-	return subs, nil
+		v1Subsystems.err = err
+	})
+	return v1Subsystems.subs, v1Subsystems.err
 }
 
 func resourcesV1(l Limits) *specs.LinuxResources {
