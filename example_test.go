@@ -124,4 +124,5 @@ func ExampleResult_limits() {
 	// memory true
 	// cpu true
 	// pids true
+	// io false
 }

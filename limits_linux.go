@@ -29,10 +29,21 @@ const noCgroupOp = "no writable cgroup"
 // rlimit stand-ins in cfg for the init. It returns the cgroup (nil when
 // there is none) and what was enforced, and how.
 func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError) {
+	var disks []cgroup.Device
+	if cfg.IOReadBPS > 0 || cfg.IOWriteBPS > 0 {
+		paths := []string{cfg.Workspace}
+		for _, b := range cfg.Binds {
+			if b.Writable {
+				paths = append(paths, b.Source)
+			}
+		}
+		disks = cgroup.BlockDevices(paths...)
+	}
 	wanted := []wire.Limit{
 		{Name: "memory", Value: fmt.Sprintf("%d bytes", cfg.Memory), Enforced: cfg.Memory > 0},
 		{Name: "cpu", Value: fmt.Sprintf("%d/%d µs", cfg.CPUQuota, cfg.CPUPeriod), Enforced: cfg.CPUQuota > 0},
 		{Name: "pids", Value: fmt.Sprint(cfg.Pids), Enforced: cfg.Pids > 0},
+		{Name: "io", Value: fmt.Sprintf("read %d, write %d bytes/s on %v", cfg.IOReadBPS, cfg.IOWriteBPS, disks), Enforced: len(disks) > 0},
 	}
 	limited := false
 	for i := range wanted {
@@ -41,6 +52,9 @@ func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError
 		}
 		limited = limited || wanted[i].Enforced
 	}
+	if io := &wanted[3]; !io.Enforced && (cfg.IOReadBPS > 0 || cfg.IOWriteBPS > 0) {
+		io.By = "not limited: no disk under Workspace or a writable bind (tmpfs is bounded by memory)"
+	}
 	if !limited {
 		return nil, wanted, nil
 	}
@@ -48,6 +62,7 @@ func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError
 	name := fmt.Sprintf("%s%d-%d", cgroup.NamePrefix, os.Getpid(), runSeq.Add(1))
 	grp, err := cgroup.New(cfg.CgroupParent, name, cgroup.Limits{
 		Memory: cfg.Memory, CPUQuota: cfg.CPUQuota, CPUPeriod: cfg.CPUPeriod, Pids: cfg.Pids,
+		IOReadBPS: cfg.IOReadBPS, IOWriteBPS: cfg.IOWriteBPS, IODevices: disks,
 	})
 	switch {
 	case err == nil:
@@ -72,7 +87,7 @@ func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError
 		case l.Name == "pids":
 			cfg.RlimitNproc, l.By = uint64(cfg.Pids), "RLIMIT_NPROC (no writable cgroup)"
 		default:
-			l.Enforced, l.By = false, "no writable cgroup, and no rlimit limits a CPU share"
+			l.Enforced, l.By = false, "no writable cgroup, and no rlimit limits "+l.Name
 		}
 	}
 	return nil, wanted, nil

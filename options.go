@@ -40,7 +40,8 @@ func (o *Options) validate() error {
 		name string
 		v    int64
 	}{{"Options.WorkspaceSize", o.WorkspaceSize}, {"Options.TmpSize", o.TmpSize}, {"Options.OutputLimit", o.OutputLimit},
-		{"Options.HostUID", int64(o.HostUID)}, {"Options.HostGID", int64(o.HostGID)}} {
+		{"Options.HostUID", int64(o.HostUID)}, {"Options.HostGID", int64(o.HostGID)},
+		{"Options.IOReadBPS", o.IOReadBPS}, {"Options.IOWriteBPS", o.IOWriteBPS}} {
 		if f.v < 0 {
 			return optionErr(f.name, fmt.Sprint(f.v), "must not be negative")
 		}
@@ -200,6 +201,8 @@ func (o *Options) config(cmd *Cmd) *wire.Config {
 		Pids:          limit(o.Pids, DefaultPids),
 		CgroupParent:  o.CgroupParent,
 		BestEffort:    o.LimitPolicy == BestEffortLimits,
+		IOReadBPS:     o.IOReadBPS,
+		IOWriteBPS:    o.IOWriteBPS,
 	}
 	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
 		cfg.CPUQuota, cfg.CPUPeriod = int64(cpus*cpuPeriod), cpuPeriod

@@ -63,13 +63,13 @@ type Result struct {
 	OOMKills     int           // processes the OOM killer killed
 	PidsLimitHit bool          // a fork or clone failed at the pids limit
 
-	// Limits says, for memory, cpu and pids, what was enforced and how.
+	// Limits says, for memory, cpu, pids and io, what was enforced and how.
 	Limits []Limit
 }
 
 // Limit is one resource limit of a run as it was put in place.
 type Limit struct {
-	Name     string // "memory", "cpu" or "pids"
+	Name     string // "memory", "cpu", "pids" or "io"
 	Value    string // the limit, e.g. "536870912 bytes", or "none"
 	Enforced bool
 	By       string // "cgroup v2", "cgroup v1", an rlimit, or why it was not enforced

@@ -104,6 +104,15 @@ type Options struct {
 	// standing in (RLIMIT_DATA for memory, RLIMIT_NPROC for pids; CPU is
 	// then not limited) and Result.Limits says what was enforced and how.
 	LimitPolicy LimitPolicy
+	// IOReadBPS and IOWriteBPS cap, in bytes per second, what the run
+	// reads from and writes to the disks under Workspace and the writable
+	// Binds (cgroup v2 io.max, v1 blkio throttling; on v1 only direct IO
+	// is throttled, as page-cache writeback is not charged to a v1
+	// cgroup). Zero means no cap. The sandbox's own /tmp and tmpfs
+	// /workspace are in memory and bounded by Memory instead. Where no
+	// disk backs those paths, Result.Limits says io is not limited.
+	IOReadBPS, IOWriteBPS int64
+
 	// MaxFileSize caps the size of any one file the program writes
 	// (RLIMIT_FSIZE), a second bound behind the tmpfs sizes, in bytes.
 	// Zero means the larger of TmpSize and WorkspaceSize; a negative value

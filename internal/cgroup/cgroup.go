@@ -33,7 +33,15 @@ type Limits struct {
 	CPUQuota  int64  // microseconds of CPU time per CPUPeriod
 	CPUPeriod uint64 // microseconds
 	Pids      int64  // processes and threads
+
+	// IO caps bytes per second read from and written to each of
+	// IODevices; zero is no cap.
+	IOReadBPS, IOWriteBPS int64
+	IODevices             []Device
 }
+
+// hasIO reports whether l limits io.
+func (l Limits) hasIO() bool { return len(l.IODevices) > 0 && (l.IOReadBPS > 0 || l.IOWriteBPS > 0) }
 
 // Usage is what a run used, read when it has ended.
 type Usage struct {

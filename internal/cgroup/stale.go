@@ -64,7 +64,7 @@ func parentDirs(parent string) []string {
 			dirs = append(dirs, filepath.Join(Root, strings.TrimSuffix(p, "/"+hostLeaf)))
 		}
 	case V1:
-		for _, c := range v1Controllers {
+		for _, c := range v1AllControllers {
 			if p, err := orOwn(parent, string(c)); err == nil {
 				dirs = append(dirs, filepath.Join(Root, string(c), p))
 			}

@@ -14,8 +14,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// v1Controllers are the v1 hierarchies a run's cgroup is made in.
-var v1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Cpu, cgroup1.Cpuacct, cgroup1.Pids}
+// v1Controllers are the v1 hierarchies a run's cgroup is made in; blkio
+// too when the run has io limits.
+var (
+	v1Controllers    = []cgroup1.Name{cgroup1.Memory, cgroup1.Cpu, cgroup1.Cpuacct, cgroup1.Pids}
+	v1AllControllers = append(v1Controllers[:len(v1Controllers):len(v1Controllers)], cgroup1.Blkio)
+)
+
+func v1ControllersFor(l Limits) []cgroup1.Name {
+	if l.hasIO() {
+		return v1AllControllers
+	}
+	return v1Controllers
+}
 
 // v1 is a run's cgroup in the v1 hierarchies (memory, cpu, cpuacct, pids).
 type v1 struct {
@@ -25,7 +36,8 @@ type v1 struct {
 
 func newV1(parent, name string, l Limits) (Group, error) {
 	dirs, bases := map[cgroup1.Name]string{}, map[cgroup1.Name]string{}
-	for _, c := range v1Controllers {
+	controllers := v1ControllersFor(l)
+	for _, c := range controllers {
 		base := parent
 		if base == "" {
 			own, err := ownPath(string(c))
@@ -42,7 +54,17 @@ func newV1(parent, name string, l Limits) (Group, error) {
 		dirs[c], bases[c] = filepath.Join(dir, name), base
 	}
 	path := func(sub cgroup1.Name) (string, error) { return filepath.Join(bases[sub], name), nil }
-	cg, err := cgroup1.New(path, resourcesV1(l), cgroup1.WithHierarchy(v1Hierarchy))
+	hierarchy := func() ([]cgroup1.Subsystem, error) {
+		all, err := v1Hierarchy()
+		var subs []cgroup1.Subsystem
+		for _, s := range all {
+			if _, ok := dirs[s.Name()]; ok {
+				subs = append(subs, s)
+			}
+		}
+		return subs, err
+	}
+	cg, err := cgroup1.New(path, resourcesV1(l), cgroup1.WithHierarchy(hierarchy))
 	if err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", dirs[cgroup1.Memory], err)
 	}
@@ -57,12 +79,12 @@ var v1Subsystems struct {
 	err  error
 }
 
-// v1Hierarchy is the host's v1 hierarchies, only those in v1Controllers.
+// v1Hierarchy is the host's v1 hierarchies that runs may use.
 func v1Hierarchy() ([]cgroup1.Subsystem, error) {
 	v1Subsystems.Do(func() {
 		all, err := cgroup1.Default()
 		for _, s := range all {
-			for _, c := range v1Controllers {
+			for _, c := range v1AllControllers {
 				if s.Name() == c {
 					v1Subsystems.subs = append(v1Subsystems.subs, s)
 				}
@@ -90,6 +112,19 @@ func resourcesV1(l Limits) *specs.LinuxResources {
 	}
 	if l.Pids > 0 {
 		res.Pids = &specs.LinuxPids{Limit: &l.Pids}
+	}
+	if l.hasIO() {
+		res.BlockIO = &specs.LinuxBlockIO{}
+		for _, d := range l.IODevices {
+			if l.IOReadBPS > 0 {
+				res.BlockIO.ThrottleReadBpsDevice = append(res.BlockIO.ThrottleReadBpsDevice,
+					specs.LinuxThrottleDevice{Rate: uint64(l.IOReadBPS), LinuxBlockIODevice: specs.LinuxBlockIODevice{Major: d.Major, Minor: d.Minor}})
+			}
+			if l.IOWriteBPS > 0 {
+				res.BlockIO.ThrottleWriteBpsDevice = append(res.BlockIO.ThrottleWriteBpsDevice,
+					specs.LinuxThrottleDevice{Rate: uint64(l.IOWriteBPS), LinuxBlockIODevice: specs.LinuxBlockIODevice{Major: d.Major, Minor: d.Minor}})
+			}
+		}
 	}
 	return res
 }

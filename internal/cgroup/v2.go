@@ -154,6 +154,19 @@ func resourcesV2(l Limits) *cgroup2.Resources {
 	if l.Pids > 0 {
 		res.Pids = &cgroup2.Pids{Max: l.Pids}
 	}
+	if l.hasIO() {
+		res.IO = &cgroup2.IO{}
+		for _, d := range l.IODevices {
+			for _, e := range []struct {
+				t    cgroup2.IOType
+				rate int64
+			}{{cgroup2.ReadBPS, l.IOReadBPS}, {cgroup2.WriteBPS, l.IOWriteBPS}} {
+				if e.rate > 0 {
+					res.IO.Max = append(res.IO.Max, cgroup2.Entry{Type: e.t, Major: d.Major, Minor: d.Minor, Rate: uint64(e.rate)})
+				}
+			}
+		}
+	}
 	return res
 }
 

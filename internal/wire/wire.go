@@ -30,6 +30,8 @@ type Config struct {
 	CgroupParent string // "" = the launcher's own cgroup
 	BestEffort   bool   // without a writable cgroup, fall back to rlimits
 	MaxFileSize  int64  // RLIMIT_FSIZE in bytes; 0 = unlimited
+	IOReadBPS    int64  // bytes per second on the disks under Workspace and writable binds
+	IOWriteBPS   int64
 
 	// Rlimit stand-ins the launcher chose when no cgroup could be had
 	// (BestEffort); zero means not set.
