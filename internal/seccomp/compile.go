@@ -1,0 +1,211 @@
+// Package seccomp compiles a syscall policy to a classic BPF program for
+// seccomp(2), in pure Go, so that CGO_ENABLED=0 builds get the same filter.
+// golang.org/x/net/bpf assembles the program and, in tests, runs it.
+//
+// The program checks the architecture first (a foreign one kills the
+// process), refuses the x32 ABI on x86-64, answers syscall numbers above
+// the highest one the policy knows with Unknown (ENOSYS, so programs fall
+// back gracefully), and finds the others in a binary decision tree, where
+// each listed syscall's rules are tried in order; a syscall no rule allows
+// gets Default.
+package seccomp
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"syscall"
+
+	"golang.org/x/net/bpf"
+)
+
+// Action is a seccomp return value (SECCOMP_RET_*).
+type Action uint32
+
+// The actions, in the kernel's encoding.
+const (
+	KillProcess Action = 0x80000000
+	KillThread  Action = 0x00000000
+	Trap        Action = 0x00030000
+	UserNotif   Action = 0x7fc00000
+	Log         Action = 0x7ffc0000
+	Allow       Action = 0x7fff0000
+	errnoBase   Action = 0x00050000
+)
+
+// Errno returns the action that fails the syscall with e.
+func Errno(e syscall.Errno) Action { return errnoBase | Action(uint32(e)&0xffff) }
+
+// Op compares a syscall argument (as an unsigned 64-bit value) with a value.
+type Op int
+
+const (
+	Eq       Op = iota // arg == Value
+	Ne                 // arg != Value
+	Gt                 // arg > Value
+	Ge                 // arg >= Value
+	Lt                 // arg < Value
+	Le                 // arg <= Value
+	MaskedEq           // arg & Mask == Value
+)
+
+// Cond is one argument condition of a Rule.
+type Cond struct {
+	Arg   int // 0-5
+	Op    Op
+	Value uint64
+	Mask  uint64 // for MaskedEq
+}
+
+// Rule applies Action to syscall Nr when every one of Conds holds.
+type Rule struct {
+	Nr     uint32
+	Conds  []Cond
+	Action Action
+}
+
+// Filter is a policy in the form the compiler takes.
+type Filter struct {
+	Arch    uint32 // AUDIT_ARCH_* of the programs it filters
+	MaxNr   uint32 // the highest syscall number the policy knows
+	Rules   []Rule // tried in order for their syscall
+	Default Action // a known syscall no rule allows
+	Unknown Action // a number above MaxNr
+	// NoX32 refuses syscalls with the x32 bit (x86-64 only).
+	NoX32 bool
+}
+
+// seccomp_data offsets.
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+	x32Bit  = 0x40000000
+)
+
+// ErrTooLong is returned for a program the kernel would refuse.
+var ErrTooLong = errors.New("seccomp program longer than 4096 instructions")
+
+// Compile returns f as a BPF program.
+func Compile(f Filter) ([]bpf.Instruction, error) {
+	byNr := map[uint32][]Rule{}
+	for i, r := range f.Rules {
+		if r.Nr > f.MaxNr {
+			return nil, fmt.Errorf("rule %d: syscall %d is above the policy's highest known number %d", i, r.Nr, f.MaxNr)
+		}
+		for _, c := range r.Conds {
+			if c.Arg < 0 || c.Arg > 5 {
+				return nil, fmt.Errorf("rule %d (syscall %d): argument %d: there are 6 (0-5)", i, r.Nr, c.Arg)
+			}
+			if c.Op < Eq || c.Op > MaskedEq {
+				return nil, fmt.Errorf("rule %d (syscall %d): unknown comparison %d", i, r.Nr, c.Op)
+			}
+		}
+		byNr[r.Nr] = append(byNr[r.Nr], r)
+	}
+	nrs := make([]uint32, 0, len(byNr))
+	for nr := range byNr {
+		nrs = append(nrs, nr)
+	}
+	sort.Slice(nrs, func(i, j int) bool { return nrs[i] < nrs[j] })
+
+	a := &asm{}
+	kill, unknown, deflt := a.newLabel(), a.newLabel(), a.newLabel()
+	a.emit(bpf.LoadAbsolute{Off: offArch, Size: 4})
+	a.jumpIf(bpf.JumpEqual, f.Arch, a.here(), kill)
+	a.emit(bpf.LoadAbsolute{Off: offNr, Size: 4})
+	if f.NoX32 {
+		a.jumpIf(bpf.JumpGreaterOrEqual, x32Bit, kill, a.here())
+	}
+	a.jumpIf(bpf.JumpGreaterThan, f.MaxNr, unknown, a.here())
+	rules := map[uint32]label{}
+	for _, nr := range nrs {
+		rules[nr] = a.newLabel()
+	}
+	a.tree(nrs, rules, deflt)
+	for _, nr := range nrs {
+		a.bind(rules[nr])
+		for _, r := range byNr[nr] {
+			next := a.newLabel()
+			a.conds(r.Conds, next)
+			a.emit(bpf.RetConstant{Val: uint32(r.Action)})
+			a.bind(next)
+		}
+		a.jump(deflt)
+	}
+	a.bind(kill)
+	a.emit(bpf.RetConstant{Val: uint32(KillProcess)})
+	a.bind(unknown)
+	a.emit(bpf.RetConstant{Val: uint32(f.Unknown)})
+	a.bind(deflt)
+	a.emit(bpf.RetConstant{Val: uint32(f.Default)})
+	prog, err := a.assemble()
+	if err == nil && len(prog) > 4096 {
+		err = ErrTooLong
+	}
+	return prog, err
+}
+
+// tree emits a binary search over nrs (sorted; the syscall number is in A)
+// jumping to rules[nr] on a match and to deflt otherwise.
+func (a *asm) tree(nrs []uint32, rules map[uint32]label, deflt label) {
+	if len(nrs) <= 4 {
+		for _, nr := range nrs {
+			a.jumpIf(bpf.JumpEqual, nr, rules[nr], a.here())
+		}
+		a.jump(deflt)
+		return
+	}
+	mid := len(nrs) / 2
+	right := a.newLabel()
+	a.jumpIf(bpf.JumpGreaterOrEqual, nrs[mid], right, a.here())
+	a.tree(nrs[:mid], rules, deflt)
+	a.bind(right)
+	a.tree(nrs[mid:], rules, deflt)
+}
+
+// conds emits the checks of one rule's conditions, jumping to fail at the
+// first that does not hold and falling through when all do.
+func (a *asm) conds(conds []Cond, fail label) {
+	for _, c := range conds {
+		lo, hi := uint32(c.Value), uint32(c.Value>>32)
+		loadLo := bpf.LoadAbsolute{Off: uint32(offArgs + 8*c.Arg), Size: 4}
+		loadHi := bpf.LoadAbsolute{Off: uint32(offArgs + 8*c.Arg + 4), Size: 4}
+		ok := a.newLabel()
+		switch c.Op {
+		case Eq, Ne:
+			miss, hit := fail, ok
+			if c.Op == Ne {
+				miss, hit = ok, fail
+			}
+			a.emit(loadHi)
+			a.jumpIf(bpf.JumpEqual, hi, a.here(), miss)
+			a.emit(loadLo)
+			a.jumpIf(bpf.JumpEqual, lo, hit, miss)
+		case MaskedEq:
+			a.emit(loadHi)
+			a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: uint32(c.Mask >> 32)})
+			a.jumpIf(bpf.JumpEqual, hi, a.here(), fail)
+			a.emit(loadLo)
+			a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: uint32(c.Mask)})
+			a.jumpIf(bpf.JumpEqual, lo, ok, fail)
+		case Gt, Ge, Lt, Le:
+			// Gt/Ge hold when the high words say so, or they are equal and
+			// the low words do; Lt/Le are their negations.
+			yes, no := ok, fail
+			test := bpf.JumpGreaterThan
+			if c.Op == Ge || c.Op == Lt {
+				test = bpf.JumpGreaterOrEqual
+			}
+			if c.Op == Lt || c.Op == Le {
+				yes, no = fail, ok
+			}
+			a.emit(loadHi)
+			a.jumpIf(bpf.JumpGreaterThan, hi, yes, a.here())
+			a.jumpIf(bpf.JumpEqual, hi, a.here(), no)
+			a.emit(loadLo)
+			a.jumpIf(test, lo, yes, no)
+		}
+		a.bind(ok)
+	}
+}
