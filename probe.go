@@ -48,7 +48,8 @@ func (r *ProbeReport) String() string {
 var requiredLayers = []string{"user namespace", "pid namespace", "mount namespace", "network namespace",
 	"ipc namespace", "uts namespace", "cgroup namespace"}
 
-// CanRun reports whether every layer Run needs is available.
+// CanRun reports whether every namespace Run needs is available. Run with
+// the default Options.LimitPolicy also needs the "cgroup" layer.
 func (r *ProbeReport) CanRun() bool {
 	for _, name := range requiredLayers {
 		if l, ok := r.Layer(name); !ok || !l.Available {

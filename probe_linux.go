@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"strings"
 	"syscall"
 
+	"github.com/fumehood/sandbox/internal/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -111,56 +111,20 @@ func readSysctl(name string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// cgroupLayer names the hierarchy and the caller's own cgroup, beneath which
-// the sandbox's cgroups go.
+// cgroupLayer says whether runs can get their cgroup: the layout, and
+// whether every directory a run's cgroup goes in (the caller's own cgroups)
+// is writable. Run with the default LimitPolicy needs it.
 func cgroupLayer() Layer {
 	l := Layer{Name: "cgroup"}
-	var st unix.Statfs_t
-	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
-		l.Detail = "no /sys/fs/cgroup: " + err.Error()
-		return l
-	}
-	own, _ := os.ReadFile("/proc/self/cgroup")
-	var version, dir string
-	switch {
-	case st.Type == unix.CGROUP2_SUPER_MAGIC:
-		version = "v2"
-		dir = path.Join("/sys/fs/cgroup", cgroupPath(string(own), ""))
-	default:
-		version = "v1"
-		var u unix.Statfs_t
-		if unix.Statfs("/sys/fs/cgroup/unified", &u) == nil && u.Type == unix.CGROUP2_SUPER_MAGIC {
-			version = "hybrid (v1 controllers, v2 at /sys/fs/cgroup/unified)"
-		}
-		dir = path.Join("/sys/fs/cgroup/memory", cgroupPath(string(own), "memory"))
-	}
-	if unix.Access(dir, unix.W_OK) != nil {
-		l.Detail = fmt.Sprintf("%s; own cgroup %s is not writable (delegate it, e.g. systemd Delegate=yes)", version, dir)
+	version := cgroup.Detect().String()
+	dirs, err := cgroup.Writable("")
+	if err != nil {
+		l.Detail = fmt.Sprintf("%s: %v (run as root, delegate a cgroup v2 subtree, e.g. systemd Delegate=yes, or use Options.LimitPolicy = BestEffortLimits)", version, err)
 		return l
 	}
 	l.Available = true
-	l.Detail = fmt.Sprintf("%s; own cgroup %s is writable", version, dir)
+	l.Detail = fmt.Sprintf("%s; runs' cgroups go beneath %s", version, strings.Join(dirs, ", "))
 	return l
-}
-
-// cgroupPath finds the caller's cgroup in /proc/self/cgroup: the v2 line
-// when controller is empty, else the v1 line of that controller.
-func cgroupPath(selfCgroup, controller string) string {
-	for _, line := range strings.Split(selfCgroup, "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if controller == "" && parts[0] == "0" && parts[1] == "" {
-			return parts[2]
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if controller != "" && c == controller {
-				return parts[2]
-			}
-		}
-	}
-	return "/"
 }
 
 func seccompLayer() Layer {

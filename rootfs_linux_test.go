@@ -111,4 +111,13 @@ func TestProbe(t *testing.T) {
 	if r.CanRun() != (runErr == nil) {
 		t.Errorf("Probe says CanRun=%v but Run returned %v", r.CanRun(), runErr)
 	}
+	// With the default limits, Run needs the cgroup layer exactly when
+	// Probe says it is there.
+	if r.CanRun() {
+		cg, _ := r.Layer("cgroup")
+		_, err := New(Options{}).Run(t.Context(), Command("true"))
+		if cg.Available != (err == nil) || (err != nil && !errors.Is(err, ErrNoCgroup)) {
+			t.Errorf("Probe's cgroup layer %+v, but Run with default limits returned %v", cg, err)
+		}
+	}
 }

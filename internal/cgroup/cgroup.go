@@ -8,13 +8,13 @@
 package cgroup
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -80,20 +80,45 @@ const (
 
 func (v Version) String() string { return [...]string{"none", "v1", "v2"}[v] }
 
+// detected caches Detect: the layout does not change under a process.
+var detected struct {
+	sync.Once
+	v Version
+}
+
 // Detect reports the host's layout. A hybrid host whose v2 hierarchy has
 // no controllers counts as V1: its limits are v1's.
 func Detect() Version {
-	var st unix.Statfs_t
-	if unix.Statfs(Root, &st) != nil {
-		return None
+	detected.Do(func() {
+		var st unix.Statfs_t
+		switch {
+		case unix.Statfs(Root, &st) != nil:
+			detected.v = None
+		case st.Type == unix.CGROUP2_SUPER_MAGIC:
+			detected.v = V2
+		default:
+			if _, err := os.Stat(filepath.Join(Root, "memory")); err == nil {
+				detected.v = V1
+			}
+		}
+	})
+	return detected.v
+}
+
+// Writable returns the directories run cgroups beneath parent ("" = this
+// process's own cgroup) are made in, one per hierarchy, and an error
+// wrapping ErrNoCgroup when this process may not write one of them.
+func Writable(parent string) ([]string, error) {
+	dirs := parentDirs(parent, false)
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("%w: no cgroup hierarchy for this process at %s", ErrNoCgroup, Root)
 	}
-	if st.Type == unix.CGROUP2_SUPER_MAGIC {
-		return V2
+	for _, d := range dirs {
+		if unix.Access(d, unix.W_OK) != nil {
+			return dirs, fmt.Errorf("%w: %s is not writable by uid %d", ErrNoCgroup, d, os.Getuid())
+		}
 	}
-	if _, err := os.Stat(filepath.Join(Root, "memory")); err == nil {
-		return V1
-	}
-	return None
+	return dirs, nil
 }
 
 // New creates the cgroup name beneath parent with the limits l. parent is
@@ -109,30 +134,43 @@ func New(parent, name string, l Limits) (Group, error) {
 	return nil, fmt.Errorf("%w: no cgroup file system at %s", ErrNoCgroup, Root)
 }
 
-// ownPath returns this process's cgroup path: the v2 line when controller
-// is "", else the v1 line naming controller.
-func ownPath(controller string) (string, error) {
-	f, err := os.Open("/proc/self/cgroup")
+// ownPaths returns this process's cgroup paths from /proc/self/cgroup,
+// read once: the v2 path under "", each v1 path under its controllers'
+// names.
+func ownPaths() (map[string]string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		parts := strings.SplitN(s.Text(), ":", 3)
+	paths := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
 		}
-		if controller == "" && parts[0] == "0" && parts[1] == "" {
-			return parts[2], nil
+		if parts[0] == "0" && parts[1] == "" {
+			paths[""] = parts[2]
 		}
 		for _, c := range strings.Split(parts[1], ",") {
-			if controller != "" && c == controller {
-				return parts[2], nil
+			if c != "" {
+				paths[c] = parts[2]
 			}
 		}
 	}
-	return "", fmt.Errorf("no %q line in /proc/self/cgroup", controller)
+	return paths, nil
+}
+
+// orOwn returns parent, or if it is "" this process's cgroup path in the
+// hierarchy of controller ("" for v2).
+func orOwn(parent, controller string, own map[string]string) (string, error) {
+	if parent != "" {
+		return parent, nil
+	}
+	p, ok := own[controller]
+	if !ok {
+		return "", fmt.Errorf("no %q line in /proc/self/cgroup", controller)
+	}
+	return p, nil
 }
 
 // readKeyed reads one "key value" line's value from a flat-keyed file; a

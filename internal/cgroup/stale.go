@@ -24,7 +24,7 @@ func RemoveStale(parent string, wait time.Duration) {
 	deadline := time.Now().Add(wait)
 	for {
 		busy := false
-		for _, dir := range parentDirs(parent) {
+		for _, dir := range parentDirs(parent, true) {
 			entries, _ := os.ReadDir(dir)
 			for _, e := range entries {
 				pid, ok := makerPid(e.Name())
@@ -55,27 +55,28 @@ func makerPid(name string) (int, bool) {
 }
 
 // parentDirs are the directories run cgroups beneath parent live in: one
-// on v2, one per controller on v1.
-func parentDirs(parent string) []string {
+// on v2, one per controller on v1 (with blkio when withIO).
+func parentDirs(parent string, withIO bool) []string {
+	own, err := ownPaths()
+	if err != nil {
+		return nil
+	}
 	var dirs []string
 	switch Detect() {
 	case V2:
-		if p, err := orOwn(parent, ""); err == nil {
+		if p, err := orOwn(parent, "", own); err == nil {
 			dirs = append(dirs, filepath.Join(Root, strings.TrimSuffix(p, "/"+hostLeaf)))
 		}
 	case V1:
-		for _, c := range v1AllControllers {
-			if p, err := orOwn(parent, string(c)); err == nil {
+		controllers := v1Controllers
+		if withIO {
+			controllers = v1AllControllers
+		}
+		for _, c := range controllers {
+			if p, err := orOwn(parent, string(c), own); err == nil {
 				dirs = append(dirs, filepath.Join(Root, string(c), p))
 			}
 		}
 	}
 	return dirs
-}
-
-func orOwn(parent, controller string) (string, error) {
-	if parent != "" {
-		return parent, nil
-	}
-	return ownPath(controller)
 }

@@ -35,16 +35,15 @@ type v1 struct {
 }
 
 func newV1(parent, name string, l Limits) (Group, error) {
+	own, err := ownPaths()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoCgroup, err)
+	}
 	dirs, bases := map[cgroup1.Name]string{}, map[cgroup1.Name]string{}
-	controllers := v1ControllersFor(l)
-	for _, c := range controllers {
-		base := parent
-		if base == "" {
-			own, err := ownPath(string(c))
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrNoCgroup, err)
-			}
-			base = own
+	for _, c := range v1ControllersFor(l) {
+		base, err := orOwn(parent, string(c), own)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoCgroup, err)
 		}
 		dir := filepath.Join(Root, string(c), base)
 		if unix.Access(dir, unix.W_OK) != nil {

@@ -28,9 +28,10 @@ const hostLeaf = "sandbox-host"
 
 func newV2(parent, name string, l Limits) (Group, error) {
 	if parent == "" {
-		own, err := ownPath("")
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNoCgroup, err)
+		paths, err := ownPaths()
+		own, ok := paths[""]
+		if err != nil || !ok {
+			return nil, fmt.Errorf("%w: no v2 line in /proc/self/cgroup: %v", ErrNoCgroup, err)
 		}
 		// A process moved to the host leaf still makes its runs' cgroups
 		// beside it, beneath the cgroup it came from.
