@@ -125,13 +125,21 @@ func Compile(f Filter) ([]bpf.Instruction, error) {
 	a.tree(nrs, rules, deflt)
 	for _, nr := range nrs {
 		a.bind(rules[nr])
-		for _, r := range byNr[nr] {
+		last := len(byNr[nr]) - 1
+		for i, r := range byNr[nr] {
+			if len(r.Conds) == 0 {
+				// Decides every call: later rules are dead code.
+				a.emit(bpf.RetConstant{Val: uint32(r.Action)})
+				break
+			}
 			next := a.newLabel()
 			a.conds(r.Conds, next)
 			a.emit(bpf.RetConstant{Val: uint32(r.Action)})
 			a.bind(next)
+			if i == last {
+				a.jump(deflt)
+			}
 		}
-		a.jump(deflt)
 	}
 	a.bind(kill)
 	a.emit(bpf.RetConstant{Val: uint32(KillProcess)})
@@ -209,3 +217,107 @@ func (a *asm) conds(conds []Cond, fail label) {
 		a.bind(ok)
 	}
 }
+
+// RuleError is a rule Check refuses.
+type RuleError struct {
+	Rule   int    // index in Filter.Rules; -1 for Default and Unknown
+	Nr     uint32 // the rule's syscall
+	Reason string
+}
+
+func (e *RuleError) Error() string {
+	if e.Rule < 0 {
+		return "filter: " + e.Reason
+	}
+	return fmt.Sprintf("rule %d (syscall %d): %s", e.Rule, e.Nr, e.Reason)
+}
+
+// Check reports what in f the compilers cannot agree on, as a *RuleError.
+// Within one syscall, first-match order (this package) and libseccomp's
+// tree (which has no order) decide alike only when the conditional rules
+// share one action and an unconditional rule, if any, comes last as the
+// fallback; and libseccomp compares each argument at most once per rule.
+func (f Filter) Check() error {
+	type seen struct {
+		condAction Action
+		hasCond    bool
+		fallback   bool
+	}
+	state := map[uint32]*seen{}
+	for i, r := range f.Rules {
+		fail := func(format string, a ...any) error {
+			return &RuleError{Rule: i, Nr: r.Nr, Reason: fmt.Sprintf(format, a...)}
+		}
+		if err := checkAction(r.Action); err != nil {
+			return fail("%v", err)
+		}
+		s := state[r.Nr]
+		if s == nil {
+			s = &seen{}
+			state[r.Nr] = s
+		}
+		if s.fallback {
+			return fail("comes after the syscall's unconditional rule, so it never applies")
+		}
+		if len(r.Conds) == 0 {
+			s.fallback = true
+			continue
+		}
+		if s.hasCond && s.condAction != r.Action {
+			return fail("conditional rules of one syscall must share one action (%#x, then %#x)", uint32(s.condAction), uint32(r.Action))
+		}
+		s.hasCond, s.condAction = true, r.Action
+		var args [6]bool
+		for _, c := range r.Conds {
+			if c.Op == MaskedEq && c.Value&^c.Mask != 0 {
+				// Never true here; libseccomp would mask the value and
+				// match. Surely a mistake in the policy either way.
+				return fail("value %#x has bits outside mask %#x, so the rule could never match", c.Value, c.Mask)
+			}
+			if c.Arg >= 0 && c.Arg < len(args) {
+				if args[c.Arg] {
+					return fail("argument %d is compared twice; make two rules", c.Arg)
+				}
+				args[c.Arg] = true
+			}
+		}
+	}
+	for _, a := range []Action{f.Default, f.Unknown} {
+		if err := checkAction(a); err != nil {
+			return &RuleError{Rule: -1, Reason: err.Error()}
+		}
+	}
+	if f.NoX32 && f.MaxNr >= x32Bit {
+		return &RuleError{Rule: -1, Reason: fmt.Sprintf("MaxNr %#x reaches the x32 range", f.MaxNr)}
+	}
+	return nil
+}
+
+// maxErrno is the kernel's MAX_ERRNO.
+const maxErrno = 4095
+
+// checkAction accepts the actions a policy may use.
+func checkAction(a Action) error {
+	switch a &^ 0xffff {
+	case Allow, Log, KillProcess, KillThread:
+		if a&0xffff != 0 {
+			return fmt.Errorf("action %#x carries data it cannot use", uint32(a))
+		}
+		return nil
+	case errnoBase, UserNotif:
+		switch e := a & 0xffff; {
+		case e == 0:
+			return fmt.Errorf("action %#x has errno 0, which would fake success", uint32(a))
+		case e >= maxErrno:
+			// The kernel caps errnos at MAX_ERRNO and Go's syscall
+			// stubs read -4095 as a result; libseccomp refuses them.
+			return fmt.Errorf("action %#x has errno %d, not below MAX_ERRNO (%d)", uint32(a), e, maxErrno)
+		}
+		return nil
+	}
+	return fmt.Errorf("action %#x is not one of allow, log, kill, errno, notify", uint32(a))
+}
+
+// Notify returns the action that stops the syscall for the supervisor,
+// which answers with e.
+func Notify(e syscall.Errno) Action { return UserNotif | Action(uint32(e)&0xffff) }

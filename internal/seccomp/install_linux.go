@@ -1,0 +1,130 @@
+package seccomp
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Install loads the encoded program b as a seccomp filter of every thread
+// of the calling process (TSYNC). The caller must have set no_new_privs.
+// With listen, the filter's user-notification fd is returned; otherwise -1.
+func Install(b []byte, listen bool) (int, error) {
+	raw, err := Decode(b)
+	if err != nil {
+		return -1, err
+	}
+	prog := unix.SockFprog{Len: uint16(len(raw)), Filter: (*unix.SockFilter)(unsafe.Pointer(&raw[0]))}
+	flags := uintptr(unix.SECCOMP_FILTER_FLAG_TSYNC)
+	if listen {
+		// TSYNC and NEW_LISTENER together need TSYNC_ESRCH (Linux 5.7),
+		// so that a failed sync is an error rather than a thread id in
+		// the return value.
+		flags |= unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH
+	}
+	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
+		return -1, errno
+	}
+	if !listen {
+		return -1, nil
+	}
+	return int(r), nil
+}
+
+// Notification is one syscall the filter stopped for the supervisor
+// (struct seccomp_notif).
+type Notification struct {
+	ID    uint64
+	Pid   uint32
+	Flags uint32
+	Data  Data
+}
+
+// response is struct seccomp_notif_resp.
+type response struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// Listener reads the notifications of one filter.
+type Listener struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+// NewListener takes ownership of fd, a filter's notification fd, and
+// puts it in the runtime's poller so a Receive blocks only its goroutine.
+func NewListener(fd int) (*Listener, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("seccomp: listener: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "seccomp-listener")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seccomp: listener: %w", err)
+	}
+	return &Listener{f: f, rc: rc}, nil
+}
+
+// Receive waits for the next notification. It fails once every process
+// under the filter is gone or the listener is closed.
+func (l *Listener) Receive() (Notification, error) {
+	var n Notification
+	var ierr error
+	err := l.rc.Read(func(fd uintptr) bool {
+		// POLLHUP: no task uses the filter any more.
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, perr := unix.Poll(pfd, 0); perr == nil && pfd[0].Revents&unix.POLLHUP != 0 && pfd[0].Revents&unix.POLLIN == 0 {
+			ierr = errHangup
+			return true
+		}
+		n = Notification{}
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
+		switch errno {
+		case 0:
+			ierr = nil
+			return true
+		case unix.EAGAIN, unix.EINTR:
+			return false
+		case unix.ENOENT:
+			// The task went away between poll and receive.
+			return false
+		}
+		ierr = errno
+		return true
+	})
+	if err == nil {
+		err = ierr
+	}
+	return n, err
+}
+
+// Refuse answers notification id: the syscall fails with e. ENOENT means
+// the task is already gone (killed while it waited), which callers ignore.
+func (l *Listener) Refuse(id uint64, e syscall.Errno) error {
+	resp := response{ID: id, Error: -int32(e)}
+	var serr error
+	err := l.rc.Control(func(fd uintptr) {
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		if errno != 0 {
+			serr = errno
+		}
+	})
+	if err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Close releases the listener; a Receive in progress returns.
+func (l *Listener) Close() error { return l.f.Close() }
+
+var errHangup = fmt.Errorf("seccomp: no process uses the filter any more")
