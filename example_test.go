@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/fumehood/sandbox"
@@ -125,4 +126,53 @@ func ExampleResult_limits() {
 	// cpu true
 	// pids true
 	// io false
+}
+
+func ExampleResult_denials() {
+	// unshare is refused by the default policy: it fails with EPERM and
+	// the Result names it.
+	cmd := sandbox.Command("sh", "-c", "unshare -U true 2>/dev/null || echo unshare refused")
+	res, err := sandbox.New(anywhere).Run(context.Background(), cmd)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("%s", res.Stdout)
+	for _, d := range res.Denials {
+		fmt.Println("refused:", d.Syscall, d.Errno == syscall.EPERM, d.Count)
+	}
+	// Output:
+	// unshare refused
+	// refused: unshare true 1
+}
+
+func ExampleSeccompPolicy() {
+	// Start from the default policy and amend it: here, end the run at the
+	// first refused syscall, and make chmod fail with EROFS, silently. A
+	// rule put in front of a syscall's unconditional rule overrides it.
+	policy := sandbox.DefaultSeccompPolicy()
+	policy.Rules = append([]sandbox.SyscallRule{
+		{Names: []string{"chmod", "fchmodat", "fchmodat2"}, Action: sandbox.ActErrno(syscall.EROFS)},
+	}, policy.Rules...)
+	opts := anywhere
+	opts.Seccomp, opts.SeccompKill = policy, true
+	sb := sandbox.New(opts)
+
+	res, err := sb.Run(context.Background(), sandbox.Command("sh", "-c", "touch f; chmod 600 f || echo chmod refused"))
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("%s%s\n", res.Stdout, res.Outcome)
+
+	res, err = sb.Run(context.Background(), sandbox.Command("sh", "-c", "chroot / true; echo not reached"))
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("%s %s%s\n", res.Outcome, res.Violation, res.Stdout)
+	// Output:
+	// chmod refused
+	// exited
+	// seccomp kill chroot
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fumehood/sandbox/internal/seccomp"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -58,6 +59,9 @@ func initMain() {
 		initFail(conn, &initError{Stage: "config", Op: "read", Err: err})
 	}
 	prog, err := setupSandbox(&cfg)
+	if err == nil {
+		err = loadFilter(&cfg)
+	}
 	if err != nil {
 		initFail(conn, err)
 	}
@@ -119,6 +123,34 @@ func setupSandbox(cfg *wire.Config) (string, error) {
 	}
 	return prog, nil
 }
+
+// loadFilter installs the run's seccomp filter on every thread, last of
+// all, so that nothing of the setup runs under it, and hands its
+// notification fd (when the policy reports) to the parent ahead of any
+// setup error. Policies are checked in New to allow what follows here:
+// sendmsg, close and execve.
+func loadFilter(cfg *wire.Config) error {
+	if cfg.Seccomp == nil {
+		return nil
+	}
+	lfd, err := seccomp.Install(cfg.Seccomp, cfg.SeccompListen)
+	if err != nil {
+		return &initError{Stage: "seccomp", Op: "load filter", Err: err}
+	}
+	if lfd < 0 {
+		return nil
+	}
+	err = unix.Sendmsg(initConnFd, []byte{listenerMark}, unix.UnixRights(lfd), nil, 0)
+	unix.Close(lfd)
+	if err != nil {
+		return &initError{Stage: "seccomp", Op: "send listener", Err: err}
+	}
+	return nil
+}
+
+// listenerMark is the byte that carries the listener fd to the parent,
+// ahead of anything else the init sends.
+const listenerMark = 'L'
 
 // resetOOMScore undoes a negative oom_score_adj inherited from a supervisor
 // (-1000 would make the sandbox unkillable by the OOM killer).

@@ -5,12 +5,12 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 
+	"github.com/fumehood/sandbox/internal/seccomp"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -122,13 +122,25 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 		if !early {
 			se = sendConfig(parent, msg)
 		}
+		var sv *supervisor
 		if se == nil {
-			se = readVerdict(parent)
+			var l *seccomp.Listener
+			l, se = readVerdict(parent)
+			if l != nil {
+				var kill func()
+				if cfg.SeccompKill {
+					kill = h.kill
+				}
+				sv = supervise(l, cfg.Seccomp, kill)
+			}
 		}
 		h.ready <- se
 		parent.Close()
 		cmd.Wait() // the status is in ProcessState whatever the error
 		exit := exitOf(cmd.ProcessState)
+		if sv != nil {
+			sv.stop(&exit)
+		}
 		if grp != nil {
 			usageOf(grp, &exit)
 		}
@@ -160,20 +172,60 @@ func sendConfig(conn *os.File, msg []byte) *wire.SetupError {
 	return nil
 }
 
-// readVerdict waits for the init: EOF alone means the program runs.
-func readVerdict(conn *os.File) *wire.SetupError {
-	reply, err := io.ReadAll(conn)
-	switch {
-	case err != nil:
-		return &wire.SetupError{Stage: "start", Op: "read init status", Errno: errnoOf(err), Text: err.Error()}
-	case len(reply) == 0:
-		return nil
+// readVerdict waits for the init: EOF alone means the program runs. A
+// filter's listener comes first, as one marked byte carrying the fd.
+func readVerdict(conn *os.File) (*seccomp.Listener, *wire.SetupError) {
+	var (
+		reply    []byte
+		listener *seccomp.Listener
+		buf      = make([]byte, 4096)
+		oob      = make([]byte, unix.CmsgSpace(4))
+	)
+	fail := func(se *wire.SetupError) (*seccomp.Listener, *wire.SetupError) {
+		if listener != nil {
+			listener.Close()
+		}
+		return nil, se
+	}
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(int(conn.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fail(&wire.SetupError{Stage: "start", Op: "read init status", Errno: errnoOf(err), Text: err.Error()})
+		}
+		data := buf[:n]
+		for _, f := range receivedFiles(oob[:oobn]) {
+			if listener != nil || len(reply) > 0 || len(data) == 0 || data[0] != listenerMark {
+				f.Close()
+				continue
+			}
+			data = data[1:]
+			// A copy, so the listener's file is made non-blocking
+			// and lands in the runtime's poller.
+			fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+			f.Close()
+			if err == nil {
+				listener, err = seccomp.NewListener(fd)
+			}
+			if err != nil {
+				return fail(&wire.SetupError{Stage: "seccomp", Op: "take listener", Errno: errnoOf(err), Text: err.Error()})
+			}
+		}
+		if n == 0 {
+			break
+		}
+		reply = append(reply, data...)
+	}
+	if len(reply) == 0 {
+		return listener, nil
 	}
 	var se wire.SetupError
 	if err := json.Unmarshal(reply, &se); err != nil {
-		return &wire.SetupError{Stage: "start", Op: "read init status", Text: "malformed reply: " + string(reply)}
+		return fail(&wire.SetupError{Stage: "start", Op: "read init status", Text: "malformed reply: " + string(reply)})
 	}
-	return &se
+	return fail(&se)
 }
 
 func exitOf(ps *os.ProcessState) wire.Exit {

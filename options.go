@@ -179,7 +179,7 @@ func isDefault(kv string) bool {
 }
 
 // config is the wire form of one run of cmd under o.
-func (o *Options) config(cmd *Cmd) *wire.Config {
+func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	args := cmd.Args
 	if len(args) == 0 {
 		args = []string{cmd.Path}
@@ -208,6 +208,9 @@ func (o *Options) config(cmd *Cmd) *wire.Config {
 		cfg.CPUQuota, cfg.CPUPeriod = int64(cpus*cpuPeriod), cpuPeriod
 	}
 	cfg.MaxFileSize = limit(o.MaxFileSize, max(cfg.TmpSize, cfg.WorkspaceSize))
+	if f != nil {
+		cfg.Seccomp, cfg.SeccompListen, cfg.SeccompKill = f.prog, f.notify, o.SeccompKill
+	}
 	for _, b := range o.Binds {
 		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.target(), Writable: b.Writable})
 	}
@@ -218,6 +221,22 @@ func (o *Options) config(cmd *Cmd) *wire.Config {
 		cfg.HostGID = hostID(os.Getgid())
 	}
 	return cfg
+}
+
+// seccompFilter compiles the run's syscall filter: the default policy's
+// once per process, a caller's once per Sandbox.
+func (o *Options) seccompFilter() (*compiledFilter, error) {
+	switch {
+	case o.NoSeccomp && o.Seccomp != nil:
+		return nil, optionErr("Options.NoSeccomp", "true", "conflicts with Options.Seccomp; set one")
+	case o.NoSeccomp && o.SeccompKill:
+		return nil, optionErr("Options.SeccompKill", "true", "needs a filter, and Options.NoSeccomp turns it off")
+	case o.NoSeccomp:
+		return nil, nil
+	case o.Seccomp == nil:
+		return defaultFilter()
+	}
+	return o.Seccomp.compile("Options.Seccomp")
 }
 
 // limit applies a default to zero and turns negative ("no limit") into 0.

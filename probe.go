@@ -46,9 +46,11 @@ func (r *ProbeReport) String() string {
 
 // requiredLayers are the layers every Run needs.
 var requiredLayers = []string{"user namespace", "pid namespace", "mount namespace", "network namespace",
-	"ipc namespace", "uts namespace", "cgroup namespace"}
+	"ipc namespace", "uts namespace", "cgroup namespace", "seccomp", "seccomp user notification"}
 
-// CanRun reports whether every namespace Run needs is available. Run with
+// CanRun reports whether every namespace Run needs is available, and the
+// seccomp filter with its user notification (which Options.NoSeccomp can
+// do without). Run with
 // the default Options.LimitPolicy also needs the "cgroup" layer.
 func (r *ProbeReport) CanRun() bool {
 	for _, name := range requiredLayers {

@@ -20,9 +20,13 @@ const (
 	// OutOfMemory: the kernel's OOM killer ended the program at the
 	// run's memory limit (Options.Memory).
 	OutOfMemory
+	// SeccompKilled: with Options.SeccompKill, the program made a syscall
+	// the policy refuses and the run was killed before that syscall ran;
+	// Result.Violation names it.
+	SeccompKilled
 )
 
-var outcomeNames = [...]string{"exited", "signaled", "timeout", "canceled", "out of memory"}
+var outcomeNames = [...]string{"exited", "signaled", "timeout", "canceled", "out of memory", "seccomp kill"}
 
 // String returns the outcome's lower-case name, e.g. "timeout".
 func (o Outcome) String() string {
@@ -65,6 +69,20 @@ type Result struct {
 
 	// Limits says, for memory, cpu, pids and io, what was enforced and how.
 	Limits []Limit
+
+	// Denials lists, by name, each syscall the seccomp policy refused with
+	// a reporting action (ActNotify, as the default policy does) and how
+	// often; sorted by name. Violation is the syscall that ended the run
+	// when Outcome is SeccompKilled.
+	Denials   []Denial
+	Violation string
+}
+
+// Denial is one syscall the seccomp policy refused during a run.
+type Denial struct {
+	Syscall string        // e.g. "ptrace", or "syscall_999" for a number without a name
+	Errno   syscall.Errno // what the program got back
+	Count   int
 }
 
 // Limit is one resource limit of a run as it was put in place.

@@ -21,7 +21,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sandbox: run %q: %w", cmd.Path, err)
 	}
-	cfg := s.opts.config(cmd)
+	cfg := s.opts.config(cmd, s.filter)
 	st, err := newStdio(cmd, orDefault(s.opts.OutputLimit, DefaultOutputLimit))
 	if err != nil {
 		return nil, err
@@ -85,9 +85,16 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	for _, l := range exit.Limits {
 		res.Limits = append(res.Limits, Limit(l))
 	}
+	for _, d := range exit.Denials {
+		res.Denials = append(res.Denials, Denial{Syscall: d.Syscall, Errno: syscall.Errno(d.Errno), Count: d.Count})
+	}
+	res.Violation = exit.Violation
 	ws := syscall.WaitStatus(exit.Status)
 	res.ExitCode = -1
 	switch {
+	case exit.Violation != "" && se == nil:
+		res.Outcome, res.Signal = SeccompKilled, ws.Signal()
+		return res, nil
 	case ctxErr != nil && ws.Signaled() && ws.Signal() == syscall.SIGKILL:
 		res.Outcome, res.Signal = Canceled, ws.Signal()
 		if errors.Is(ctxErr, context.DeadlineExceeded) {

@@ -128,6 +128,19 @@ type Options struct {
 	// that started it exits: do not call Run from a goroutine that locked
 	// its thread and then returns.
 	InProcess bool
+
+	// Seccomp is the syscall filter of every run; nil means
+	// DefaultSeccompPolicy(). New compiles it once.
+	Seccomp *SeccompPolicy
+	// NoSeccomp runs without any syscall filter, leaving the whole kernel
+	// interface to the program ("unconfined"). Only for programs you trust.
+	NoSeccomp bool
+	// SeccompKill ends the run at the first syscall the policy refuses
+	// with an ActNotify action (every refusal of the default policy):
+	// the Result's Outcome is SeccompKilled and Violation names the
+	// syscall. Without it, a refused syscall fails with its errno and the
+	// run goes on; Result.Denials counts the refusals either way.
+	SeccompKill bool
 }
 
 // LimitPolicy says what to do when the resource limits cannot be put in
@@ -182,8 +195,9 @@ func Command(name string, args ...string) *Cmd {
 // Sandbox runs commands in fresh sandboxes built from its Options. It is safe
 // for concurrent use; every Run gets its own namespaces and filesystem.
 type Sandbox struct {
-	opts Options
-	err  error // the Options' first problem, returned by every Run
+	opts   Options
+	err    error           // the Options' first problem, returned by every Run
+	filter *compiledFilter // nil with NoSeccomp
 }
 
 // New returns a Sandbox for opts. It checks opts at once; if they are wrong,
@@ -191,6 +205,9 @@ type Sandbox struct {
 func New(opts Options) *Sandbox {
 	s := &Sandbox{opts: opts}
 	s.err = s.opts.validate()
+	if s.err == nil {
+		s.filter, s.err = opts.seccompFilter()
+	}
 	return s
 }
 

@@ -38,6 +38,15 @@ type Config struct {
 	RlimitData  uint64
 	RlimitNproc uint64
 
+	// Seccomp is the syscall filter, as the kernel takes it (struct
+	// sock_filter array); nil runs unfiltered. With SeccompListen the init
+	// hands the filter's notification fd to its parent, whose supervisor
+	// answers refused syscalls and counts them; with SeccompKill it ends
+	// the run at the first.
+	Seccomp       []byte
+	SeccompListen bool
+	SeccompKill   bool
+
 	// ResetOOMScore says the init inherits a negative oom_score_adj and
 	// must raise it to 0; the launcher knows its own, which the init gets.
 	ResetOOMScore bool
@@ -97,6 +106,18 @@ type Exit struct {
 
 	// Limits says what was enforced, and how.
 	Limits []Limit
+
+	// Denials counts the syscalls the filter refused and reported;
+	// Violation names the one that ended the run under SeccompKill.
+	Denials   []Denial `json:",omitempty"`
+	Violation string   `json:",omitempty"`
+}
+
+// Denial is one refused syscall and how often it was refused.
+type Denial struct {
+	Syscall string
+	Errno   int
+	Count   int
 }
 
 // Limit is one resource limit as it was put in place.

@@ -1,0 +1,95 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"sort"
+	"sync"
+	"syscall"
+
+	"github.com/fumehood/sandbox/internal/seccomp"
+	"github.com/fumehood/sandbox/internal/wire"
+)
+
+// The seccomp supervisor of one run. The policy's ActNotify actions make
+// the kernel stop the syscall and queue it on the filter's listener; the
+// supervisor, in the process that started the run, takes each one, answers
+// it with the errno the policy gives, and counts it. It decides nothing by
+// itself: the answer comes from running the installed filter over the
+// syscall's number and arguments, which the kernel copied when it stopped
+// the call (never from the program's memory, which could change under us),
+// and it is always a refusal. With SeccompKill the first refusal kills the
+// run instead, while the syscall is still stopped.
+//
+// Why user notification: it is the one way to learn, per syscall, what the
+// filter refused without tracing the program. SECCOMP_RET_LOG writes to the
+// kernel's audit log, which an unprivileged caller cannot read and a busy
+// host rate-limits; ptrace would cost every syscall, not just the refused.
+type supervisor struct {
+	l    *seccomp.Listener
+	prog []byte
+	kill func() // ends the run; nil unless SeccompKill
+
+	mu        sync.Mutex
+	counts    map[uint32]*wire.Denial
+	violation string
+	done      chan struct{}
+}
+
+// supervise serves l until the run ends and stop is called.
+func supervise(l *seccomp.Listener, prog []byte, kill func()) *supervisor {
+	s := &supervisor{l: l, prog: prog, kill: kill, counts: map[uint32]*wire.Denial{}, done: make(chan struct{})}
+	go s.serve()
+	return s
+}
+
+func (s *supervisor) serve() {
+	defer close(s.done)
+	var ev *seccomp.Evaluator
+	for {
+		n, err := s.l.Receive()
+		if err != nil {
+			return
+		}
+		errno := syscall.EPERM
+		if ev == nil {
+			ev, _ = seccomp.NewEvaluator(s.prog)
+		}
+		if ev != nil {
+			if a, err := ev.Decide(n.Data); err == nil && a&^0xffff == seccomp.UserNotif && a&0xffff != 0 {
+				errno = syscall.Errno(a & 0xffff)
+			}
+		}
+		s.mu.Lock()
+		d := s.counts[n.Data.Nr]
+		if d == nil {
+			d = &wire.Denial{Syscall: seccomp.Name(n.Data.Nr), Errno: int(errno)}
+			s.counts[n.Data.Nr] = d
+		}
+		d.Count++
+		first := s.kill != nil && s.violation == ""
+		if first {
+			s.violation = d.Syscall
+		}
+		s.mu.Unlock()
+		if first {
+			s.kill()
+			continue // the stopped syscall dies with its process
+		}
+		s.l.Refuse(n.ID, errno) // fails only when the caller is already gone
+	}
+}
+
+// stop ends the supervisor once the run's processes are gone, and fills
+// exit with what it saw.
+func (s *supervisor) stop(exit *wire.Exit) {
+	s.l.Close()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.counts {
+		exit.Denials = append(exit.Denials, *d)
+	}
+	sort.Slice(exit.Denials, func(i, j int) bool { return exit.Denials[i].Syscall < exit.Denials[j].Syscall })
+	exit.Violation = s.violation
+}
