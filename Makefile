@@ -1,5 +1,5 @@
 # Targets for people and CI. Only Go is needed; staticcheck is installed on
-# first use. Run "make help" for the list.
+# first use, libseccomp-dev (for the -tags libseccomp build) too, as root. Run "make help" for the list.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -13,12 +13,15 @@ GOBIN = $(shell $(GO) env GOPATH)/bin
 STATICCHECK = $(GOBIN)/staticcheck
 # The unprivileged user test-rootless runs the tests as.
 ROOTLESS_USER ?= sbxtest
+# How long make test fuzzes each fuzz target.
+FUZZTIME ?= 20s
 
 .PHONY: help demo test test-rootless test-vm bench
 
 help:
 	@echo 'make demo           run examples/quickstart: a shell and a Python snippet in sandboxes'
-	echo 'make test           go vet, staticcheck, go test -race, then go test with CGO_ENABLED=0'
+	echo 'make test           go vet, staticcheck, go test -race, go test with CGO_ENABLED=0,'
+	echo '                     then the same with -tags libseccomp (installs libseccomp-dev as root)'
 	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
 	echo 'make test-vm        the tests in a Debian kernel under qemu (no KVM needed) on pure cgroup v2,'
 	echo '                     as root and as a user with a delegated cgroup; VM_TESTS=regex narrows them'
@@ -45,6 +48,30 @@ test:
 	$(GO) test -race -count=1 -p 1 ./...
 	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -p 1 ./..."
 	CGO_ENABLED=0 $(GO) test -count=1 -p 1 ./...
+	# The libseccomp build: the same policy compiled through libseccomp,
+	# which needs its C library and headers (apt-get as root).
+	if ! pkg-config --exists libseccomp 2>/dev/null; then
+		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+			echo "+ apt-get install -y -q libseccomp-dev pkg-config"
+			apt-get install -y -q libseccomp-dev pkg-config </dev/null || { apt-get update -q && apt-get install -y -q libseccomp-dev pkg-config </dev/null; }
+		else
+			echo "libseccomp-dev and pkg-config are not installed and this is not root: skipping the -tags libseccomp tests" >&2
+			exit 0
+		fi
+	fi
+	echo "+ $(GO) vet -tags libseccomp ./... && $(STATICCHECK) -tags libseccomp ./..."
+	$(GO) vet -tags libseccomp ./...
+	"$(STATICCHECK)" -tags libseccomp ./...
+	echo "+ $(GO) test -tags libseccomp -count=1 -p 1 ./..."
+	$(GO) test -tags libseccomp -count=1 -p 1 ./...
+	# Short fuzz runs: the two compilers against each other, the pure-Go
+	# compiler against its reference, the profile reader for panics.
+	for target in "-tags libseccomp FuzzDifferential ./internal/seccomp" "FuzzCompile ./internal/seccomp" "FuzzSeccompFromDocker ."; do
+		set -- $$target
+		tags=""; if [ "$$1" = -tags ]; then tags="-tags $$2"; shift 2; fi
+		echo "+ $(GO) test $$tags -run '^$$' -fuzz '^$$1$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$2"
+		$(GO) test $$tags -run '^$$' -fuzz "^$$1$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$2
+	done
 
 # As root: build the test binaries, then run them as $(ROOTLESS_USER), each
 # from a directory of its own that the user can read (with a copy of the

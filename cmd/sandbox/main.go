@@ -6,7 +6,14 @@
 //
 //	sandbox run [flags] -- COMMAND [ARG...]
 //	sandbox probe [--json]
+//	sandbox policy export
 //	sandbox help [COMMAND]
+//
+// Every run has a seccomp filter: the library's default policy, a Docker or
+// OCI profile given with --seccomp FILE.json, or none with --seccomp
+// unconfined. Refused syscalls fail with their errno and are listed on
+// stderr (in "denials" with --json); --seccomp-kill ends the run at the
+// first.
 //
 // Each run's memory, CPU and processes are limited by a cgroup made for the
 // run, to the library's defaults unless --memory, --cpus or --pids say
@@ -15,7 +22,8 @@
 //
 // The exit status of "sandbox run" is the program's own exit status; 128+N
 // when a signal N killed it; 137 (128+SIGKILL) when the OOM killer ended it
-// at the --memory limit; 124 when --timeout killed it; 126 or 127 when the
+// at the --memory limit; 159 (128+SIGSYS) when --seccomp-kill ended it at a
+// refused syscall; 124 when --timeout killed it; 126 or 127 when the
 // program is not executable or not found inside the sandbox; 125 when the
 // sandbox itself failed or the command line was wrong.
 package main
@@ -28,9 +36,10 @@ import (
 
 // Exit statuses of the tool itself, as timeout(1) and env(1) use them.
 const (
-	exitTimeout  = 124 // --timeout killed the program
-	exitFailure  = 125 // the sandbox failed, or the command line was wrong
-	exitNotFound = 127 // the program was not found in the sandbox
+	exitTimeout  = 124      // --timeout killed the program
+	exitFailure  = 125      // the sandbox failed, or the command line was wrong
+	exitNotFound = 127      // the program was not found in the sandbox
+	exitSeccomp  = 128 + 31 // --seccomp-kill ended the run, as a death by SIGSYS would
 )
 
 // usage is the top-level help text.
@@ -40,15 +49,17 @@ network, ipc, uts and cgroup namespaces; a read-only root with the host's
 but loopback; an unprivileged user with no capabilities. Each run gets a
 cgroup limiting its memory, CPU and processes (--memory, --cpus, --pids);
 where none can be made (an unprivileged user without a delegated cgroup),
-run refuses unless --best-effort lets rlimits stand in.
+run refuses unless --best-effort lets rlimits stand in. A seccomp filter
+refuses the syscalls only an attacker needs (--seccomp, --seccomp-kill).
 
 Usage:
   sandbox run [flags] -- COMMAND [ARG...]   run COMMAND in a new sandbox
   sandbox probe [--json]                    report what this host provides
+  sandbox policy export                     print the default seccomp policy as OCI JSON
   sandbox help [COMMAND]                    show this text, or a command's flags
 
 Exit status of run: the program's own; 128+N if signal N killed it; 137 if
-it ran out of --memory; 124 on --timeout; 126/127 if the program is not
+it ran out of --memory; 159 if --seccomp-kill ended it; 124 on --timeout; 126/127 if the program is not
 executable/not found in the sandbox; 125 if the sandbox failed or the
 command line was wrong.
 
@@ -77,6 +88,8 @@ func cli(args []string, s streams) int {
 		return runMain(rest, s)
 	case "probe":
 		return probeMain(rest, s)
+	case "policy":
+		return policyMain(rest, s)
 	case "help", "-h", "-help", "--help":
 		return helpMain(rest, s)
 	default:
@@ -95,6 +108,8 @@ func helpMain(args []string, s streams) int {
 		printRunUsage(s.stdout, newRunFlags())
 	case "probe":
 		printProbeUsage(s.stdout, newProbeFlags())
+	case "policy":
+		fmt.Fprint(s.stdout, policyUsage)
 	default:
 		fmt.Fprintf(s.stderr, "sandbox: help: unknown command %q\n\n%s", args[0], usage)
 		return exitFailure

@@ -111,6 +111,7 @@ func TestParseRun(t *testing.T) {
 		given: map[string]string{
 			"memory": "1GiB", "cpus": "0.5", "pids": "64", "tmp-size": "16M", "workspace-size": "100k",
 		},
+		seccomp: seccompFlag{value: "default"},
 	}
 	cfg.binds = nil // checked below
 	if !reflect.DeepEqual(cfg, want) {
@@ -540,6 +541,16 @@ func TestCLI(t *testing.T) {
 		{"no limits", []string{"run", "--memory", "0", "--cpus", "unlimited", "--pids", "-1", "--", "/bin/sh", "-c", "echo ok"}, 0, "ok\n", ""},
 		{"bad --memory", []string{"run", "--memory", "12X", "--", "/bin/true"}, exitFailure, "", "-memory"},
 		{"probe", []string{"probe"}, 0, "", ""},
+		{"seccomp refusal reported", []string{"run", "--best-effort", "--", "python3", "-c",
+			"import ctypes; print(ctypes.CDLL(None).unshare(0x10000000))"}, 0, "-1\n", "the seccomp policy refused: unshare (EPERM)"},
+		{"seccomp kill", []string{"run", "--best-effort", "--seccomp-kill", "--", "python3", "-c",
+			"import ctypes; ctypes.CDLL(None).unshare(0x10000000); print('not reached')"}, exitSeccomp, "", "killed at syscall unshare"},
+		{"seccomp unconfined", []string{"run", "--best-effort", "--seccomp", "unconfined", "--", "python3", "-c",
+			"import ctypes; print(ctypes.CDLL(None).personality(0xffffffff) >= 0)"}, 0, "True\n", ""},
+		{"seccomp bad profile", []string{"run", "--seccomp", "testdata/bad-profile.json", "--", "/bin/true"}, exitFailure, "",
+			`syscalls[0].action: "SCMP_ACT_TRAP"`},
+		{"seccomp profile", []string{"run", "--best-effort", "--seccomp", "testdata/no-mkdir.json", "--", "/bin/sh", "-c",
+			"mkdir /tmp/d 2>/dev/null || echo refused"}, 0, "refused\n", "unknown on"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := run(t, tc.args...)
@@ -677,4 +688,25 @@ func TestCLI(t *testing.T) {
 			t.Errorf("exit status %d, want 0 or %d; stderr %q", code, exitFailure, stderr)
 		}
 	})
+}
+
+// TestPolicyExport: the printed policy reads back as the default.
+func TestPolicyExport(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := cli([]string{"policy", "export"}, streams{stdout: &out, stderr: &errOut}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	p, unknown, err := sandbox.SeccompFromDocker(out.Bytes())
+	if err != nil || len(unknown) > 0 {
+		t.Fatalf("reading back the export: %v, unknown %v", err, unknown)
+	}
+	if err := sandbox.New(sandbox.Options{Seccomp: p}).Err(); err != nil {
+		t.Fatalf("the exported policy does not compile: %v", err)
+	}
+	if !strings.Contains(out.String(), `"SCMP_ACT_ERRNO"`) || !strings.Contains(out.String(), `"openat"`) {
+		t.Errorf("export lacks the default action or the allowlist:\n%.300s", out.String())
+	}
+	if code := cli([]string{"policy", "import"}, streams{stdout: &out, stderr: &errOut}); code != exitFailure {
+		t.Errorf("policy import: exit %d, want %d", code, exitFailure)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // runFlags are the flags of "sandbox run".
@@ -34,6 +35,9 @@ type runFlags struct {
 	memory, pids, tmpSize, workspaceSize int64
 	cpus                                 float64
 	bestEffort                           bool
+
+	seccomp     seccompFlag
+	seccompKill bool
 }
 
 // limitFlags are the flags whose values runConfig.given keeps as typed, for
@@ -41,7 +45,7 @@ type runFlags struct {
 var limitFlags = []string{"memory", "cpus", "pids", "tmp-size", "workspace-size"}
 
 func newRunFlags() *runFlags {
-	f := &runFlags{fs: flag.NewFlagSet("run", flag.ContinueOnError)}
+	f := &runFlags{fs: flag.NewFlagSet("run", flag.ContinueOnError), seccomp: seccompFlag{value: "default"}}
 	// Errors and usage are printed by runMain, once.
 	f.fs.SetOutput(io.Discard)
 	f.fs.Usage = func() {}
@@ -76,6 +80,12 @@ func newRunFlags() *runFlags {
 			"cgroup, a cgroup v1 host), run anyway with rlimits standing in for the limits:\n"+
 			"RLIMIT_DATA per process for --memory, RLIMIT_NPROC for --pids, and no CPU limit;\n"+
 			"without it such a run is refused (--json \"limits\" says what was enforced)")
+	f.fs.Var(&f.seccomp, "seccomp",
+		"the syscall filter: \"default\" (the library's policy; see sandbox policy export),\n"+
+			"a Docker or OCI seccomp profile `FILE.json`, or \"unconfined\" for none")
+	f.fs.BoolVar(&f.seccompKill, "seccomp-kill", false,
+		"end the run at the first syscall the filter refuses (exit status 159)\n"+
+			"instead of failing that syscall with its errno")
 	return f
 }
 
@@ -89,6 +99,7 @@ type runConfig struct {
 	json    bool
 	binds   []bindSpec        // the specs behind opts.Binds, for error messages
 	given   map[string]string // the limitFlags given, by name, as typed
+	seccomp seccompFlag
 }
 
 // parseRun parses the arguments of "sandbox run". Errors name the flag at
@@ -126,6 +137,9 @@ func parseRun(args []string) (*runConfig, error) {
 			Pids:          f.pids,
 			LimitPolicy:   policy,
 			InProcess:     true, // a small, short-lived process: no spawner needed
+			Seccomp:       f.seccomp.policy,
+			NoSeccomp:     f.seccomp.disabled,
+			SeccompKill:   f.seccompKill,
 		},
 		args:    f.fs.Args(),
 		env:     f.env,
@@ -134,6 +148,7 @@ func parseRun(args []string) (*runConfig, error) {
 		json:    f.json,
 		binds:   f.binds.specs,
 		given:   given,
+		seccomp: f.seccomp,
 	}, nil
 }
 
@@ -171,6 +186,7 @@ func runMain(args []string, s streams) int {
 	if err := sb.Err(); err != nil {
 		return cfg.fail(s, cfg.explain(err))
 	}
+	cfg.seccomp.warnUnknown(s)
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -215,8 +231,13 @@ func runMain(args []string, s streams) int {
 		fmt.Fprintf(s.stderr, "sandbox: %s: killed on signal\n", cfg.args[0])
 	case res != nil && res.Outcome == sandbox.OutOfMemory && !cfg.json:
 		fmt.Fprintf(s.stderr, "sandbox: %s: out of memory (--memory %s)\n", cfg.args[0], cfg.memoryLimit())
+	case res != nil && res.Outcome == sandbox.SeccompKilled && !cfg.json:
+		fmt.Fprintf(s.stderr, "sandbox: %s: killed at syscall %s, which the seccomp policy refuses (--seccomp-kill)\n", cfg.args[0], res.Violation)
 	case err != nil:
 		fmt.Fprintln(s.stderr, errorLine(err))
+	}
+	if res != nil && res.Outcome != sandbox.SeccompKilled && len(res.Denials) > 0 && !cfg.json {
+		fmt.Fprintf(s.stderr, "sandbox: %s: the seccomp policy refused: %s\n", cfg.args[0], denialList(res.Denials))
 	}
 	return status
 }
@@ -234,6 +255,19 @@ var optionFlags = map[string]string{
 	"Options.Rootfs": "--rootfs", "Options.Workspace": "--workspace", "Cmd.Dir": "--dir",
 	"Options.Memory": "--memory", "Options.CPUs": "--cpus", "Options.Pids": "--pids",
 	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size",
+	"Options.Seccomp": "--seccomp", "Options.SeccompKill": "--seccomp-kill",
+}
+
+// denialList is Result.Denials as "ptrace (EPERM) x2, bpf (EPERM)".
+func denialList(ds []sandbox.Denial) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%s (%s)", d.Syscall, unix.ErrnoName(d.Errno))
+		if d.Count > 1 {
+			parts[i] += fmt.Sprintf(" x%d", d.Count)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // cgroupRefused reports whether err is Run's refusal to run without a
@@ -288,6 +322,8 @@ func exitStatus(res *sandbox.Result, err error, sig os.Signal) int {
 	case res.Outcome == sandbox.OutOfMemory:
 		// The OOM killer's SIGKILL, reported as a shell would.
 		return 128 + int(syscall.SIGKILL)
+	case res.Outcome == sandbox.SeccompKilled:
+		return exitSeccomp
 	}
 	return exitFailure
 }
@@ -342,6 +378,8 @@ func (cfg *runConfig) explain(err error) error {
 	switch {
 	case optionFlags[oe.Option] != "":
 		flagName = optionFlags[oe.Option]
+	case strings.HasPrefix(oe.Option, "Options.Seccomp."):
+		flagName, value = "--seccomp", cfg.seccomp.value+": "+strings.TrimPrefix(oe.Option, "Options.Seccomp.")+" "+strconv.Quote(oe.Value)
 	case strings.HasPrefix(oe.Option, "Cmd.Env"):
 		flagName = "--env"
 	case oe.Option == "Cmd.Path" || strings.HasPrefix(oe.Option, "Cmd.Args"):
@@ -395,7 +433,16 @@ type jsonResult struct {
 	MemoryPeak      int64           `json:"memory_peak_bytes"` // 0 without a cgroup, or if the kernel does not say
 	OOMKills        int             `json:"oom_kills"`
 	PidsLimitHit    bool            `json:"pids_limit_hit"`
-	Limits          []jsonLimit     `json:"limits"` // never null
+	Limits          []jsonLimit     `json:"limits"`  // never null
+	Denials         []jsonDenial    `json:"denials"` // never null
+	Violation       string          `json:"violation,omitempty"`
+}
+
+// jsonDenial is a sandbox.Denial as --json prints it.
+type jsonDenial struct {
+	Syscall string `json:"syscall"`
+	Errno   string `json:"errno"` // its name, e.g. "EPERM"
+	Count   int    `json:"count"`
 }
 
 // jsonLimit is a sandbox.Limit as --json prints it.
@@ -421,7 +468,13 @@ func newJSONResult(r *sandbox.Result) *jsonResult {
 	for _, l := range r.Limits {
 		limits = append(limits, jsonLimit{Name: l.Name, Value: l.Value, Enforced: l.Enforced, By: l.By})
 	}
+	denials := []jsonDenial{}
+	for _, d := range r.Denials {
+		denials = append(denials, jsonDenial{Syscall: d.Syscall, Errno: unix.ErrnoName(d.Errno), Count: d.Count})
+	}
 	return &jsonResult{
+		Denials:         denials,
+		Violation:       r.Violation,
 		Outcome:         r.Outcome,
 		ExitCode:        r.ExitCode,
 		Signal:          int(r.Signal),
