@@ -60,23 +60,32 @@ func (s *supervisor) serve() {
 				errno = syscall.Errno(a & 0xffff)
 			}
 		}
-		s.mu.Lock()
-		d := s.counts[n.Data.Nr]
-		if d == nil {
-			d = &wire.Denial{Syscall: seccomp.Name(n.Data.Nr), Errno: int(errno)}
-			s.counts[n.Data.Nr] = d
+		if s.kill != nil {
+			s.count(n.Data.Nr, errno, true)
+			s.kill() // the stopped syscall dies with its process
+			continue
 		}
-		d.Count++
-		first := s.kill != nil && s.violation == ""
-		if first {
-			s.violation = d.Syscall
+		// A refusal that was not delivered (ENOENT) is a syscall that a
+		// signal interrupted while it waited; the kernel restarts it as a
+		// new notification, which is counted then.
+		if s.l.Refuse(n.ID, errno) == nil {
+			s.count(n.Data.Nr, errno, false)
 		}
-		s.mu.Unlock()
-		if first {
-			s.kill()
-			continue // the stopped syscall dies with its process
-		}
-		s.l.Refuse(n.ID, errno) // fails only when the caller is already gone
+	}
+}
+
+// count adds one refusal of nr; with violation, the first one ends the run.
+func (s *supervisor) count(nr uint32, errno syscall.Errno, violation bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.counts[nr]
+	if d == nil {
+		d = &wire.Denial{Syscall: seccomp.Name(nr), Errno: int(errno)}
+		s.counts[nr] = d
+	}
+	d.Count++
+	if violation && s.violation == "" {
+		s.violation = d.Syscall
 	}
 }
 

@@ -80,11 +80,20 @@ func (l *Listener) Receive() (Notification, error) {
 	var n Notification
 	var ierr error
 	err := l.rc.Read(func(fd uintptr) bool {
-		// POLLHUP: no task uses the filter any more.
+		// The receive ioctl blocks whatever O_NONBLOCK says, and the
+		// runtime calls this before it waits for readiness: ask first.
+		// POLLHUP alone: no task uses the filter any more.
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if _, perr := unix.Poll(pfd, 0); perr == nil && pfd[0].Revents&unix.POLLHUP != 0 && pfd[0].Revents&unix.POLLIN == 0 {
+		if _, perr := unix.Poll(pfd, 0); perr != nil {
+			return perr != unix.EINTR && perr != unix.EAGAIN && setErr(&ierr, perr)
+		}
+		switch {
+		case pfd[0].Revents&unix.POLLIN != 0:
+		case pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0:
 			ierr = errHangup
 			return true
+		default:
+			return false // wait for the poller
 		}
 		n = Notification{}
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
@@ -95,7 +104,9 @@ func (l *Listener) Receive() (Notification, error) {
 		case unix.EAGAIN, unix.EINTR:
 			return false
 		case unix.ENOENT:
-			// The task went away between poll and receive.
+			// The task was interrupted or killed between poll and
+			// receive; an interrupted syscall comes back as a new
+			// notification.
 			return false
 		}
 		ierr = errno
@@ -105,6 +116,11 @@ func (l *Listener) Receive() (Notification, error) {
 		err = ierr
 	}
 	return n, err
+}
+
+func setErr(dst *error, err error) bool {
+	*dst = err
+	return true
 }
 
 // Refuse answers notification id: the syscall fails with e. ENOENT means
