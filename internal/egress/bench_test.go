@@ -1,0 +1,156 @@
+package egress
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+const benchChunk = 64 << 10
+
+// benchServer serves on loopback: a connection that starts with 'u'
+// (upload) is read to EOF and answered with one byte; one that starts with
+// 'd' and an 8-byte length (download) is sent that many bytes.
+func benchServer(b *testing.B) net.Listener {
+	return serveTCP(b, func(c net.Conn) {
+		defer c.Close()
+		var mode [1]byte
+		if _, err := io.ReadFull(c, mode[:]); err != nil {
+			return
+		}
+		switch mode[0] {
+		case 'u':
+			io.Copy(io.Discard, c)
+			c.Write([]byte{'k'})
+		case 'd':
+			var n [8]byte
+			if _, err := io.ReadFull(c, n[:]); err != nil {
+				return
+			}
+			buf := make([]byte, benchChunk)
+			for left := int64(binary.BigEndian.Uint64(n[:])); left > 0; left -= benchChunk {
+				if _, err := c.Write(buf[:min(left, benchChunk)]); err != nil {
+					return
+				}
+			}
+		}
+	})
+}
+
+// benchConn returns a connection to the bench server, through a CONNECT
+// tunnel of tp if tp is not nil.
+func benchConn(b *testing.B, tp *testProxy, target string) (net.Conn, io.Reader) {
+	if tp == nil {
+		c, err := net.Dial("tcp", target)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c, c
+	}
+	c, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, p, _ := net.SplitHostPort(target)
+	fmt.Fprintf(c, "CONNECT bench.allowed.test:%s HTTP/1.1\r\n\r\n", p)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil || resp.StatusCode != 200 {
+		b.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	return c, br
+}
+
+func benchProxy(b *testing.B) *testProxy {
+	return startProxy(b, []string{"bench.allowed.test:1-65535", "127.0.0.0/8:1-65535"},
+		map[string][]string{"bench.allowed.test": {"127.0.0.1"}})
+}
+
+// BenchmarkThroughput moves data over loopback through a CONNECT tunnel
+// and directly, each way; compare the MB/s.
+func BenchmarkThroughput(b *testing.B) {
+	for _, via := range []string{"direct", "proxy"} {
+		for _, dir := range []string{"up", "down"} {
+			b.Run(via+"/"+dir, func(b *testing.B) {
+				srv := benchServer(b)
+				var tp *testProxy
+				if via == "proxy" {
+					tp = benchProxy(b)
+				}
+				c, r := benchConn(b, tp, srv.Addr().String())
+				defer c.Close()
+				b.SetBytes(benchChunk)
+				buf := make([]byte, benchChunk)
+				b.ResetTimer()
+				if dir == "up" {
+					c.Write([]byte{'u'})
+					for i := 0; i < b.N; i++ {
+						if _, err := c.Write(buf); err != nil {
+							b.Fatal(err)
+						}
+					}
+					c.(*net.TCPConn).CloseWrite()
+					if _, err := io.ReadFull(r, buf[:1]); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					var hdr [9]byte
+					hdr[0] = 'd'
+					binary.BigEndian.PutUint64(hdr[1:], uint64(b.N)*benchChunk)
+					c.Write(hdr[:])
+					if n, err := io.CopyBuffer(io.Discard, r, buf); err != nil || n != int64(b.N)*benchChunk {
+						b.Fatalf("read %d, %v", n, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkConnect is the time to open one tunnel: connect to the proxy,
+// CONNECT, check and resolve the name (a fake resolver), dial loopback,
+// read the 200.
+func BenchmarkConnect(b *testing.B) {
+	for _, via := range []string{"direct", "proxy"} {
+		b.Run(via, func(b *testing.B) {
+			srv := benchServer(b)
+			var tp *testProxy
+			if via == "proxy" {
+				tp = benchProxy(b)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c, _ := benchConn(b, tp, srv.Addr().String())
+				c.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkHTTPRequest is one plain HTTP GET through the proxy, on a
+// kept-alive client connection (each request dials the server anew).
+func BenchmarkHTTPRequest(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	tp := benchProxy(b)
+	c, _ := tp.client(nil)
+	defer c.CloseIdleConnections()
+	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	u := "http://bench.allowed.test:" + p + "/"
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := c.Get(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}

@@ -1,0 +1,168 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// epoch anchors activity times to the monotonic clock.
+var epoch = time.Now()
+
+func sinceEpoch() time.Duration { return time.Since(epoch) }
+
+// activity is when bytes last moved either way on one session's
+// connections (the sandbox side and the upstream side share one).
+type activity struct{ last atomic.Int64 }
+
+func (a *activity) touch()                 { a.last.Store(int64(sinceEpoch())) }
+func (a *activity) idleFor() time.Duration { return sinceEpoch() - time.Duration(a.last.Load()) }
+
+// meterConn counts the bytes read and written on a connection and ends it
+// after it has been idle: a read or write fails with a timeout only when no
+// byte moved either way on the session for the idle time (so a long
+// download with a quiet upload direction lives on). Reads may also have a
+// hard limit (for request headers).
+//
+// Read and Write may run concurrently with each other, but not with
+// themselves: the deadline bookkeeping of each side belongs to the one
+// goroutine using it.
+type meterConn struct {
+	net.Conn
+	act  *activity
+	idle time.Duration
+
+	read, written atomic.Int64
+
+	rdHard  time.Time     // reads fail after this; zero = no limit
+	rdArmed time.Duration // sinceEpoch when the read deadline was set; <0 = set it on the next Read
+	wrArmed time.Duration // the same for writes
+}
+
+func newMeterConn(c net.Conn, act *activity, idle time.Duration) *meterConn {
+	return &meterConn{Conn: c, act: act, idle: idle, rdArmed: -1, wrArmed: -1}
+}
+
+// setReadLimit sets (or, with the zero time, clears) a hard limit on
+// reads. Call it only from the goroutine that reads.
+func (c *meterConn) setReadLimit(t time.Time) {
+	c.rdHard = t
+	c.rdArmed = -1
+}
+
+// armRead sets the read deadline unless it was set recently: moving a
+// deadline on every call would cost more than the copy it guards.
+func (c *meterConn) armRead() {
+	t := sinceEpoch()
+	if c.rdArmed >= 0 && t-c.rdArmed < c.idle/8 && c.rdHard.IsZero() {
+		return
+	}
+	dl := time.Now().Add(c.idle)
+	if !c.rdHard.IsZero() && c.rdHard.Before(dl) {
+		dl = c.rdHard
+	}
+	_ = c.Conn.SetReadDeadline(dl)
+	c.rdArmed = t
+}
+
+func (c *meterConn) armWrite() {
+	t := sinceEpoch()
+	if c.wrArmed >= 0 && t-c.wrArmed < c.idle/8 {
+		return
+	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
+	c.wrArmed = t
+}
+
+func (c *meterConn) Read(b []byte) (int, error) {
+	for {
+		c.armRead()
+		n, err := c.Conn.Read(b)
+		if n > 0 {
+			c.read.Add(int64(n))
+			c.act.touch()
+		}
+		if n == 0 && err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.readMayWait() {
+			c.rdArmed = -1
+			continue
+		}
+		return n, err
+	}
+}
+
+func (c *meterConn) readMayWait() bool {
+	if !c.rdHard.IsZero() && !time.Now().Before(c.rdHard) {
+		return false
+	}
+	return c.act.idleFor() < c.idle
+}
+
+func (c *meterConn) Write(b []byte) (int, error) {
+	total := 0
+	for {
+		c.armWrite()
+		n, err := c.Conn.Write(b[total:])
+		if n > 0 {
+			total += n
+			c.written.Add(int64(n))
+			c.act.touch()
+		}
+		if err != nil && total < len(b) && errors.Is(err, os.ErrDeadlineExceeded) && c.act.idleFor() < c.idle {
+			c.wrArmed = -1
+			continue
+		}
+		return total, err
+	}
+}
+
+// CloseWrite shuts the write side down (a FIN), or closes the connection
+// if it cannot half-close.
+func (c *meterConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// errHeaderTooLarge ends a header that outgrew maxHeaderBytes.
+var errHeaderTooLarge = errors.New("header too large")
+
+// limitReader fails with errHeaderTooLarge once n bytes were read; n < 0
+// means no limit. It bounds what a request or response header may make the
+// proxy buffer.
+//
+// With capture set, it also keeps a copy of what it reads.
+type limitReader struct {
+	r       io.Reader
+	n       int64
+	capture bool
+	copy    []byte
+}
+
+func (l *limitReader) Read(b []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(b)
+	}
+	if l.n == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(b)) > l.n {
+		b = b[:l.n]
+	}
+	n, err := l.r.Read(b)
+	l.n -= int64(n)
+	if l.capture {
+		l.copy = append(l.copy, b[:n]...)
+	}
+	return n, err
+}
+
+// isTimeout reports whether err is a timeout of a network operation.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}

@@ -1,0 +1,95 @@
+// Package egress is the host-side proxy through which a sandbox in "allow"
+// network mode reaches the hosts its allowlist names, and nothing else.
+//
+// # Overview
+//
+// A sandbox runs in its own network namespace holding only loopback. In
+// allow mode the sandbox's init creates a listening TCP socket on
+// 127.0.0.1:<port> inside that namespace and hands the listening file
+// descriptor to the host process, which serves a [Proxy] on it: accepted
+// connections come from inside the sandbox, while the proxy dials out from
+// the host's namespace. The program finds the proxy through
+// HTTP_PROXY/HTTPS_PROXY (and their lower-case forms). The proxy speaks
+// HTTP/1.1: CONNECT host:port opens a tunnel (TLS passes through
+// untouched; nothing is intercepted), and absolute-form plain HTTP
+// requests (GET http://host/path) are forwarded. Every attempt is recorded
+// with its decision and byte counts ([Proxy.Report]).
+//
+//	rules, err := egress.ParseRules([]string{"pypi.org", "*.pythonhosted.org"})
+//	p := &egress.Proxy{Rules: rules}
+//	go p.Serve(listener)      // the listener handed out of the sandbox
+//	... run the program ...
+//	p.Close()                 // ends every connection
+//	report := p.Report()      // complete once Close returned
+//
+// # Why the proxy resolves names
+//
+// The sandbox has no DNS: no resolver is reachable from its namespace, so
+// its programs cannot resolve anything, and they need not, since proxy
+// clients send the host name to the proxy. This closes the channel through
+// which every domain-allowlist sandbox leaks: data encoded in DNS labels
+// (secret.attacker.example) leaves through the host's resolver even when
+// the connection that follows is refused. Here the proxy resolves a name
+// only after the rules allowed it, so a name off the list never reaches
+// any resolver. (A wildcard rule does let the program choose labels under
+// its suffix, whose queries reach that domain's name servers; that domain
+// is trusted by the rule, and could be sent the same data over HTTP.)
+// Names are looked up rooted (with a trailing dot), so the host's search
+// domains are never appended.
+//
+// # Why it dials the address it checked
+//
+// A name on the allowlist can still resolve to an address the sandbox
+// must never reach: loopback (the host's own services), private networks,
+// link-local (the cloud metadata service at 169.254.169.254, which hands
+// out credentials), and so on, whether by mistake or because its owner is
+// hostile and answers with such addresses (DNS rebinding). So every
+// resolved address is checked, and the proxy dials exactly the checked
+// address as a literal: there is no second lookup whose answer could
+// differ from the first. Addresses in refused ranges are skipped; a name
+// that resolves only to refused addresses is refused.
+//
+// Refused (see refusedRanges in addr.go): 0.0.0.0/8, loopback 127.0.0.0/8
+// and ::1, private 10/8, 172.16/12, 192.168/16, shared/CGNAT 100.64/10,
+// link-local 169.254/16 and fe80::/10 with the metadata addresses
+// (169.254.169.254, 169.254.170.2, 100.100.100.200, fd00:ec2::254) as
+// ranges of their own, unique-local fc00::/7, site-local fec0::/10,
+// multicast, broadcast, unspecified, the reserved, documentation and
+// benchmarking ranges, IPv4-compatible ::/96, SIIT ::ffff:0:0:0/96, Teredo
+// 2001::/32, local-use NAT64 64:ff9b:1::/48 and discard-only 100::/64.
+// IPv4-mapped addresses (::ffff:127.0.0.1) are checked as the IPv4 address
+// they are. NAT64 addresses (64:ff9b::/96) and 6to4 addresses (2002::/16)
+// carry an IPv4 address that a gateway or relay would forward to, so they
+// are refused when that IPv4 address is (64:ff9b::a9fe:a9fe is the
+// metadata service seen through NAT64), and allowed otherwise, since on
+// IPv6-only hosts NAT64 is how public IPv4 hosts are reached.
+//
+// A request for a literal IP address is checked the same way, and must
+// also be covered by a CIDR rule: name rules never cover IP literals. A
+// CIDR rule opens a refused range only if it lies inside that range (see
+// [Rules]): a caller who must reach 10.1.2.3 says 10.1.2.0/24 or
+// 10.1.2.3, and 0.0.0.0/0 opens nothing refused. There is deliberately no
+// "allow private" switch beside the rules.
+//
+// # Failure closes
+//
+// A refusal is answered 403 with a one-line reason, a name that cannot be
+// resolved or an upstream that cannot be reached 502 (504 on a timeout),
+// and the connection to the sandbox is closed after each. Once relaying,
+// any error on either side closes both; a clean end of one direction of a
+// tunnel is passed on as a half-close. A connection idle in both
+// directions for [Proxy.IdleTimeout] is closed. Nothing the proxy fails at
+// widens what the sandbox can reach: the worst case is a closed
+// connection.
+//
+// # Limits
+//
+// The proxy does not see inside TLS: a tunnel to an allowed name reaches
+// that name's addresses, but what the TLS session then asks for (SNI, the
+// Host header) is not checked, so on a shared front end (a CDN) the
+// program may reach other sites served from the same addresses ("domain
+// fronting"). Plain HTTP is forwarded one request per upstream connection,
+// without protocol upgrades, 1xx interim responses or trailers; programs
+// that need WebSockets or HTTP/2 use CONNECT. Only TCP is relayed: no UDP,
+// so no QUIC (HTTP/3 clients fall back to TCP).
+package egress

@@ -1,0 +1,414 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults for the Proxy's zero fields.
+const (
+	DefaultDialTimeout = 10 * time.Second
+	DefaultIdleTimeout = 5 * time.Minute
+	DefaultMaxConns    = 256
+	DefaultReportLimit = 10000
+
+	// headerTimeout bounds the time to receive a request header once its
+	// first byte arrived.
+	headerTimeout = 30 * time.Second
+	// maxHeaderBytes bounds a request or response header.
+	maxHeaderBytes = 256 << 10
+	// lingerTime is how long a refused connection is drained before it is
+	// closed, so the client reads the refusal instead of a reset.
+	lingerTime = 2 * time.Second
+)
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("egress: proxy closed")
+
+// Resolver looks up the addresses of a host name; *net.Resolver is one.
+// The proxy asks only for names the rules allow, and asks for the rooted
+// name (with a trailing dot: "api.example.com.") so the host's DNS search
+// domains are never appended.
+type Resolver interface {
+	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+}
+
+// Proxy is an HTTP/1.1 forward proxy that lets a sandbox reach the hosts
+// its Rules allow and nothing else. It serves CONNECT tunnels (no TLS
+// interception) and absolute-form plain HTTP requests. Set the fields
+// before the first Serve and do not change them after; a Proxy must not be
+// copied after first use.
+type Proxy struct {
+	// Rules is the allowlist. Serve fails if it is nil.
+	Rules *Rules
+
+	// Resolver resolves allowed names; nil means net.DefaultResolver.
+	Resolver Resolver
+
+	// Dial connects to an upstream address. It is only ever given a
+	// literal "ip:port" the proxy has checked, never a name. nil means a
+	// net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// DialTimeout bounds resolving a name, and separately connecting to
+	// its addresses (all tries together). Zero means DefaultDialTimeout.
+	DialTimeout time.Duration
+
+	// IdleTimeout ends a connection on which no byte moved in either
+	// direction for this long, including a kept-alive client connection
+	// waiting for its next request. Zero means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+
+	// MaxConns is how many sandbox connections are served at once; more
+	// are closed as soon as they are accepted (and reported). Zero means
+	// DefaultMaxConns.
+	MaxConns int
+
+	// ReportLimit is how many attempts Report keeps; later ones are only
+	// counted (Dropped). Zero means DefaultReportLimit.
+	ReportLimit int
+
+	once   sync.Once
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	sessions  map[*session]struct{}
+	report    []Connection
+	dropped   int
+	wg        sync.WaitGroup // one per session
+}
+
+// Connection is one attempt by the sandbox to reach a host through the
+// proxy: one CONNECT, or one plain HTTP request (several may share one
+// kept-alive client connection).
+type Connection struct {
+	Host    string // host as requested, lower case: a name or an IP address; "" if the request was unreadable
+	Port    int    // port as requested (80 for an http:// URL without one)
+	Method  string // "CONNECT", or the method of a plain HTTP request; "" if unreadable
+	Allowed bool   // the rules allowed the host and at least one of its addresses
+	Reason  string // which rule allowed it, or why it was refused
+	Addr    string // the address dialed, "ip:port"; "" if none was
+	Status  int    // status the sandbox was sent: 200 for an open tunnel, 403 refused, 502/504 upstream failed, the upstream's status for plain HTTP; 0 if none
+	Error   string // what failed after the decision (resolving, dialing, relaying); "" if nothing
+
+	// BytesUp is every byte the sandbox sent for this attempt, as the
+	// proxy read it: the request line and headers, the body, and for a
+	// tunnel everything sent through it. BytesDown is every byte the
+	// proxy wrote to the sandbox for it: the proxy's own responses, the
+	// forwarded response, the tunnel's data.
+	BytesUp, BytesDown int64
+
+	Start    time.Time     // when the first byte of the request arrived
+	Duration time.Duration // until the attempt ended (a tunnel: until it closed)
+}
+
+func (p *Proxy) init() {
+	p.once.Do(func() {
+		p.ctx, p.cancel = context.WithCancel(context.Background())
+		p.listeners = make(map[net.Listener]struct{})
+		p.sessions = make(map[*session]struct{})
+	})
+}
+
+// Serve accepts connections from l and serves each until it ends. It
+// returns when l fails: ErrClosed after Close, otherwise the error from
+// Accept (wrapping net.ErrClosed if someone else closed l). Connections it
+// accepted are not ended by its return; Close ends them. Serve may be
+// called on several listeners at once.
+func (p *Proxy) Serve(l net.Listener) error {
+	p.init()
+	if p.Rules == nil {
+		return errors.New("egress: Proxy.Rules is nil")
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		l.Close()
+		return ErrClosed
+	}
+	p.listeners[l] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, l)
+		p.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if p.isClosed() {
+				return ErrClosed
+			}
+			// Running out of file descriptors and the like passes.
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(backoff):
+				case <-p.ctx.Done():
+				}
+				continue
+			}
+			return fmt.Errorf("egress: accept: %w", err)
+		}
+		backoff = 0
+		p.start(c)
+	}
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// Close stops every Serve (which then returns ErrClosed), closes every
+// connection to the sandbox and upstream, and waits until all of them are
+// recorded, so Report is complete when it returns. It is safe to call more
+// than once and concurrently.
+func (p *Proxy) Close() error {
+	p.init()
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		p.cancel()
+		for l := range p.listeners {
+			l.Close()
+		}
+		for s := range p.sessions {
+			s.close()
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return nil
+}
+
+// Report returns every attempt recorded so far, in the order they started.
+// An attempt is recorded when it ends; after Close returns the report is
+// complete. It is safe to call at any time from any goroutine.
+func (p *Proxy) Report() []Connection {
+	p.init()
+	p.mu.Lock()
+	out := slices.Clone(p.report)
+	p.mu.Unlock()
+	slices.SortStableFunc(out, func(a, b Connection) int { return a.Start.Compare(b.Start) })
+	return out
+}
+
+// Dropped returns how many attempts were not kept in the report because
+// it held ReportLimit already.
+func (p *Proxy) Dropped() int {
+	p.init()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+func (p *Proxy) record(c Connection) {
+	// The sandbox chooses much of this text; bound what it can make the
+	// host keep.
+	c.Host, c.Method = clip(c.Host, 260), clip(c.Method, 32)
+	c.Reason, c.Error = clip(c.Reason, 1024), clip(c.Error, 1024)
+	limit := p.ReportLimit
+	if limit <= 0 {
+		limit = DefaultReportLimit
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.report) >= limit {
+		p.dropped++
+		return
+	}
+	p.report = append(p.report, c)
+}
+
+// clip shortens s to at most n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
+}
+
+func (p *Proxy) dialTimeout() time.Duration {
+	if p.DialTimeout > 0 {
+		return p.DialTimeout
+	}
+	return DefaultDialTimeout
+}
+
+func (p *Proxy) idleTimeout() time.Duration {
+	if p.IdleTimeout > 0 {
+		return p.IdleTimeout
+	}
+	return DefaultIdleTimeout
+}
+
+// start serves one accepted connection in its own goroutine.
+func (p *Proxy) start(c net.Conn) {
+	maxConns := p.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	if len(p.sessions) >= maxConns {
+		p.wg.Add(1) // so that Close waits for the record
+		p.mu.Unlock()
+		c.Close()
+		p.record(Connection{
+			Reason: fmt.Sprintf("too many connections at once (MaxConns %d)", maxConns),
+			Start:  time.Now(),
+		})
+		p.wg.Done()
+		return
+	}
+	s := newSession(p, c)
+	p.sessions[s] = struct{}{}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		s.run()
+		s.close()
+		p.mu.Lock()
+		delete(p.sessions, s)
+		p.mu.Unlock()
+	}()
+}
+
+// decision is what the proxy decided about one host and port.
+type decision struct {
+	allowed bool
+	reason  string       // for the report
+	addrs   []netip.Addr // checked addresses to dial, in order
+	status  int          // when not dialing: the status to answer
+	public  string       // when not dialing: the text the sandbox is sent
+	err     string       // resolver error, for the report
+}
+
+// decide checks host (a name or an IP literal, without brackets) and port
+// against the rules, resolving an allowed name, and returns the addresses
+// that may be dialed. It never resolves a name the rules do not allow.
+func (p *Proxy) decide(host string, port int) decision {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" {
+			why := "IPv6 addresses with a zone are refused"
+			return decision{reason: why, status: 403, public: why}
+		}
+		ip = ip.Unmap()
+		ok, why := p.Rules.checkAddr(ip, port, false)
+		if !ok {
+			return decision{reason: why, status: 403, public: why}
+		}
+		return decision{allowed: true, reason: why, addrs: []netip.Addr{ip}}
+	}
+	name, bad := normalizeName(host)
+	if bad != "" {
+		why := fmt.Sprintf("%q is not a valid host name: %s", host, bad)
+		return decision{reason: why, status: 400, public: why}
+	}
+	rule, why := p.Rules.matchName(name, port)
+	if rule == nil {
+		return decision{reason: why, status: 403, public: why}
+	}
+	allowedBy := fmt.Sprintf("allowed by rule %d %q", rule.index, rule.entry)
+
+	var r Resolver = net.DefaultResolver
+	if p.Resolver != nil {
+		r = p.Resolver
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.dialTimeout())
+	ips, err := r.LookupIPAddr(ctx, name+".")
+	cancel()
+	if err != nil {
+		d := decision{allowed: true, reason: allowedBy, status: 502, err: "resolve: " + err.Error(),
+			public: fmt.Sprintf("cannot resolve %s", name)}
+		if isTimeout(err) {
+			d.status = 504
+			d.public += " (timeout)"
+		}
+		return d
+	}
+	var addrs []netip.Addr
+	var refused []string
+	for _, ia := range ips {
+		a, ok := netip.AddrFromSlice(ia.IP)
+		if !ok {
+			continue
+		}
+		a = a.Unmap().WithZone(ia.Zone)
+		if ok, why := p.Rules.checkAddr(a, port, true); !ok {
+			refused = append(refused, why)
+			continue
+		} else if why != "" {
+			allowedBy += "; " + why
+		}
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	switch {
+	case len(addrs) > 0:
+		if len(refused) > 0 {
+			allowedBy += "; skipped " + strings.Join(refused, "; ")
+		}
+		return decision{allowed: true, reason: allowedBy, addrs: addrs}
+	case len(refused) > 0:
+		why := fmt.Sprintf("%s resolved only to refused addresses: %s", name, strings.Join(refused, "; "))
+		return decision{reason: why, status: 403, public: why}
+	default:
+		return decision{allowed: true, reason: allowedBy, status: 502, err: "resolve: no addresses",
+			public: fmt.Sprintf("cannot resolve %s", name)}
+	}
+}
+
+// dial connects to the first of addrs that answers, on port. Every
+// address was checked by decide; they are dialed as literals, so nothing
+// is resolved again.
+func (p *Proxy) dial(addrs []netip.Addr, port int) (net.Conn, string, error) {
+	dial := p.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.dialTimeout())
+	defer cancel()
+	var lastErr error
+	var lastAddr string
+	for i, a := range addrs {
+		addr := netip.AddrPortFrom(a, uint16(port)).String()
+		// Share the time left among the addresses left, but give each a
+		// fair chance.
+		actx, acancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok && len(addrs)-i > 1 {
+			share := max(time.Until(dl)/time.Duration(len(addrs)-i), 2*time.Second)
+			actx, acancel = context.WithTimeout(ctx, share)
+		}
+		c, err := dial(actx, "tcp", addr)
+		acancel()
+		if err == nil {
+			return c, addr, nil
+		}
+		lastErr, lastAddr = err, addr
+		if p.ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastAddr, lastErr
+}
