@@ -40,21 +40,19 @@ func policyMain(args []string, s streams) int {
 
 // seccompFlag is --seccomp: "default", "unconfined" or a profile file.
 type seccompFlag struct {
-	value    string
-	policy   *sandbox.SeccompPolicy // nil for "default" and "unconfined"
-	unknown  []string               // syscalls of the profile this architecture lacks
-	disabled bool
+	value   string
+	policy  *sandbox.SeccompPolicy // nil for "default" and "unconfined"
+	unknown []string               // syscalls of the profile this architecture lacks
 }
+
+// unconfined reports whether the run is to have no filter.
+func (f *seccompFlag) unconfined() bool { return f.value == "unconfined" }
 
 func (f *seccompFlag) String() string { return f.value }
 
 func (f *seccompFlag) Set(v string) error {
 	*f = seccompFlag{value: v}
-	switch v {
-	case "default":
-		return nil
-	case "unconfined":
-		f.disabled = true
+	if v == "default" || f.unconfined() {
 		return nil
 	}
 	data, err := os.ReadFile(v)

@@ -138,7 +138,7 @@ func parseRun(args []string) (*runConfig, error) {
 			LimitPolicy:   policy,
 			InProcess:     true, // a small, short-lived process: no spawner needed
 			Seccomp:       f.seccomp.policy,
-			NoSeccomp:     f.seccomp.disabled,
+			NoSeccomp:     f.seccomp.unconfined(),
 			SeccompKill:   f.seccompKill,
 		},
 		args:    f.fs.Args(),

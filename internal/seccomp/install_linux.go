@@ -82,45 +82,43 @@ func (l *Listener) Receive() (Notification, error) {
 	err := l.rc.Read(func(fd uintptr) bool {
 		// The receive ioctl blocks whatever O_NONBLOCK says, and the
 		// runtime calls this before it waits for readiness: ask first.
-		// POLLHUP alone: no task uses the filter any more.
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if _, perr := unix.Poll(pfd, 0); perr != nil {
-			return perr != unix.EINTR && perr != unix.EAGAIN && setErr(&ierr, perr)
-		}
-		switch {
-		case pfd[0].Revents&unix.POLLIN != 0:
-		case pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0:
-			ierr = errHangup
+		// Retry here rather than wait for the poller, whose edge for a
+		// notification still pending may already have been spent.
+		for {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			_, err := unix.Poll(pfd, 0)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				ierr = err
+				return true
+			case pfd[0].Revents&unix.POLLIN == 0 && pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0:
+				ierr = errHangup // no task uses the filter any more
+				return true
+			case pfd[0].Revents&unix.POLLIN == 0:
+				return false // nothing pending: wait for the poller
+			}
+			n = Notification{}
+			_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
+			switch errno {
+			case unix.EINTR, unix.ENOENT:
+				// ENOENT: the task was interrupted or killed between poll
+				// and receive; an interrupted syscall comes back as a new
+				// notification.
+				continue
+			case 0:
+				ierr = nil
+			default:
+				ierr = errno
+			}
 			return true
-		default:
-			return false // wait for the poller
 		}
-		n = Notification{}
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
-		switch errno {
-		case 0:
-			ierr = nil
-			return true
-		case unix.EAGAIN, unix.EINTR:
-			return false
-		case unix.ENOENT:
-			// The task was interrupted or killed between poll and
-			// receive; an interrupted syscall comes back as a new
-			// notification.
-			return false
-		}
-		ierr = errno
-		return true
 	})
 	if err == nil {
 		err = ierr
 	}
 	return n, err
-}
-
-func setErr(dst *error, err error) bool {
-	*dst = err
-	return true
 }
 
 // Refuse answers notification id: the syscall fails with e. ENOENT means
