@@ -87,7 +87,7 @@
 // API (fsopen, fsmount, open_tree, move_mount, mount_setattr): every host
 // source is opened first, then the tree is assembled on a tmpfs and
 // pivot_root'ed into, and the old root is detached. It sets the hostname,
-// brings up loopback, sets rlimits, drops every capability, sets
+// brings up loopback (and, for [NetworkAllow], listens on [ProxyAddr]), sets rlimits, drops every capability, sets
 // no_new_privs and finally execs the program in its own place, so the
 // program is pid 1 of the new PID namespace. When it exits, the kernel
 // kills every other process of the sandbox. A failure before the exec comes
@@ -129,6 +129,45 @@
 // [SeccompFromOCI] and [SeccompFromDocker] build a policy from a runtime-spec
 // value or a Docker profile; [SeccompPolicy.OCI] exports one.
 // [Options.NoSeccomp] runs without a filter.
+//
+// # Network
+//
+// [Options.Network] chooses what a run can reach. [NetworkNone], the
+// default, gives it a network namespace holding only loopback, up: its
+// programs can talk to each other on 127.0.0.1, nothing leaves, and there
+// is no DNS (/etc has no resolv.conf and nsswitch.conf names only files).
+// Loopback addresses and abstract Unix sockets are the run's own, so a
+// service listening on the host's 127.0.0.1 is out of reach.
+//
+// [NetworkAllow] adds one way out, an HTTP proxy at [ProxyAddr] that
+// reaches only the hosts [Options.Egress] allows:
+//
+//	sb := sandbox.New(sandbox.Options{
+//		Network: sandbox.NetworkAllow,
+//		Egress:  []string{"pypi.org", "files.pythonhosted.org"},
+//	})
+//	res, err := sb.Run(ctx, sandbox.Command("pip", "download", "requests"))
+//	for _, c := range res.Connections { ... } // every attempt, allowed or not
+//
+// The init listens on ProxyAddr inside the run's namespace and hands the
+// listening socket to the process that called Run, which serves the proxy
+// on it and dials from its own namespace; no process of ours runs in the
+// sandbox for it. HTTP_PROXY, HTTPS_PROXY, their lower-case forms and
+// NO_PROXY point the program at it. CONNECT tunnels carry TLS untouched,
+// plain http:// requests are forwarded. The run still has no DNS, so data
+// cannot leave in the labels of a lookup: the proxy resolves a name only
+// once the allowlist allowed it, checks every resolved address against the
+// refused ranges (loopback, private, link-local with the metadata service
+// at 169.254.169.254, unique-local, multicast, unspecified and the other
+// special ranges) unless a range entry of the allowlist opens one, and
+// dials exactly the address it checked, so DNS rebinding does not get
+// through. [Result.Connections] lists every attempt with its decision,
+// reason and bytes each way. If the proxy fails, its listener closes: the
+// run loses its way out and gains no other.
+//
+// [NetworkHostUnsafe] shares the host's network namespace, loopback
+// services, metadata service and abstract sockets included; it is for
+// trusted code only.
 //
 // # Requirements
 //

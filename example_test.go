@@ -176,3 +176,24 @@ func ExampleSeccompPolicy() {
 	// exited
 	// seccomp kill chroot
 }
+
+func ExampleNetwork() {
+	// The run reaches pypi.org through a proxy, and nothing else. Off the
+	// list, the proxy refuses without resolving the name.
+	opts := anywhere
+	opts.Network = sandbox.NetworkAllow
+	opts.Egress = []string{"pypi.org", "files.pythonhosted.org"}
+	cmd := sandbox.Command("sh", "-c", "wget -q -O /dev/null http://example.org/ || echo fetch failed")
+	res, err := sandbox.New(opts).Run(context.Background(), cmd)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("%s", res.Stdout)
+	for _, c := range res.Connections {
+		fmt.Printf("%s %s:%d allowed=%v status=%d: %s\n", c.Method, c.Host, c.Port, c.Allowed, c.Status, c.Reason)
+	}
+	// Output:
+	// fetch failed
+	// GET example.org:80 allowed=false status=403: example.org is not on the allowlist
+}

@@ -100,8 +100,15 @@ func setupSandbox(cfg *wire.Config) (string, error) {
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return "", &initError{Stage: "hostname", Op: "sethostname", Path: cfg.Hostname, Err: err}
 	}
-	if err := loopbackUp(); err != nil {
-		return "", err
+	if !cfg.HostNetwork {
+		if err := loopbackUp(); err != nil {
+			return "", err
+		}
+	}
+	if cfg.ProxyPort != 0 {
+		if err := handOverProxyListener(cfg.ProxyPort); err != nil {
+			return "", err
+		}
 	}
 	if err := setRlimits(cfg); err != nil {
 		return "", err

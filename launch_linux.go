@@ -38,9 +38,14 @@ func newHandle(kill func()) *handle {
 	return &handle{ready: make(chan *wire.SetupError, 1), done: make(chan wire.Exit, 1), kill: kill}
 }
 
-// launch clones and starts the init of one sandbox with the given stdio.
-// It returns once the init is running; ready and done report the rest.
-func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire.SetupError) {
+// launch clones and starts the init of one sandbox with the given stdio
+// and, for a run with an egress proxy, the init's end of the proxy channel
+// (its fd 4; see egress_linux.go). It returns once the init is running;
+// ready and done report the rest.
+func launch(cfg *wire.Config, stdio [3]*os.File, proxyChan *os.File, inProcess bool) (*handle, *wire.SetupError) {
+	if (cfg.ProxyPort != 0) != (proxyChan != nil) {
+		return nil, &wire.SetupError{Stage: "start", Op: "proxy channel", Text: "the proxy channel must come with a proxy port, and only then"}
+	}
 	exe, err := selfExe(inProcess)
 	if err != nil {
 		return nil, &wire.SetupError{Stage: "start", Op: "seal executable", Text: err.Error(), Errno: errnoOf(err)}
@@ -69,7 +74,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 	if err != nil {
 		return fail(&wire.SetupError{Stage: "start", Op: "encode config", Text: err.Error()})
 	}
-	attr := sysProcAttr(cfg.HostUID, cfg.HostGID)
+	attr := sysProcAttr(cfg.HostUID, cfg.HostGID, cfg.HostNetwork)
 	// On cgroup v2 the init is cloned straight into its cgroup; on v1 it
 	// is added once started, and only then gets its config, so nothing of
 	// the sandbox runs outside the cgroup.
@@ -94,7 +99,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 		Stdin:       stdio[0],
 		Stdout:      stdio[1],
 		Stderr:      stdio[2],
-		ExtraFiles:  []*os.File{child},
+		ExtraFiles:  extraFiles(child, proxyChan),
 		SysProcAttr: attr,
 	}
 	err = cmd.Start()
@@ -148,6 +153,14 @@ func launch(cfg *wire.Config, stdio [3]*os.File, inProcess bool) (*handle, *wire
 		h.done <- exit
 	}()
 	return h, nil
+}
+
+// extraFiles are the init's fds from 3 on.
+func extraFiles(conn, proxyChan *os.File) []*os.File {
+	if proxyChan == nil {
+		return []*os.File{conn}
+	}
+	return []*os.File{conn, proxyChan}
 }
 
 // inheritsNegativeOOMScore reports whether this process, and so the init

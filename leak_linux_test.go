@@ -122,3 +122,31 @@ func TestThousandRunsLeakNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowRunsLeakNothing: the proxy of a NetworkAllow run (its channel,
+// listener, connections, goroutines) goes with the run.
+func TestAllowRunsLeakNothing(t *testing.T) {
+	requireSandbox(t)
+	w := newEgressWorld(t)
+	opts := w.opts(false)
+	opts.Binds = []Bind{helperBind(t)}
+	s := newTest(opts)
+	ctx := context.Background()
+	url := "http://api.example.com:" + port(w.http) + "/leak"
+	fetch := func(i int) {
+		res, err := s.Run(ctx, helperCmd("fetch", url, "http://evil.example.net/"))
+		if err != nil || !res.Success() || len(res.Connections) != 2 {
+			t.Fatalf("run %d: %v %+v", i, err, res)
+		}
+	}
+	fetch(-1) // start the spawner and the servers' connections
+	t.Setenv("TMPDIR", t.TempDir())
+	before := takeSnapshot(t)
+	for i := range 100 {
+		fetch(i)
+	}
+	after := takeSnapshot(t)
+	if after != before {
+		t.Errorf("after 100 allow runs: %+v\nbefore:              %+v", after, before)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
@@ -383,6 +384,14 @@ func (b *rootBuilder) buildEtc(srcs map[string]int) error {
 		"hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + b.cfg.Hostname + "\n",
 		"hostname":      b.cfg.Hostname + "\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n",
+	}
+	// Only the host's network has a resolver to name; elsewhere a
+	// resolv.conf would invite queries that cannot be answered.
+	if b.cfg.HostNetwork {
+		files["nsswitch.conf"] = strings.Replace(files["nsswitch.conf"], "hosts: files", "hosts: files dns", 1)
+		if conf, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+			files["resolv.conf"] = string(conf)
+		}
 	}
 	for name, content := range files {
 		if err := writeAt(etc, name, content); err != nil {

@@ -52,12 +52,16 @@ var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCA
 // uid/gid (SandboxUID/SandboxGID inside) to one unprivileged host uid/gid;
 // host root is never mapped. The child becomes SandboxUID before its exec
 // and keeps initCaps as ambient capabilities.
-func sysProcAttr(hostUID, hostGID int) *syscall.SysProcAttr {
+func sysProcAttr(hostUID, hostGID int, hostNetwork bool) *syscall.SysProcAttr {
+	flags := uintptr(cloneFlags)
+	if hostNetwork {
+		flags &^= unix.CLONE_NEWNET
+	}
 	// A root caller may allow setgroups and so drop root's supplementary
 	// groups; an unprivileged one must deny setgroups to map its gid.
 	root := os.Geteuid() == 0
 	return &syscall.SysProcAttr{
-		Cloneflags:                 cloneFlags,
+		Cloneflags:                 flags,
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: hostUID, Size: 1}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxGID, HostID: hostGID, Size: 1}},
 		GidMappingsEnableSetgroups: root,

@@ -150,32 +150,28 @@ func (c *Cmd) validate() error {
 
 // mergeEnv returns base overlaid with over, later keys winning, then the
 // defaults for keys neither set. The order of first appearance is kept.
-func mergeEnv(base, over []string) []string {
+func mergeEnv(base, over, defaults []string) []string {
 	var keys []string
 	vals := map[string]string{}
-	for _, kv := range append(append(append([]string(nil), base...), over...), defaultEnv...) {
+	for _, kv := range append(append([]string(nil), base...), over...) {
 		k, _, _ := strings.Cut(kv, "=")
 		if _, seen := vals[k]; !seen {
 			keys = append(keys, k)
-		} else if isDefault(kv) {
-			continue
 		}
 		vals[k] = kv
+	}
+	for _, kv := range defaults {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, seen := vals[k]; !seen {
+			keys = append(keys, k)
+			vals[k] = kv
+		}
 	}
 	env := make([]string, len(keys))
 	for i, k := range keys {
 		env[i] = vals[k]
 	}
 	return env
-}
-
-func isDefault(kv string) bool {
-	for _, d := range defaultEnv {
-		if d == kv {
-			return true
-		}
-	}
-	return false
 }
 
 // config is the wire form of one run of cmd under o.
@@ -187,7 +183,7 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	cfg := &wire.Config{
 		Path:          cmd.Path,
 		Args:          args,
-		Env:           mergeEnv(o.Env, cmd.Env),
+		Env:           mergeEnv(o.Env, cmd.Env, defaultEnv),
 		Dir:           orDefault(cmd.Dir, DefaultDir),
 		Hostname:      orDefault(o.Hostname, DefaultHostname),
 		Rootfs:        o.Rootfs,
@@ -210,6 +206,13 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	cfg.MaxFileSize = limit(o.MaxFileSize, max(cfg.TmpSize, cfg.WorkspaceSize))
 	if f != nil {
 		cfg.Seccomp, cfg.SeccompListen, cfg.SeccompKill = f.prog, f.notify, o.SeccompKill
+	}
+	switch o.Network {
+	case NetworkAllow:
+		cfg.ProxyPort = proxyPort
+		cfg.Env = mergeEnv(cfg.Env, nil, proxyEnv())
+	case NetworkHostUnsafe:
+		cfg.HostNetwork = true
 	}
 	for _, b := range o.Binds {
 		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.target(), Writable: b.Writable})

@@ -48,13 +48,13 @@ func TestCappedBufferUnderLimitIsExact(t *testing.T) {
 }
 
 func TestMergeEnv(t *testing.T) {
-	got := mergeEnv([]string{"A=1", "PATH=/x", "B=2"}, []string{"B=3", "LANG=C"})
+	got := mergeEnv([]string{"A=1", "PATH=/x", "B=2"}, []string{"B=3", "LANG=C"}, defaultEnv)
 	want := []string{"A=1", "PATH=/x", "B=3", "LANG=C", "HOME=/workspace"}
 	if !slices.Equal(got, want) {
 		t.Errorf("mergeEnv = %v, want %v", got, want)
 	}
-	if got := mergeEnv(nil, nil); !slices.Equal(got, defaultEnv) {
-		t.Errorf("mergeEnv(nil, nil) = %v, want the defaults", got)
+	if got := mergeEnv(nil, nil, defaultEnv); !slices.Equal(got, defaultEnv) {
+		t.Errorf("mergeEnv(nil, nil, defaultEnv) = %v, want the defaults", got)
 	}
 }
 

@@ -54,7 +54,7 @@ func Probe() (*ProbeReport, error) {
 // probeClone starts this binary in a new user namespace plus flag, as the
 // sandbox would, and has it exit at once.
 func probeClone(exe string, flag uintptr) error {
-	attr := sysProcAttr(hostID(os.Getuid()), hostID(os.Getgid()))
+	attr := sysProcAttr(hostID(os.Getuid()), hostID(os.Getgid()), false)
 	attr.Cloneflags = unix.CLONE_NEWUSER | flag
 	attr.AmbientCaps = nil
 	cmd := &exec.Cmd{Path: exe, Args: []string{"sandbox-probe"}, Env: []string{roleEnv + "=" + roleProbe}, SysProcAttr: attr}

@@ -76,6 +76,12 @@ type Result struct {
 	// when Outcome is SeccompKilled.
 	Denials   []Denial
 	Violation string
+
+	// Connections lists, in the order they started, the attempts of a
+	// NetworkAllow run to reach a host through the egress proxy, allowed
+	// and refused. Past 10,000 attempts only ConnectionsDropped counts.
+	Connections        []Connection
+	ConnectionsDropped int
 }
 
 // Denial is one syscall the seccomp policy refused during a run.

@@ -28,11 +28,21 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	}
 	defer st.close()
 
+	var px *runProxy
+	var proxyChan *os.File
+	if s.egress != nil {
+		if px, err = newRunProxy(s.egress, s.opts.EgressResolver); err != nil {
+			return nil, err
+		}
+		defer px.stop()
+		proxyChan = px.child
+	}
+
 	begin := time.Now()
 	var h *handle
 	if s.opts.InProcess {
 		var se *wire.SetupError
-		if h, se = launch(cfg, st.child, true); se != nil {
+		if h, se = launch(cfg, st.child, proxyChan, true); se != nil {
 			err = setupError(se, cfg)
 		}
 	} else {
@@ -41,7 +51,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		for attempt := 0; attempt < 2; attempt++ {
 			var sp *spawnerClient
 			if sp, err = theSpawner(); err == nil {
-				h, err = sp.start(cfg, st.child)
+				h, err = sp.start(cfg, st.child, proxyChan)
 			}
 			if !errors.Is(err, errSpawnerGone) {
 				break
@@ -49,6 +59,9 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		}
 	}
 	st.closeChild()
+	if px != nil {
+		px.closeChild()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +71,17 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	var ctxErr error
 	ready, done := h.ready, h.done
 	var se *wire.SetupError
+	var proxyErr error
 	var exit wire.Exit
 	for ready != nil || done != nil {
 		select {
 		case se = <-ready:
 			ready = nil
+			if se == nil && px != nil {
+				if proxyErr = px.start(); proxyErr != nil {
+					h.kill()
+				}
+			}
 		case exit = <-done:
 			done = nil
 		case <-ctx.Done():
@@ -89,6 +108,12 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		res.Denials = append(res.Denials, Denial{Syscall: d.Syscall, Errno: syscall.Errno(d.Errno), Count: d.Count})
 	}
 	res.Violation = exit.Violation
+	if px != nil {
+		res.Connections, res.ConnectionsDropped = px.stop()
+	}
+	if proxyErr != nil {
+		return nil, proxyErr
+	}
 	ws := syscall.WaitStatus(exit.Status)
 	res.ExitCode = -1
 	switch {

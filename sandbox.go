@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"io"
+
+	"github.com/fumehood/sandbox/internal/egress"
 )
 
 // Defaults for the zero values of Options.
@@ -141,6 +143,30 @@ type Options struct {
 	// syscall. Without it, a refused syscall fails with its errno and the
 	// run goes on; Result.Denials counts the refusals either way.
 	SeccompKill bool
+
+	// Network is what the run can reach: NetworkNone (the zero value,
+	// loopback only), NetworkAllow (the hosts in Egress, through a proxy)
+	// or NetworkHostUnsafe. See Network.
+	Network Network
+	// Egress is the allowlist of NetworkAllow, one entry a host:
+	//
+	//	"pypi.org"                an exact name, on ports 80 and 443
+	//	"*.pythonhosted.org"      names under the suffix (not the suffix itself)
+	//	"api.example.com:8443"    one port; "example.com:8000-8100" a range
+	//	"10.1.2.0/24:5432"        an IP range: literal addresses in it, and,
+	//	                          for names too, the opening of a refused range
+	//	"[fd00::/8]:443"          an IPv6 range with a port
+	//
+	// Names resolving into loopback, private, link-local (169.254.169.254,
+	// the metadata service), unique-local, multicast and the other special
+	// ranges are refused unless a range entry lies inside that range; the
+	// metadata address itself opens only with an entry for exactly it. An
+	// entry allows one port or range; list a host twice for two. It is an
+	// error with any other Network mode, and empty with NetworkAllow.
+	Egress []string
+	// EgressResolver resolves the names Egress allows; nil means
+	// net.DefaultResolver. Tests point it at their own servers.
+	EgressResolver Resolver
 }
 
 // LimitPolicy says what to do when the resource limits cannot be put in
@@ -198,6 +224,7 @@ type Sandbox struct {
 	opts   Options
 	err    error           // the Options' first problem, returned by every Run
 	filter *compiledFilter // nil with NoSeccomp
+	egress *egress.Rules   // the parsed Options.Egress; nil unless NetworkAllow
 }
 
 // New returns a Sandbox for opts. It checks opts at once; if they are wrong,
@@ -205,6 +232,9 @@ type Sandbox struct {
 func New(opts Options) *Sandbox {
 	s := &Sandbox{opts: opts}
 	s.err = s.opts.validate()
+	if s.err == nil {
+		s.egress, s.err = s.opts.checkNetwork()
+	}
 	if s.err == nil {
 		s.filter, s.err = opts.seccompFilter()
 	}

@@ -27,14 +27,16 @@ import (
 // Protocol, over a SOCK_SEQPACKET socket pair (one JSON message a packet):
 //
 //	caller                                    spawner
-//	Request{ID, Config} + SCM_RIGHTS(0,1,2) →  launch (see launch_linux.go)
+//	Request{ID, Config} + SCM_RIGHTS(0,1,2   →  launch (see launch_linux.go)
+//	  [, proxy channel])
 //	                                        ←  Reply{ID, started} or Reply{ID, failed, Err}
 //	Request{ID, Kill} (on ctx end)          →  kill the run's init
 //	                                        ←  Reply{ID, exited, Exit}
 //	close (caller exits or dies)            →  kill every run, exit
 //
 // The spawner never sends fds; the caller keeps the read ends of the output
-// pipes and the write end of stdin.
+// pipes and the write end of stdin. The proxy channel of a NetworkAllow run
+// is passed on to its init, which answers the caller on it directly.
 
 const maxMessage = 1 << 20
 
@@ -64,7 +66,7 @@ func spawnerMain() {
 	if _, err := selfExe(false); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
-	buf, oob := make([]byte, maxMessage), make([]byte, unix.CmsgSpace(3*4))
+	buf, oob := make([]byte, maxMessage), make([]byte, unix.CmsgSpace(4*4))
 	for {
 		n, oobn, flags, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
@@ -88,13 +90,21 @@ func spawnerMain() {
 			closeFiles(files)
 			continue
 		}
-		if len(files) != 3 || req.Config == nil {
+		want := 3
+		if req.Config != nil && req.Config.ProxyPort != 0 {
+			want = 4
+		}
+		if len(files) != want || req.Config == nil {
 			closeFiles(files)
 			reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: &wire.SetupError{Stage: "spawner", Text: "malformed start request"}})
 			reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
 			continue
 		}
-		h, se := launch(req.Config, [3]*os.File(files), false)
+		var proxyChan *os.File
+		if want == 4 {
+			proxyChan = files[3]
+		}
+		h, se := launch(req.Config, [3]*os.File(files[:3]), proxyChan, false)
 		closeFiles(files)
 		if se != nil {
 			reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
@@ -251,7 +261,7 @@ func startSpawner() (*spawnerClient, error) {
 }
 
 // start sends one run to the spawner.
-func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File) (*handle, error) {
+func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File, proxyChan *os.File) (*handle, error) {
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -263,6 +273,9 @@ func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File) (*handle, err
 	c.runs[id] = &clientRun{h: h}
 	c.mu.Unlock()
 	fds := []int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}
+	if proxyChan != nil {
+		fds = append(fds, int(proxyChan.Fd()))
+	}
 	if err := c.send(wire.Request{ID: id, Config: cfg}, fds); err != nil {
 		c.mu.Lock()
 		delete(c.runs, id)

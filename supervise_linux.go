@@ -66,8 +66,11 @@ func (s *supervisor) serve() {
 			continue
 		}
 		// A refusal that was not delivered (ENOENT) is a syscall that a
-		// signal interrupted while it waited; the kernel restarts it as a
-		// new notification, which is counted then.
+		// signal interrupted before we took it; the kernel restarts it as
+		// a new notification, which is counted then. Once taken, only a
+		// fatal signal interrupts it (WAIT_KILLABLE_RECV, see Install), so
+		// an accepted refusal is a delivered one. Before Linux 5.19 a
+		// signal in that window can still make one call count twice.
 		if s.l.Refuse(n.ID, errno) == nil {
 			s.count(n.Data.Nr, errno, false)
 		}

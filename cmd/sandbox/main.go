@@ -15,6 +15,12 @@
 // stderr (in "denials" with --json); --seccomp-kill ends the run at the
 // first.
 //
+// A run has no network but loopback. --net allow:LIST lets it reach the
+// listed hosts through an HTTP proxy the tool serves for the run (the
+// program sees HTTP_PROXY and HTTPS_PROXY, and has no DNS); refused
+// attempts are listed on stderr, every attempt in "connections" with
+// --json. --net host shares the host's network (unsafe).
+//
 // Each run's memory, CPU and processes are limited by a cgroup made for the
 // run, to the library's defaults unless --memory, --cpus or --pids say
 // otherwise. Where no writable cgroup exists, run refuses unless
@@ -46,7 +52,8 @@ const (
 const usage = `sandbox runs a command in a fresh Linux sandbox: new user, pid, mount,
 network, ipc, uts and cgroup namespaces; a read-only root with the host's
 /usr, /bin, /lib*; a generated /etc; tmpfs /tmp and /workspace; no network
-but loopback; an unprivileged user with no capabilities. Each run gets a
+but loopback (--net allow:HOSTS opens an HTTP proxy to those hosts only); an
+unprivileged user with no capabilities. Each run gets a
 cgroup limiting its memory, CPU and processes (--memory, --cpus, --pids);
 where none can be made (an unprivileged user without a delegated cgroup),
 run refuses unless --best-effort lets rlimits stand in. A seccomp filter

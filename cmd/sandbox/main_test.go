@@ -551,6 +551,16 @@ func TestCLI(t *testing.T) {
 			`syscalls[0].action: "SCMP_ACT_TRAP"`},
 		{"seccomp profile", []string{"run", "--best-effort", "--seccomp", "testdata/no-mkdir.json", "--", "/bin/sh", "-c",
 			"mkdir /tmp/d 2>/dev/null || echo refused"}, 0, "refused\n", "unknown on"},
+		// /proc/net/dev has a "name:" line per interface.
+		{"net none", []string{"run", "--best-effort", "--", "/bin/sh", "-c", "grep : /proc/net/dev | cut -d: -f1"}, 0, "    lo\n", ""},
+		{"net host", []string{"run", "--best-effort", "--net", "host", "--", "/bin/sh", "-c",
+			"test $(grep -c : /proc/net/dev) -gt 1 && echo host"}, 0, "host\n", ""},
+		{"net allow refuses", []string{"run", "--best-effort", "--net", "allow:pypi.org", "--", "python3", "-c",
+			"import urllib.request as u\ntry: u.urlopen('http://evil.example.net/x')\nexcept Exception as e: print(e)"},
+			0, "HTTP Error 403: Forbidden\n", "egress refused: GET evil.example.net:80: evil.example.net is not on the allowlist"},
+		{"net bad entry", []string{"run", "--net", "allow:pypi.org,pypi.org:99999", "--", "/bin/true"}, exitFailure, "",
+			`--net "pypi.org:99999": port 99999 out of range`},
+		{"net bad mode", []string{"run", "--net", "all", "--", "/bin/true"}, exitFailure, "", `"none", "allow:HOST[,HOST...]" or "host"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := run(t, tc.args...)
@@ -591,6 +601,26 @@ func TestCLI(t *testing.T) {
 		t.Fatalf("no memory limit in %v", limits)
 		return nil
 	}
+
+	t.Run("json connections", func(t *testing.T) {
+		code, got, stderr := runJSON(t, "--best-effort", "--net", "allow:pypi.org", "--", "python3", "-c",
+			"import urllib.request as u\ntry: u.urlopen('http://evil.example.net/x')\nexcept Exception: pass")
+		if code != 0 {
+			t.Fatalf("exit status %d; stderr %q", code, stderr)
+		}
+		cs, _ := got["connections"].([]any)
+		if len(cs) != 1 {
+			t.Fatalf("connections = %v, want one", got["connections"])
+		}
+		c, _ := cs[0].(map[string]any)
+		if c["host"] != "evil.example.net" || c["port"] != 80.0 || c["allowed"] != false || c["status"] != 403.0 ||
+			c["method"] != "GET" || c["bytes_up"].(float64) < 20 {
+			t.Errorf("connection %v", c)
+		}
+		if strings.Contains(stderr, "egress") {
+			t.Errorf("--json printed the report on stderr too: %q", stderr)
+		}
+	})
 
 	t.Run("json", func(t *testing.T) {
 		code, got, stderr := runJSON(t, "--best-effort", "--", "/bin/echo", "hi")

@@ -38,6 +38,8 @@ type runFlags struct {
 
 	seccomp     seccompFlag
 	seccompKill bool
+
+	net netFlag
 }
 
 // limitFlags are the flags whose values runConfig.given keeps as typed, for
@@ -86,6 +88,11 @@ func newRunFlags() *runFlags {
 	f.fs.BoolVar(&f.seccompKill, "seccomp-kill", false,
 		"end the run at the first syscall the filter refuses (exit status 159)\n"+
 			"instead of failing that syscall with its errno")
+	f.fs.Var(&f.net, "net",
+		"the network: \"none\" (loopback only), \"allow:`LIST`\" (only the comma-separated\n"+
+			"hosts, through an HTTP proxy the tool runs: NAME, *.SUFFIX, NAME:PORT,\n"+
+			"CIDR[:PORT]; the program sees HTTP(S)_PROXY and has no DNS), or \"host\"\n"+
+			"(the host's network: UNSAFE, for trusted code only)")
 	return f
 }
 
@@ -140,6 +147,8 @@ func parseRun(args []string) (*runConfig, error) {
 			Seccomp:       f.seccomp.policy,
 			NoSeccomp:     f.seccomp.unconfined(),
 			SeccompKill:   f.seccompKill,
+			Network:       f.net.mode,
+			Egress:        f.net.egress,
 		},
 		args:    f.fs.Args(),
 		env:     f.env,
@@ -239,6 +248,9 @@ func runMain(args []string, s streams) int {
 	if res != nil && res.Outcome != sandbox.SeccompKilled && len(res.Denials) > 0 && !cfg.json {
 		fmt.Fprintf(s.stderr, "sandbox: %s: the seccomp policy refused: %s\n", cfg.args[0], denialList(res.Denials))
 	}
+	if res != nil && !cfg.json {
+		printConnections(s.stderr, cfg.args[0], res)
+	}
 	return status
 }
 
@@ -256,6 +268,7 @@ var optionFlags = map[string]string{
 	"Options.Memory": "--memory", "Options.CPUs": "--cpus", "Options.Pids": "--pids",
 	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size",
 	"Options.Seccomp": "--seccomp", "Options.SeccompKill": "--seccomp-kill",
+	"Options.Network": "--net", "Options.Egress": "--net",
 }
 
 // denialList is Result.Denials as "ptrace (EPERM) x2, bpf (EPERM)".
@@ -380,6 +393,8 @@ func (cfg *runConfig) explain(err error) error {
 		flagName = optionFlags[oe.Option]
 	case strings.HasPrefix(oe.Option, "Options.Seccomp."):
 		flagName, value = "--seccomp", cfg.seccomp.value+": "+strings.TrimPrefix(oe.Option, "Options.Seccomp.")+" "+strconv.Quote(oe.Value)
+	case strings.HasPrefix(oe.Option, "Options.Egress["):
+		flagName = "--net"
 	case strings.HasPrefix(oe.Option, "Cmd.Env"):
 		flagName = "--env"
 	case oe.Option == "Cmd.Path" || strings.HasPrefix(oe.Option, "Cmd.Args"):
@@ -415,27 +430,28 @@ func (e *flagError) Unwrap() error { return e.err }
 
 // jsonResult is a sandbox.Result as --json prints it.
 type jsonResult struct {
-	Outcome         sandbox.Outcome `json:"outcome"` // its name, e.g. "exited"
-	ExitCode        int             `json:"exit_code"`
-	Signal          int             `json:"signal"`
-	Stdout          string          `json:"stdout"`
-	Stderr          string          `json:"stderr"`
-	StdoutTruncated bool            `json:"stdout_truncated"`
-	StderrTruncated bool            `json:"stderr_truncated"`
-	StdoutBytes     int64           `json:"stdout_bytes"`
-	StderrBytes     int64           `json:"stderr_bytes"`
-	WallTimeNS      int64           `json:"wall_time_ns"`
-	UserTimeNS      int64           `json:"user_time_ns"`
-	SystemTimeNS    int64           `json:"system_time_ns"`
-	MaxRSS          int64           `json:"max_rss_bytes"`
-	CPUTimeNS       int64           `json:"cpu_time_ns"`       // the cgroup's count if there was one, else user + system
-	CgroupCPUNS     int64           `json:"cgroup_cpu_ns"`     // 0 without a cgroup
-	MemoryPeak      int64           `json:"memory_peak_bytes"` // 0 without a cgroup, or if the kernel does not say
-	OOMKills        int             `json:"oom_kills"`
-	PidsLimitHit    bool            `json:"pids_limit_hit"`
-	Limits          []jsonLimit     `json:"limits"`  // never null
-	Denials         []jsonDenial    `json:"denials"` // never null
-	Violation       string          `json:"violation,omitempty"`
+	Outcome         sandbox.Outcome  `json:"outcome"` // its name, e.g. "exited"
+	ExitCode        int              `json:"exit_code"`
+	Signal          int              `json:"signal"`
+	Stdout          string           `json:"stdout"`
+	Stderr          string           `json:"stderr"`
+	StdoutTruncated bool             `json:"stdout_truncated"`
+	StderrTruncated bool             `json:"stderr_truncated"`
+	StdoutBytes     int64            `json:"stdout_bytes"`
+	StderrBytes     int64            `json:"stderr_bytes"`
+	WallTimeNS      int64            `json:"wall_time_ns"`
+	UserTimeNS      int64            `json:"user_time_ns"`
+	SystemTimeNS    int64            `json:"system_time_ns"`
+	MaxRSS          int64            `json:"max_rss_bytes"`
+	CPUTimeNS       int64            `json:"cpu_time_ns"`       // the cgroup's count if there was one, else user + system
+	CgroupCPUNS     int64            `json:"cgroup_cpu_ns"`     // 0 without a cgroup
+	MemoryPeak      int64            `json:"memory_peak_bytes"` // 0 without a cgroup, or if the kernel does not say
+	OOMKills        int              `json:"oom_kills"`
+	PidsLimitHit    bool             `json:"pids_limit_hit"`
+	Limits          []jsonLimit      `json:"limits"`  // never null
+	Denials         []jsonDenial     `json:"denials"` // never null
+	Violation       string           `json:"violation,omitempty"`
+	Connections     []jsonConnection `json:"connections"` // never null; --net allow's proxy report
 }
 
 // jsonDenial is a sandbox.Denial as --json prints it.
@@ -475,6 +491,7 @@ func newJSONResult(r *sandbox.Result) *jsonResult {
 	return &jsonResult{
 		Denials:         denials,
 		Violation:       r.Violation,
+		Connections:     jsonConnections(r.Connections),
 		Outcome:         r.Outcome,
 		ExitCode:        r.ExitCode,
 		Signal:          int(r.Signal),

@@ -24,8 +24,19 @@ func Install(b []byte, listen bool) (int, error) {
 		// so that a failed sync is an error rather than a thread id in
 		// the return value.
 		flags |= unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH
+		// WAIT_KILLABLE_RECV (Linux 5.19): once the supervisor has taken a
+		// notification, only a fatal signal interrupts the syscall. Without
+		// it a signal (the Go runtime's SIGURG, a program's timer) that
+		// lands while the refusal is being sent restarts the syscall after
+		// the supervisor's answer was accepted, and one call is refused and
+		// counted twice. Older kernels refuse the flag; they run without.
+		flags |= unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
 	}
 	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
+	if errno == unix.EINVAL && flags&unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV != 0 {
+		flags &^= unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+		r, _, errno = unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
+	}
 	if errno != 0 {
 		return -1, errno
 	}

@@ -47,6 +47,13 @@ type Config struct {
 	SeccompListen bool
 	SeccompKill   bool
 
+	// HostNetwork keeps the launcher's network namespace (NetworkHostUnsafe).
+	HostNetwork bool
+	// ProxyPort, when set, makes the init listen on 127.0.0.1:ProxyPort
+	// inside the run's namespace and hand the listening socket over its
+	// proxy channel (fd 4) before it execs the program.
+	ProxyPort int
+
 	// ResetOOMScore says the init inherits a negative oom_score_adj and
 	// must raise it to 0; the launcher knows its own, which the init gets.
 	ResetOOMScore bool

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/fumehood/sandbox"
+)
+
+// netFlag is --net: "none", "allow:LIST" (comma-separated allowlist
+// entries) or "host".
+type netFlag struct {
+	value  string
+	mode   sandbox.Network
+	egress []string
+}
+
+func (f *netFlag) String() string {
+	if f == nil || f.value == "" {
+		return "none"
+	}
+	return f.value
+}
+
+func (f *netFlag) Set(v string) error {
+	list, isAllow := strings.CutPrefix(v, "allow:")
+	switch {
+	case v == "none":
+		*f = netFlag{value: v, mode: sandbox.NetworkNone}
+	case v == "host":
+		*f = netFlag{value: v, mode: sandbox.NetworkHostUnsafe}
+	case v == "allow":
+		return fmt.Errorf(`"allow" needs its list: allow:HOST[,HOST...], e.g. allow:pypi.org,files.pythonhosted.org`)
+	case isAllow:
+		// Entries are checked by the library, which names the wrong one.
+		*f = netFlag{value: v, mode: sandbox.NetworkAllow, egress: strings.Split(list, ",")}
+	default:
+		return fmt.Errorf(`must be "none", "allow:HOST[,HOST...]" or "host"`)
+	}
+	return nil
+}
+
+// printConnections prints the proxy's report of a --net allow run on
+// stderr: one line an attempt that was refused or failed upstream.
+func printConnections(w io.Writer, prog string, res *sandbox.Result) {
+	for _, c := range res.Connections {
+		switch {
+		case !c.Allowed:
+			fmt.Fprintf(w, "sandbox: %s: egress refused: %s %s:%d: %s\n", prog, c.Method, c.Host, c.Port, c.Reason)
+		case c.Error != "":
+			fmt.Fprintf(w, "sandbox: %s: egress to %s:%d failed: %s\n", prog, c.Host, c.Port, c.Error)
+		}
+	}
+	if res.ConnectionsDropped > 0 {
+		fmt.Fprintf(w, "sandbox: %s: %d more egress attempts not reported\n", prog, res.ConnectionsDropped)
+	}
+}
+
+// jsonConnection is a sandbox.Connection as --json prints it.
+type jsonConnection struct {
+	Host       string `json:"host"`
+	Port       int    `json:"port"`
+	Method     string `json:"method"`
+	Allowed    bool   `json:"allowed"`
+	Reason     string `json:"reason"`
+	Addr       string `json:"addr,omitempty"`
+	Status     int    `json:"status"`
+	Error      string `json:"error,omitempty"`
+	BytesUp    int64  `json:"bytes_up"`
+	BytesDown  int64  `json:"bytes_down"`
+	DurationNS int64  `json:"duration_ns"`
+}
+
+func jsonConnections(cs []sandbox.Connection) []jsonConnection {
+	out := []jsonConnection{}
+	for _, c := range cs {
+		out = append(out, jsonConnection{Host: c.Host, Port: c.Port, Method: c.Method, Allowed: c.Allowed, Reason: c.Reason,
+			Addr: c.Addr, Status: c.Status, Error: c.Error, BytesUp: c.BytesUp, BytesDown: c.BytesDown, DurationNS: int64(c.Duration)})
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/fumehood/sandbox/internal/egress"
+	"golang.org/x/sys/unix"
+)
+
+// The egress proxy of a NetworkAllow run. The init, inside the run's
+// network namespace, listens on ProxyAddr and hands the listening socket
+// to the caller over a channel of its own (a socket pair whose other end
+// is the init's fd 4), then execs the program. The caller serves the
+// proxy on that socket: connections are accepted inside the run's
+// namespace, while the proxy dials from the caller's. So the run has one
+// way out, an HTTP proxy on its own loopback, and no route, interface or
+// resolver of the host's.
+//
+// Why a listening socket and not a forwarder: the issue sketched a Unix
+// socket bound into the run and a small forwarder inside it relaying
+// 127.0.0.1 to it. The socket achieves the same without a process in the
+// run that the program could see, signal or outlive, and without a Unix
+// socket path in its filesystem. The channel goes straight from the init
+// to the caller, so with a spawner the listener never passes through it,
+// and the proxy's resolver and report stay in the caller's process.
+
+// proxyConnFd is the init's end of the proxy channel.
+const proxyConnFd = 4
+
+// proxyMark is the byte that carries the listening socket.
+const proxyMark = 'P'
+
+// handOverProxyListener listens on 127.0.0.1:port in the run's network
+// namespace and sends the socket to the caller. The init keeps no copy.
+func handOverProxyListener(port int) error {
+	fail := func(op string, err error) error {
+		return &initError{Stage: "network", Op: op, Path: fmt.Sprintf("127.0.0.1:%d", port), Err: err}
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fail("proxy socket", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return fail("bind proxy listener", err)
+	}
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		return fail("listen for the proxy", err)
+	}
+	if err := unix.Sendmsg(proxyConnFd, []byte{proxyMark}, unix.UnixRights(fd), nil, 0); err != nil {
+		return fail("hand over proxy listener", err)
+	}
+	unix.Close(proxyConnFd)
+	return nil
+}
+
+// runProxy is the caller's side of one run's proxy.
+type runProxy struct {
+	conn   *os.File // our end of the channel
+	child  *os.File // the init's end, until it is passed on
+	proxy  *egress.Proxy
+	served chan struct{} // closed when Serve returned; nil until started
+}
+
+func newRunProxy(rules *egress.Rules, resolver Resolver) (*runProxy, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: egress proxy channel: socketpair: %w", err)
+	}
+	p := &runProxy{
+		conn:  os.NewFile(uintptr(fds[0]), "proxy-channel"),
+		child: os.NewFile(uintptr(fds[1]), "proxy-channel-child"),
+		proxy: &egress.Proxy{Rules: rules},
+	}
+	if resolver != nil {
+		p.proxy.Resolver = resolver
+	}
+	return p, nil
+}
+
+// closeChild closes our copy of the init's end once the init has it.
+func (p *runProxy) closeChild() {
+	if p.child != nil {
+		p.child.Close()
+		p.child = nil
+	}
+}
+
+// start takes the listener and serves it. Called once the program runs:
+// the init sent the listener before its exec, so it is waiting by now.
+func (p *runProxy) start() error {
+	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(int(p.conn.Fd()), buf, oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+	files := receivedFiles(oob[:max(oobn, 0)])
+	if err == nil && (n != 1 || buf[0] != proxyMark || len(files) != 1) {
+		err = errors.New("malformed message from the init")
+	}
+	if err != nil {
+		closeFiles(files)
+		return &SetupError{Stage: "network", Op: "receive proxy listener", Path: ProxyAddr, Err: err}
+	}
+	ln, err := net.FileListener(files[0])
+	files[0].Close()
+	if err != nil {
+		return &SetupError{Stage: "network", Op: "serve proxy listener", Path: ProxyAddr, Err: err}
+	}
+	p.served = make(chan struct{})
+	go func() {
+		// Whatever ends Serve closes the listener: a failed proxy leaves
+		// the run without a way out, never with a wider one.
+		p.proxy.Serve(ln)
+		ln.Close()
+		close(p.served)
+	}()
+	return nil
+}
+
+// stop ends every connection and returns the report; it also releases
+// what a run that never started holds.
+func (p *runProxy) stop() ([]Connection, int) {
+	p.closeChild()
+	p.conn.Close()
+	p.proxy.Close()
+	if p.served != nil {
+		<-p.served
+	}
+	return connectionsOf(p.proxy.Report()), p.proxy.Dropped()
+}
