@@ -1,0 +1,394 @@
+package workspace
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Entry describes one name in the workspace, not following symlinks.
+type Entry struct {
+	Name    string      // the base name
+	Mode    fs.FileMode // type and permission bits
+	Size    int64       // bytes, for a regular file
+	ModTime time.Time
+	Target  string // a symlink's target, as stored (resolve it only inside the workspace)
+}
+
+// ReadFile opens the regular file name for reading; symlinks on the way
+// resolve inside the workspace.
+func (r *Root) ReadFile(name string) (*os.File, error) {
+	rel, err := clean(name)
+	if err != nil {
+		return nil, r.pathErr("read", name, err)
+	}
+	root, done, err := r.hold()
+	if err != nil {
+		return nil, r.pathErr("read", name, err)
+	}
+	defer done()
+	fd, err := openIn(root, rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, r.pathErr("read", name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		if err == nil {
+			err = errors.New("not a regular file")
+		}
+		return nil, r.pathErr("read", name, err)
+	}
+	// Opened non-blocking so a planted FIFO cannot hang us; a regular
+	// file does not care, but the runtime should not poll it.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, r.pathErr("read", name, err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// Stat describes name itself: a final symlink is not followed.
+func (r *Root) Stat(name string) (Entry, error) {
+	rel, err := clean(name)
+	if err != nil {
+		return Entry{}, r.pathErr("stat", name, err)
+	}
+	root, done, err := r.hold()
+	if err != nil {
+		return Entry{}, r.pathErr("stat", name, err)
+	}
+	defer done()
+	dir, base := split(rel)
+	dfd, err := openIn(root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return Entry{}, r.pathErr("stat", name, err)
+	}
+	defer unix.Close(dfd)
+	if rel == "." {
+		base = "."
+	}
+	e, err := entryAt(dfd, base)
+	if err != nil {
+		return Entry{}, r.pathErr("stat", name, err)
+	}
+	return e, nil
+}
+
+// List returns the entries of directory name, sorted by name.
+func (r *Root) List(name string) ([]Entry, error) {
+	rel, err := clean(name)
+	if err != nil {
+		return nil, r.pathErr("list", name, err)
+	}
+	root, done, err := r.hold()
+	if err != nil {
+		return nil, r.pathErr("list", name, err)
+	}
+	defer done()
+	fd, err := openIn(root, rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, r.pathErr("list", name, err)
+	}
+	defer unix.Close(fd)
+	names, err := readNames(fd)
+	if err != nil {
+		return nil, r.pathErr("list", name, err)
+	}
+	var out []Entry
+	for _, n := range names {
+		e, err := entryAt(fd, n)
+		if errors.Is(err, unix.ENOENT) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, r.pathErr("list", name+"/"+n, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// WriteFile writes the content of data to name with permission bits perm,
+// creating missing parent directories. The file is written to a new inode
+// and renamed over name, so a reader never sees half of it, a symlink at
+// name is replaced rather than followed, and an inode shared with a
+// snapshot is never changed.
+func (r *Root) WriteFile(name string, data io.Reader, perm fs.FileMode) error {
+	rel, err := clean(name)
+	if err != nil {
+		return r.pathErr("write", name, err)
+	}
+	if rel == "." {
+		return r.pathErr("write", name, errors.New("is the workspace root"))
+	}
+	root, done, err := r.hold()
+	if err != nil {
+		return r.pathErr("write", name, err)
+	}
+	defer done()
+	dir, base := split(rel)
+	dfd, err := r.mkdirAll(root, dir)
+	if err != nil {
+		return r.pathErr("write", name, err)
+	}
+	defer unix.Close(dfd)
+	if err := r.writeAt(dfd, base, data, perm); err != nil {
+		return r.pathErr("write", name, err)
+	}
+	return nil
+}
+
+// writeAt writes a new file into dfd and renames it over base.
+func (r *Root) writeAt(dfd int, base string, data io.Reader, perm fs.FileMode) error {
+	tmp := tempName()
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = io.Copy(f, data)
+	if err == nil {
+		err = r.own(fd, goMode(perm))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, base)
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+	}
+	return err
+}
+
+// own sets the mode of fd and gives it to the root's owner.
+func (r *Root) own(fd int, mode uint32) error {
+	if r.uid >= 0 || r.gid >= 0 {
+		if err := unix.Fchown(fd, r.uid, r.gid); err != nil {
+			return err
+		}
+	}
+	// After the chown, which clears set-id bits.
+	return unix.Fchmod(fd, fileMode(mode))
+}
+
+// fileMode maps Go's set-id and sticky bits to the kernel's.
+func fileMode(m uint32) uint32 {
+	gm := fs.FileMode(m)
+	k := uint32(gm.Perm())
+	if gm&fs.ModeSetuid != 0 {
+		k |= unix.S_ISUID
+	}
+	if gm&fs.ModeSetgid != 0 {
+		k |= unix.S_ISGID
+	}
+	if gm&fs.ModeSticky != 0 {
+		k |= unix.S_ISVTX
+	}
+	return k
+}
+
+// MkdirAll creates directory name and its missing parents (mode 0755).
+func (r *Root) MkdirAll(name string) error {
+	rel, err := clean(name)
+	if err != nil {
+		return r.pathErr("mkdir", name, err)
+	}
+	root, done, err := r.hold()
+	if err != nil {
+		return r.pathErr("mkdir", name, err)
+	}
+	defer done()
+	fd, err := r.mkdirAll(root, rel)
+	if err != nil {
+		return r.pathErr("mkdir", name, err)
+	}
+	unix.Close(fd)
+	return nil
+}
+
+// mkdirAll creates rel's missing directories one at a time, each inside
+// the one before, and returns an O_PATH fd of the last.
+func (r *Root) mkdirAll(root int, rel string) (int, error) {
+	fd, err := openIn(root, rel, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err == nil || !errors.Is(err, unix.ENOENT) {
+		return fd, err
+	}
+	dir, base := split(rel)
+	parent, err := r.mkdirAll(root, dir)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(parent)
+	if err := unix.Mkdirat(parent, base, 0o755); err != nil && err != unix.EEXIST {
+		return -1, err
+	}
+	fd, err = unix.Openat(parent, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := r.own(fd, 0o755); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// RemoveAll removes name and everything beneath it; symlinks are removed,
+// never followed. A missing name is not an error; the root itself is
+// emptied, not removed.
+func (r *Root) RemoveAll(name string) error {
+	rel, err := clean(name)
+	if err != nil {
+		return r.pathErr("remove", name, err)
+	}
+	root, done, err := r.hold()
+	if err != nil {
+		return r.pathErr("remove", name, err)
+	}
+	defer done()
+	if rel == "." {
+		fd, err := unix.Openat(root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = emptyDir(fd)
+			unix.Close(fd)
+		}
+		if err != nil {
+			return r.pathErr("remove", name, err)
+		}
+		return nil
+	}
+	dir, base := split(rel)
+	dfd, err := openIn(root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return r.pathErr("remove", name, err)
+	}
+	defer unix.Close(dfd)
+	if err := removeAt(dfd, base); err != nil {
+		return r.pathErr("remove", name, err)
+	}
+	return nil
+}
+
+// removeAt removes base in dfd, recursively for a directory.
+func removeAt(dfd int, base string) error {
+	err := unix.Unlinkat(dfd, base, 0)
+	if err == nil || err == unix.ENOENT {
+		return nil
+	}
+	if err != unix.EISDIR && err != unix.EPERM {
+		return err
+	}
+	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	err = emptyDir(fd)
+	unix.Close(fd)
+	if err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
+		return err
+	}
+	return nil
+}
+
+// emptyDir removes everything in the open directory fd.
+func emptyDir(fd int) error {
+	for {
+		names, err := readNames(fd)
+		if err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			return nil
+		}
+		for _, n := range names {
+			if err := removeAt(fd, n); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readNames lists the directory fd (opened for reading), sorted.
+func readNames(fd int) ([]string, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+// entryAt describes name in dfd without following it.
+func entryAt(dfd int, name string) (Entry, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Name: name, Mode: modeOf(st.Mode), Size: st.Size, ModTime: time.Unix(st.Mtim.Unix())}
+	if e.Mode&fs.ModeSymlink != 0 {
+		t, err := readlinkAt(dfd, name)
+		if err != nil {
+			return Entry{}, err
+		}
+		e.Target = t
+	}
+	return e, nil
+}
+
+// modeOf converts a kernel st_mode to an fs.FileMode.
+func modeOf(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	}
+	if m&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+// tempName is a name for a file being written, unlikely to collide.
+func tempName() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return ".sbx-" + hex.EncodeToString(b[:]) + ".tmp"
+}

@@ -1,0 +1,138 @@
+package workspace
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxSymlinks bounds the symlinks one resolution follows, as the kernel's
+// own limit (40) does.
+const maxSymlinks = 40
+
+// noOpenat2 is set once openat2 was refused; from then on the walk of our
+// own is used. Tests set it to exercise the walk.
+var noOpenat2 atomic.Bool
+
+// openIn opens rel (clean, relative) beneath the directory root, as if
+// root were "/": symlinks, absolute or with "..", are resolved inside it
+// and never lead out. With O_NOFOLLOW in flags a final symlink is opened
+// (or refused) rather than followed.
+func openIn(root int, rel string, flags int, mode uint32) (int, error) {
+	flags |= unix.O_CLOEXEC
+	if !noOpenat2.Load() {
+		how := unix.OpenHow{
+			Flags:   uint64(flags),
+			Mode:    uint64(mode),
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+		}
+		for range 8 {
+			fd, err := unix.Openat2(root, rel, &how)
+			switch err {
+			case nil:
+				return fd, nil
+			case unix.EAGAIN: // a rename raced the lookup; the kernel asks us to retry
+				continue
+			case unix.ENOSYS, unix.EPERM:
+				// Refused by a seccomp profile or an old kernel (EPERM can
+				// also be a real answer; the walk will give it again).
+				noOpenat2.Store(true)
+			default:
+				return -1, err
+			}
+			break
+		}
+		if !noOpenat2.Load() {
+			return -1, unix.EAGAIN
+		}
+	}
+	return walkOpen(root, rel, flags, mode)
+}
+
+// walkOpen is openIn without openat2. It keeps the chain of directories
+// it descended through as open fds, so ".." is a step back along that
+// chain (never a lookup of ".." on disk, never above root), and opens
+// every component with O_NOFOLLOW, reading symlinks itself.
+func walkOpen(root int, rel string, flags int, mode uint32) (int, error) {
+	first, err := unix.FcntlInt(uintptr(root), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	stack := []int{first}
+	defer func() {
+		for _, fd := range stack {
+			unix.Close(fd)
+		}
+	}()
+	todo := strings.Split(rel, "/")
+	links := 0
+	for len(todo) > 0 {
+		comp := todo[0]
+		todo = todo[1:]
+		dir := stack[len(stack)-1]
+		switch comp {
+		case "", ".":
+			if len(todo) == 0 {
+				return unix.Openat(dir, ".", flags&^unix.O_NOFOLLOW, mode)
+			}
+			continue
+		case "..":
+			if len(stack) > 1 {
+				unix.Close(dir)
+				stack = stack[:len(stack)-1]
+			}
+			if len(todo) == 0 {
+				return unix.Openat(stack[len(stack)-1], ".", flags&^unix.O_NOFOLLOW, mode)
+			}
+			continue
+		}
+		last := len(todo) == 0
+		if last && flags&unix.O_NOFOLLOW != 0 {
+			return unix.Openat(dir, comp, flags, mode)
+		}
+		// Look before opening: a symlink is expanded here; anything else
+		// is opened with O_NOFOLLOW, so one swapped in meanwhile is
+		// refused (ELOOP), not followed.
+		target, err := readlinkAt(dir, comp)
+		if err == unix.EINVAL || err == unix.ENOENT && last {
+			if last {
+				return unix.Openat(dir, comp, flags|unix.O_NOFOLLOW, mode)
+			}
+			fd, err := unix.Openat(dir, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return -1, err
+			}
+			stack = append(stack, fd)
+			continue
+		}
+		if err != nil {
+			return -1, err
+		}
+		if links++; links > maxSymlinks {
+			return -1, unix.ELOOP
+		}
+		if strings.HasPrefix(target, "/") {
+			for _, fd := range stack[1:] {
+				unix.Close(fd)
+			}
+			stack = stack[:1]
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return unix.Openat(stack[len(stack)-1], ".", flags&^unix.O_NOFOLLOW, mode)
+}
+
+// readlinkAt reads the symlink name in dir; EINVAL means it is not one.
+func readlinkAt(dir int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dir, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
