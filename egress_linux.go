@@ -65,6 +65,10 @@ type runProxy struct {
 	child  *os.File // the init's end, until it is passed on
 	proxy  *egress.Proxy
 	served chan struct{} // closed when Serve returned; nil until started
+
+	stopped bool // stop ran; the report is below
+	report  []Connection
+	dropped int
 }
 
 func newRunProxy(rules *egress.Rules, resolver Resolver) (*runProxy, error) {
@@ -121,13 +125,17 @@ func (p *runProxy) start() error {
 }
 
 // stop ends every connection and returns the report; it also releases
-// what a run that never started holds.
+// what a run that never started holds. Later calls return the same.
 func (p *runProxy) stop() ([]Connection, int) {
-	p.closeChild()
-	p.conn.Close()
-	p.proxy.Close()
-	if p.served != nil {
-		<-p.served
+	if !p.stopped {
+		p.stopped = true
+		p.closeChild()
+		p.conn.Close()
+		p.proxy.Close()
+		if p.served != nil {
+			<-p.served
+		}
+		p.report, p.dropped = connectionsOf(p.proxy.Report()), p.proxy.Dropped()
 	}
-	return connectionsOf(p.proxy.Report()), p.proxy.Dropped()
+	return p.report, p.dropped
 }

@@ -210,7 +210,7 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	switch o.Network {
 	case NetworkAllow:
 		cfg.ProxyPort = proxyPort
-		cfg.Env = mergeEnv(cfg.Env, nil, proxyEnv())
+		cfg.Env = mergeEnv(o.Env, cmd.Env, append(proxyEnv(), defaultEnv...))
 	case NetworkHostUnsafe:
 		cfg.HostNetwork = true
 	}

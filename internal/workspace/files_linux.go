@@ -25,13 +25,9 @@ type Entry struct {
 // ReadFile opens the regular file name for reading; symlinks on the way
 // resolve inside the workspace.
 func (r *Root) ReadFile(name string) (*os.File, error) {
-	rel, err := clean(name)
+	rel, root, done, err := r.begin("read", name)
 	if err != nil {
-		return nil, r.pathErr("read", name, err)
-	}
-	root, done, err := r.hold()
-	if err != nil {
-		return nil, r.pathErr("read", name, err)
+		return nil, err
 	}
 	defer done()
 	fd, err := openIn(root, rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
@@ -57,13 +53,9 @@ func (r *Root) ReadFile(name string) (*os.File, error) {
 
 // Stat describes name itself: a final symlink is not followed.
 func (r *Root) Stat(name string) (Entry, error) {
-	rel, err := clean(name)
+	rel, root, done, err := r.begin("stat", name)
 	if err != nil {
-		return Entry{}, r.pathErr("stat", name, err)
-	}
-	root, done, err := r.hold()
-	if err != nil {
-		return Entry{}, r.pathErr("stat", name, err)
+		return Entry{}, err
 	}
 	defer done()
 	dir, base := split(rel)
@@ -84,13 +76,9 @@ func (r *Root) Stat(name string) (Entry, error) {
 
 // List returns the entries of directory name, sorted by name.
 func (r *Root) List(name string) ([]Entry, error) {
-	rel, err := clean(name)
+	rel, root, done, err := r.begin("list", name)
 	if err != nil {
-		return nil, r.pathErr("list", name, err)
-	}
-	root, done, err := r.hold()
-	if err != nil {
-		return nil, r.pathErr("list", name, err)
+		return nil, err
 	}
 	defer done()
 	fd, err := openIn(root, rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -122,52 +110,63 @@ func (r *Root) List(name string) ([]Entry, error) {
 // name is replaced rather than followed, and an inode shared with a
 // snapshot is never changed.
 func (r *Root) WriteFile(name string, data io.Reader, perm fs.FileMode) error {
-	rel, err := clean(name)
-	if err != nil {
-		return r.pathErr("write", name, err)
-	}
-	if rel == "." {
-		return r.pathErr("write", name, errors.New("is the workspace root"))
-	}
-	root, done, err := r.hold()
-	if err != nil {
-		return r.pathErr("write", name, err)
-	}
-	defer done()
-	dir, base := split(rel)
-	dfd, err := r.mkdirAll(root, dir)
-	if err != nil {
-		return r.pathErr("write", name, err)
-	}
-	defer unix.Close(dfd)
-	if err := r.writeAt(dfd, base, data, perm); err != nil {
-		return r.pathErr("write", name, err)
-	}
-	return nil
+	return r.replace("write", name, func(dfd int, tmp string) error {
+		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), tmp)
+		_, err = io.Copy(f, data)
+		if err == nil {
+			err = r.own(fd, goMode(perm))
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 }
 
-// writeAt writes a new file into dfd and renames it over base.
-func (r *Root) writeAt(dfd int, base string, data io.Reader, perm fs.FileMode) error {
-	tmp := tempName()
-	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+// begin cleans name and holds the root for one operation op on it.
+func (r *Root) begin(op, name string) (rel string, root int, done func(), err error) {
+	if rel, err = clean(name); err != nil {
+		return "", -1, nil, r.pathErr(op, name, err)
+	}
+	if root, done, err = r.hold(); err != nil {
+		return "", -1, nil, r.pathErr(op, name, err)
+	}
+	return rel, root, done, nil
+}
+
+// replace puts a new entry at name: create makes it under the temporary
+// name tmp in name's directory (created as needed), and it is renamed
+// over name, so whatever was at name, a symlink included, is replaced
+// whole and never followed.
+func (r *Root) replace(op, name string, create func(dfd int, tmp string) error) error {
+	rel, root, done, err := r.begin(op, name)
 	if err != nil {
 		return err
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, err = io.Copy(f, data)
-	if err == nil {
-		err = r.own(fd, goMode(perm))
+	defer done()
+	if rel == "." {
+		return r.pathErr(op, name, errors.New("is the workspace root"))
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	dir, base := split(rel)
+	dfd, err := r.mkdirAll(root, dir)
+	if err != nil {
+		return r.pathErr(op, name, err)
 	}
+	defer unix.Close(dfd)
+	tmp := tempName()
+	err = create(dfd, tmp)
 	if err == nil {
 		err = unix.Renameat(dfd, tmp, dfd, base)
 	}
 	if err != nil {
 		unix.Unlinkat(dfd, tmp, 0)
+		return r.pathErr(op, name, err)
 	}
-	return err
+	return nil
 }
 
 // own sets the mode of fd and gives it to the root's owner.
@@ -199,13 +198,9 @@ func fileMode(m uint32) uint32 {
 
 // MkdirAll creates directory name and its missing parents (mode 0755).
 func (r *Root) MkdirAll(name string) error {
-	rel, err := clean(name)
+	rel, root, done, err := r.begin("mkdir", name)
 	if err != nil {
-		return r.pathErr("mkdir", name, err)
-	}
-	root, done, err := r.hold()
-	if err != nil {
-		return r.pathErr("mkdir", name, err)
+		return err
 	}
 	defer done()
 	fd, err := r.mkdirAll(root, rel)
@@ -247,13 +242,9 @@ func (r *Root) mkdirAll(root int, rel string) (int, error) {
 // never followed. A missing name is not an error; the root itself is
 // emptied, not removed.
 func (r *Root) RemoveAll(name string) error {
-	rel, err := clean(name)
+	rel, root, done, err := r.begin("remove", name)
 	if err != nil {
-		return r.pathErr("remove", name, err)
-	}
-	root, done, err := r.hold()
-	if err != nil {
-		return r.pathErr("remove", name, err)
+		return err
 	}
 	defer done()
 	if rel == "." {

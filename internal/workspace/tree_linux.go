@@ -178,12 +178,13 @@ func (r *Root) ExtractTar(rd io.Reader, name string) error {
 			return r.pathErr("untar", hdr.Name, err)
 		}
 		target := path.Join(base, rel)
-		mode := fs.FileMode(hdr.Mode).Perm()
+		// The tar mode is the kernel's permission, set-id and sticky bits.
+		mode := modeOf(uint32(hdr.Mode) &^ unix.S_IFMT)
 		switch hdr.Typeflag {
 		case tar.TypeDir:
-			err = r.MkdirAll(target)
+			err = r.mkdirMode(target, mode)
 		case tar.TypeReg:
-			err = r.WriteFile(target, tr, mode|fs.FileMode(hdr.Mode)&fs.FileMode(unix.S_ISVTX))
+			err = r.WriteFile(target, tr, mode)
 		case tar.TypeLink:
 			var lrel string
 			if lrel, err = clean(hdr.Linkname); err == nil {
@@ -204,42 +205,42 @@ func (r *Root) ExtractTar(rd io.Reader, name string) error {
 	}
 }
 
+// mkdirMode makes directory name, and its missing parents, and gives it
+// mode m (also when it existed).
+func (r *Root) mkdirMode(name string, m fs.FileMode) error {
+	rel, root, done, err := r.begin("mkdir", name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	fd, err := r.mkdirAll(root, rel)
+	if err != nil {
+		return r.pathErr("mkdir", name, err)
+	}
+	defer unix.Close(fd)
+	dir, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = r.own(dir, goMode(m))
+		unix.Close(dir)
+	}
+	if err != nil {
+		return r.pathErr("mkdir", name, err)
+	}
+	return nil
+}
+
 // Symlink creates (or replaces) name as a symlink to target. The target is
 // stored as given; it means something only inside the workspace.
 func (r *Root) Symlink(target, name string) error {
-	rel, err := clean(name)
-	if err != nil || rel == "." {
-		if err == nil {
-			err = errors.New("is the workspace root")
+	return r.replace("symlink", name, func(dfd int, tmp string) error {
+		if err := unix.Symlinkat(target, dfd, tmp); err != nil {
+			return err
 		}
-		return r.pathErr("symlink", name, err)
-	}
-	root, done, err := r.hold()
-	if err != nil {
-		return r.pathErr("symlink", name, err)
-	}
-	defer done()
-	dir, base := split(rel)
-	dfd, err := r.mkdirAll(root, dir)
-	if err != nil {
-		return r.pathErr("symlink", name, err)
-	}
-	defer unix.Close(dfd)
-	tmp := tempName()
-	if err := unix.Symlinkat(target, dfd, tmp); err != nil {
-		return r.pathErr("symlink", name, err)
-	}
-	if r.uid >= 0 || r.gid >= 0 {
-		err = unix.Fchownat(dfd, tmp, r.uid, r.gid, unix.AT_SYMLINK_NOFOLLOW)
-	}
-	if err == nil {
-		err = unix.Renameat(dfd, tmp, dfd, base)
-	}
-	if err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
-		return r.pathErr("symlink", name, err)
-	}
-	return nil
+		if r.uid >= 0 || r.gid >= 0 {
+			return unix.Fchownat(dfd, tmp, r.uid, r.gid, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		return nil
+	})
 }
 
 // CopyTo copies the whole tree of r into dst, which should be empty:

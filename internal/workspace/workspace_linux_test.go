@@ -205,6 +205,10 @@ func TestEscapeRace(t *testing.T) {
 				os.Symlink(h.outside, d)
 			}
 		}()
+		defer func() {
+			close(stop)
+			wg.Wait()
+		}()
 		deadline := time.Now().Add(300 * time.Millisecond)
 		reads := 0
 		for time.Now().Before(deadline) {
@@ -218,8 +222,6 @@ func TestEscapeRace(t *testing.T) {
 			}
 			h.root.WriteFile("d/new", strings.NewReader("x"), 0o644)
 		}
-		close(stop)
-		wg.Wait()
 		h.untouched(t)
 		t.Logf("%d reads inside the root succeeded", reads)
 	})
@@ -304,7 +306,6 @@ func TestCopyToAndBack(t *testing.T) {
 		r.Symlink("bin/run.sh", "run")
 		r.Symlink("/etc/passwd", "abs")
 		r.MkdirAll("shared")
-		os.Chmod(filepath.Join(h.dir, "shared"), 0o1777|fs.ModeSticky)
 		syscall.Chmod(filepath.Join(h.dir, "shared"), 0o1777)
 		old := time.Date(2001, 2, 3, 4, 5, 6, 7, time.UTC)
 		os.Chtimes(filepath.Join(h.dir, "secret.key"), old, old)
@@ -347,6 +348,10 @@ func TestCopyToAndBack(t *testing.T) {
 		if err := r.ExtractTar(&buf, "."); err != nil {
 			t.Fatal(err)
 		}
+		// A tar keeps the tree and every mode (not directory times).
+		if got, want := modesOf(t, h.dir), modesOf(t, snapDir); got != want {
+			t.Errorf("tar round trip: modes\n%s\nwant\n%s", got, want)
+		}
 		if b, _ := os.ReadFile(filepath.Join(h.dir, "data/a/b/c.txt")); len(b) != 100000 {
 			t.Errorf("tar round trip lost data/a/b/c.txt")
 		}
@@ -354,4 +359,21 @@ func TestCopyToAndBack(t *testing.T) {
 			t.Errorf("tar round trip: abs -> %q", l)
 		}
 	})
+}
+
+// modesOf lists the paths and modes of a tree, the root's excepted.
+func modesOf(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Lstat(p)
+		if rel, _ := filepath.Rel(dir, p); rel != "." {
+			lines = append(lines, fmt.Sprintf("%s %v", rel, fi.Mode()))
+		}
+		return nil
+	})
+	return strings.Join(lines, "\n")
 }
