@@ -19,7 +19,7 @@ FUZZTIME ?= 20s
 .PHONY: help demo test test-rootless test-vm bench
 
 help:
-	@echo 'make demo           run examples/quickstart: a shell and a Python snippet in sandboxes'
+	@echo 'make demo           run examples/quickstart (snippets) and examples/agent-session (a multi-turn session)'
 	echo 'make test           go vet, staticcheck, go test -race, go test with CGO_ENABLED=0,'
 	echo '                     then the same with -tags libseccomp (installs libseccomp-dev as root)'
 	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
@@ -31,6 +31,8 @@ help:
 demo:
 	@echo "+ $(GO) run ./examples/quickstart"
 	$(GO) run ./examples/quickstart
+	@echo "+ $(GO) run ./examples/agent-session"
+	$(GO) run ./examples/agent-session
 
 # -p 1: packages' tests run one after another, because the root package's
 # leak tests snapshot host-wide state (the temp directory, mounts) that the

@@ -11,7 +11,7 @@ import (
 
 func benchRun(b *testing.B, opts Options, name string, args ...string) {
 	requireSandbox(b)
-	s := newTest(opts)
+	s := newTest(b, opts)
 	ctx := context.Background()
 	if _, err := s.Run(ctx, Command(name, args...)); err != nil { // start the spawner outside the timing
 		b.Fatal(err)

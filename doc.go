@@ -6,7 +6,8 @@
 //
 // A [Sandbox] is made once from [Options] and is safe for concurrent use;
 // each [Sandbox.Run] builds a new sandbox for one [Cmd], runs it, and tears
-// everything down before it returns. [Command] and [Cmd] mirror os/exec; a
+// everything down before it returns, except the files under /workspace,
+// which the Sandbox's Runs share (see Sessions). Close a Sandbox when done. [Command] and [Cmd] mirror os/exec; a
 // Cmd cannot be reused. A non-zero exit is data, not an error: the [Result]
 // says how the run ended (an [Outcome]), with the exit code or signal, the
 // captured output (capped at [Options.OutputLimit] per stream, with the
@@ -17,6 +18,7 @@
 // program was not found ([ErrNotFound]), or ctx ended the run.
 //
 //	sb := sandbox.New(sandbox.Options{})
+//	defer sb.Close()
 //	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 //	defer cancel()
 //	res, err := sb.Run(ctx, sandbox.Command("python3", "-c", "print(6*7)"))
@@ -168,6 +170,46 @@
 // [NetworkHostUnsafe] shares the host's network namespace, loopback
 // services, metadata service and abstract sockets included; it is for
 // trusted code only.
+//
+// # Sessions
+//
+// A Sandbox is a session: successive Runs share its /workspace, and
+// nothing else. By default that workspace is a tmpfs capped at
+// [Options.WorkspaceSize] for all turns together, held by a small keeper
+// process the session starts at its first Run or file operation: the
+// binary re-executed into a mount namespace of its own (and, for a caller
+// that is not root, a user namespace mapping only the caller's ids). Each
+// Run's init receives a detached clone of the workspace mount (open_tree)
+// and attaches it at /workspace; the keeper's mounts exist nowhere else, so
+// when it exits, at [Sandbox.Close] or when the caller dies, they are gone.
+//
+// The host reads and writes the workspace without running anything:
+// [Sandbox.WriteFile], [Sandbox.ReadFile], [Sandbox.ReadDir],
+// [Sandbox.Stat], [Sandbox.MkdirAll], [Sandbox.RemoveAll], and trees as tar
+// streams with [Sandbox.ExtractTar] and [Sandbox.WriteTar]. The program may
+// have planted symlinks and ".." tricks; every path is resolved beneath
+// the workspace as if it were "/" (openat2 with RESOLVE_IN_ROOT, or a
+// component-by-component walk with O_NOFOLLOW where openat2 is refused),
+// names that climb out are refused with [ErrOutsideWorkspace], writes
+// replace the final name rather than follow it, and a FIFO cannot hang a
+// read.
+//
+// [Sandbox.Snapshot], [Sandbox.Restore] and [Sandbox.Reset] (back to empty,
+// or to a copy of [Options.WorkspaceFrom]) copy nothing: the workspace is
+// an overlay of read-only layers under a layer that takes the changes, each
+// a tmpfs; a snapshot freezes the changes as a layer, a restore puts a
+// fresh layer on a snapshot's stack. Restoring a 100 MB, 10,000-file
+// workspace takes a few milliseconds. Where the kernel cannot mount an
+// overlay in a user namespace (tmpfs has user xattrs from Linux 6.6), an
+// unprivileged caller's workspace is one tmpfs and snapshots are copies,
+// about a second per 100 MB. They wait for Runs in flight; a Run sees one
+// workspace from start to end.
+//
+// [Options.Workspace] makes the workspace a host directory instead, kept
+// after Close (the command-line tool's --workspace); it has no size cap
+// but [Options.MaxFileSize], and no snapshots. [Options.FreshWorkspace]
+// gives each Run an empty workspace of its own and starts no keeper, for
+// unrelated programs run through one Sandbox.
 //
 // # Requirements
 //

@@ -28,7 +28,9 @@ var ErrNotFound = exec.ErrNotFound
 var ErrNoCgroup = errors.New("no writable cgroup for the limits")
 
 // ErrSpawner is matched when the helper process that starts sandboxes died or
-// misbehaved. The next Run starts a new one.
+// misbehaved; the next Run starts a new one. It is also matched when a
+// session's workspace keeper died: that workspace is lost, and every later
+// Run and file operation of the Sandbox fails until it is closed.
 var ErrSpawner = errors.New("spawner failed")
 
 // UnsupportedError says which protection this host cannot provide, why, and

@@ -22,7 +22,9 @@ var anywhere = sandbox.Options{LimitPolicy: sandbox.BestEffortLimits}
 func ExampleCommand() {
 	// The name is looked up in the sandbox's PATH, not the host's.
 	cmd := sandbox.Command("sh", "-c", "echo hello")
-	res, err := sandbox.New(anywhere).Run(context.Background(), cmd)
+	sb := sandbox.New(anywhere)
+	defer sb.Close() // ends the session: its workspace goes
+	res, err := sb.Run(context.Background(), cmd)
 	if err != nil {
 		fmt.Println("error:", err)
 		return
@@ -38,6 +40,7 @@ func ExampleSandbox_Run() {
 	opts := anywhere
 	opts.Env = []string{"GREETING=hi"}
 	sb := sandbox.New(opts)
+	defer sb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -59,6 +62,7 @@ func ExampleSandbox_Run() {
 
 func ExampleSandbox_Run_timeout() {
 	sb := sandbox.New(anywhere)
+	defer sb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 
@@ -94,7 +98,9 @@ func ExampleNew() {
 }
 
 func ExampleResult_Err() {
-	res, err := sandbox.New(anywhere).Run(context.Background(), sandbox.Command("sh", "-c", "exit 3"))
+	sb := sandbox.New(anywhere)
+	defer sb.Close() // ends the session: its workspace goes
+	res, err := sb.Run(context.Background(), sandbox.Command("sh", "-c", "exit 3"))
 	if err != nil {
 		fmt.Println("sandbox failed:", err)
 		return
@@ -112,7 +118,9 @@ func ExampleResult_Err() {
 func ExampleResult_limits() {
 	opts := anywhere
 	opts.Memory, opts.CPUs, opts.Pids = 256<<20, 0.5, 64
-	res, err := sandbox.New(opts).Run(context.Background(), sandbox.Command("true"))
+	sb := sandbox.New(opts)
+	defer sb.Close() // ends the session: its workspace goes
+	res, err := sb.Run(context.Background(), sandbox.Command("true"))
 	if err != nil {
 		fmt.Println("error:", err)
 		return
@@ -132,7 +140,9 @@ func ExampleResult_denials() {
 	// unshare is refused by the default policy: it fails with EPERM and
 	// the Result names it.
 	cmd := sandbox.Command("sh", "-c", "unshare -U true 2>/dev/null || echo unshare refused")
-	res, err := sandbox.New(anywhere).Run(context.Background(), cmd)
+	sb := sandbox.New(anywhere)
+	defer sb.Close() // ends the session: its workspace goes
+	res, err := sb.Run(context.Background(), cmd)
 	if err != nil {
 		fmt.Println("error:", err)
 		return
@@ -157,6 +167,7 @@ func ExampleSeccompPolicy() {
 	opts := anywhere
 	opts.Seccomp, opts.SeccompKill = policy, true
 	sb := sandbox.New(opts)
+	defer sb.Close()
 
 	res, err := sb.Run(context.Background(), sandbox.Command("sh", "-c", "touch f; chmod 600 f || echo chmod refused"))
 	if err != nil {
@@ -184,7 +195,9 @@ func ExampleNetwork() {
 	opts.Network = sandbox.NetworkAllow
 	opts.Egress = []string{"pypi.org", "files.pythonhosted.org"}
 	cmd := sandbox.Command("sh", "-c", "wget -q -O /dev/null http://example.org/ || echo fetch failed")
-	res, err := sandbox.New(opts).Run(context.Background(), cmd)
+	sb := sandbox.New(opts)
+	defer sb.Close() // ends the session: its workspace goes
+	res, err := sb.Run(context.Background(), cmd)
 	if err != nil {
 		fmt.Println("error:", err)
 		return
@@ -196,4 +209,42 @@ func ExampleNetwork() {
 	// Output:
 	// fetch failed
 	// GET example.org:80 allowed=false status=403: example.org is not on the allowlist
+}
+
+func ExampleSandbox_Snapshot() {
+	// A Sandbox is a session: its Runs share /workspace and nothing else.
+	sb := sandbox.New(anywhere)
+	defer sb.Close()
+	ctx := context.Background()
+	turn := func(script string) {
+		res, err := sb.Run(ctx, sandbox.Command("sh", "-c", script))
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		fmt.Printf("%s", res.Stdout)
+	}
+	// The host writes a file; the program changes it.
+	if err := sb.WriteFile("notes.txt", []byte("one\n"), 0o644); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	turn("echo two >> notes.txt; echo gone > /tmp/scratch")
+	snap, err := sb.Snapshot()
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	turn("rm notes.txt; ls /tmp | wc -l")
+	if err := sb.Restore(snap); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	data, err := sb.ReadFile("notes.txt")
+	fmt.Printf("%s%v\n", data, err)
+	// Output:
+	// 0
+	// one
+	// two
+	// <nil>
 }

@@ -153,7 +153,7 @@ var helpers = map[string]func(args []string) int{
 	// "ready" once it runs and waits to be killed. (The marker N.25 is not
 	// in the caller's own command line.)
 	"caller": func(args []string) int {
-		s := newTest(Options{InProcess: len(args) > 1 && args[1] == "inprocess"})
+		s := New(testOpts(Options{InProcess: len(args) > 1 && args[1] == "inprocess"}))
 		marker := args[0] + ".25"
 		go func() {
 			_, err := s.Run(context.Background(), Command("/bin/sleep", marker))
@@ -307,4 +307,9 @@ func testOpts(o Options) Options {
 	return o
 }
 
-func newTest(o Options) *Sandbox { return New(testOpts(o)) }
+// newTest is a Sandbox with testOpts, closed when the test ends.
+func newTest(t testing.TB, o Options) *Sandbox {
+	s := New(testOpts(o))
+	t.Cleanup(func() { s.Close() })
+	return s
+}

@@ -20,7 +20,9 @@ func run(t *testing.T, opts Options, cmd *Cmd) *Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := newTest(opts).Run(ctx, cmd)
+	s := newTest(t, opts)
+	defer s.Close()
+	res, err := s.Run(ctx, cmd)
 	if err != nil {
 		t.Fatalf("Run %v: %v", cmd.Args, err)
 	}
@@ -58,7 +60,7 @@ func TestBindSourceUnreachable(t *testing.T) {
 		t.Skip("as an unprivileged caller the sandbox has the caller's own access")
 	}
 	dir := t.TempDir() // its parent is 0700 root
-	_, err := newTest(Options{Binds: []Bind{{Source: dir, Target: "/data"}}}).Run(context.Background(), Command("true"))
+	_, err := newTest(t, Options{Binds: []Bind{{Source: dir, Target: "/data"}}}).Run(context.Background(), Command("true"))
 	var se *SetupError
 	if !errors.As(err, &se) || !errors.Is(err, os.ErrPermission) || !strings.Contains(err.Error(), "Options.Binds[0]") ||
 		!strings.Contains(err.Error(), dir) {
@@ -260,7 +262,7 @@ func TestWorkingDirectory(t *testing.T) {
 	}
 	cmd = Command("/bin/pwd")
 	cmd.Dir = "/no/such/dir"
-	_, err := newTest(Options{}).Run(context.Background(), cmd)
+	_, err := newTest(t, Options{}).Run(context.Background(), cmd)
 	if err == nil || !strings.Contains(err.Error(), "/no/such/dir") {
 		t.Errorf("missing Cmd.Dir: err = %v, want an error naming it", err)
 	}

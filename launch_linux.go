@@ -42,9 +42,9 @@ func newHandle(kill func()) *handle {
 // and, for a run with an egress proxy, the init's end of the proxy channel
 // (its fd 4; see egress_linux.go). It returns once the init is running;
 // ready and done report the rest.
-func launch(cfg *wire.Config, stdio [3]*os.File, proxyChan *os.File, inProcess bool) (*handle, *wire.SetupError) {
-	if (cfg.ProxyPort != 0) != (proxyChan != nil) {
-		return nil, &wire.SetupError{Stage: "start", Op: "proxy channel", Text: "the proxy channel must come with a proxy port, and only then"}
+func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool) (*handle, *wire.SetupError) {
+	if se := extra.check(cfg); se != nil {
+		return nil, se
 	}
 	exe, err := selfExe(inProcess)
 	if err != nil {
@@ -99,7 +99,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, proxyChan *os.File, inProcess b
 		Stdin:       stdio[0],
 		Stdout:      stdio[1],
 		Stderr:      stdio[2],
-		ExtraFiles:  extraFiles(child, proxyChan),
+		ExtraFiles:  append([]*os.File{child}, extra.list()...),
 		SysProcAttr: attr,
 	}
 	err = cmd.Start()
@@ -155,12 +155,56 @@ func launch(cfg *wire.Config, stdio [3]*os.File, proxyChan *os.File, inProcess b
 	return h, nil
 }
 
-// extraFiles are the init's fds from 3 on.
-func extraFiles(conn, proxyChan *os.File) []*os.File {
-	if proxyChan == nil {
-		return []*os.File{conn}
+// initFiles are the files an init gets besides stdio and its config
+// socket (fd 3), in this order from fd 4: the proxy channel, when
+// cfg.ProxyPort is set, and the workspace mount, when cfg.WorkspaceMount is.
+type initFiles struct {
+	proxyChan, workspace *os.File
+}
+
+func (f initFiles) list() []*os.File {
+	var l []*os.File
+	for _, x := range []*os.File{f.proxyChan, f.workspace} {
+		if x != nil {
+			l = append(l, x)
+		}
 	}
-	return []*os.File{conn, proxyChan}
+	return l
+}
+
+// check holds the files to what cfg says the init will find.
+func (f initFiles) check(cfg *wire.Config) *wire.SetupError {
+	if (cfg.ProxyPort != 0) != (f.proxyChan != nil) || cfg.WorkspaceMount != (f.workspace != nil) {
+		return &wire.SetupError{Stage: "start", Op: "init files", Text: "the proxy channel and the workspace mount must come with their config, and only then"}
+	}
+	return nil
+}
+
+// initFilesFrom takes the files of a start request after stdio, as cfg
+// says they come.
+func initFilesFrom(cfg *wire.Config, files []*os.File) (initFiles, bool) {
+	var f initFiles
+	for _, slot := range []struct {
+		want bool
+		dst  **os.File
+	}{{cfg.ProxyPort != 0, &f.proxyChan}, {cfg.WorkspaceMount, &f.workspace}} {
+		if !slot.want {
+			continue
+		}
+		if len(files) == 0 {
+			return f, false
+		}
+		*slot.dst, files = files[0], files[1:]
+	}
+	return f, len(files) == 0
+}
+
+// workspaceMountFd is the init's fd of the workspace mount.
+func workspaceMountFd(cfg *wire.Config) int {
+	if cfg.ProxyPort != 0 {
+		return proxyConnFd + 1
+	}
+	return proxyConnFd
 }
 
 // inheritsNegativeOOMScore reports whether this process, and so the init

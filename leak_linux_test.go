@@ -90,7 +90,7 @@ func takeSnapshot(t *testing.T) snapshot {
 
 func TestThousandRunsLeakNothing(t *testing.T) {
 	requireSandbox(t)
-	s := newTest(Options{})
+	s := newTest(t, Options{})
 	ctx := context.Background()
 	if _, err := s.Run(ctx, Command("true")); err != nil { // start the spawner
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestAllowRunsLeakNothing(t *testing.T) {
 	w := newEgressWorld(t)
 	opts := w.opts(false)
 	opts.Binds = []Bind{helperBind(t)}
-	s := newTest(opts)
+	s := newTest(t, opts)
 	ctx := context.Background()
 	url := "http://api.example.com:" + port(w.http) + "/leak"
 	fetch := func(i int) {

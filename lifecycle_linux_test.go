@@ -46,14 +46,14 @@ func TestCrashIsSignaled(t *testing.T) {
 
 func TestMissingExecutable(t *testing.T) {
 	requireSandbox(t)
-	res, err := newTest(Options{}).Run(context.Background(), Command("no-such-program-xyz", "arg"))
+	res, err := newTest(t, Options{}).Run(context.Background(), Command("no-such-program-xyz", "arg"))
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(fmt.Sprint(err), "no-such-program-xyz") {
 		t.Errorf("err = %v, want ErrNotFound naming the program", err)
 	}
 	if res == nil || res.ExitCode != 127 {
 		t.Errorf("result = %+v, want exit code 127", res)
 	}
-	res, err = newTest(Options{}).Run(context.Background(), Command("/etc/passwd"))
+	res, err = newTest(t, Options{}).Run(context.Background(), Command("/etc/passwd"))
 	if !errors.Is(err, os.ErrPermission) || res == nil || res.ExitCode != 126 {
 		t.Errorf("non-executable: err = %v, result %+v, want a permission error and exit code 126", err, res)
 	}
@@ -79,7 +79,7 @@ func TestBadOptions(t *testing.T) {
 		{Options{HostUID: -1}, "Options.HostUID"},
 	}
 	for _, c := range cases {
-		s := newTest(c.opts)
+		s := newTest(t, c.opts)
 		_, err := s.Run(context.Background(), Command("true"))
 		var oe *OptionError
 		if !errors.Is(err, ErrInvalidOption) || !errors.As(err, &oe) || oe.Option != c.option || s.Err() != err {
@@ -96,7 +96,7 @@ func TestBadOptions(t *testing.T) {
 		{nil, "Cmd"},
 	}
 	for _, c := range cmds {
-		_, err := newTest(Options{}).Run(context.Background(), c.cmd)
+		_, err := newTest(t, Options{}).Run(context.Background(), c.cmd)
 		var oe *OptionError
 		if !errors.As(err, &oe) || oe.Option != c.option {
 			t.Errorf("%+v: err = %v, want an OptionError naming %s", c.cmd, err, c.option)
@@ -107,7 +107,7 @@ func TestBadOptions(t *testing.T) {
 func TestCmdNotReusable(t *testing.T) {
 	requireSandbox(t)
 	cmd := Command("true")
-	s := newTest(Options{})
+	s := newTest(t, Options{})
 	if _, err := s.Run(context.Background(), cmd); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestTimeoutKillsDaemons(t *testing.T) {
 	defer cancel()
 	// A daemon (new session, double fork) and a plain background child.
 	script := fmt.Sprintf(`setsid sh -c '(sleep %[1]s &)' ; sleep %[1]s & echo started; sleep %[1]s`, m)
-	res, err := newTest(Options{}).Run(ctx, Command("/bin/sh", "-c", script))
+	res, err := newTest(t, Options{}).Run(ctx, Command("/bin/sh", "-c", script))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
@@ -156,11 +156,11 @@ func TestCancel(t *testing.T) {
 	requireSandbox(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
-	res, err := newTest(Options{}).Run(ctx, Command("/bin/sh", "-c", "echo partial; sleep 30"))
+	res, err := newTest(t, Options{}).Run(ctx, Command("/bin/sh", "-c", "echo partial; sleep 30"))
 	if !errors.Is(err, context.Canceled) || res == nil || res.Outcome != Canceled || string(res.Stdout) != "partial\n" {
 		t.Errorf("err = %v, result = %+v, want canceled with the partial output", err, res)
 	}
-	if _, err := newTest(Options{}).Run(ctx, Command("true")); !errors.Is(err, context.Canceled) {
+	if _, err := newTest(t, Options{}).Run(ctx, Command("true")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a done ctx: err = %v, want Canceled", err)
 	}
 }
@@ -215,7 +215,7 @@ func TestOutputFlood(t *testing.T) {
 
 func TestConcurrentRuns(t *testing.T) {
 	requireSandbox(t)
-	s := newTest(Options{})
+	s := newTest(t, Options{})
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Add(1)
@@ -255,7 +255,7 @@ func TestRefusesWithoutUserNamespaces(t *testing.T) {
 
 func TestSpawnerDeathFailsRunAndRecovers(t *testing.T) {
 	requireSandbox(t)
-	s := newTest(Options{})
+	s := newTest(t, Options{})
 	if _, err := s.Run(context.Background(), Command("true")); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestSpawnerDeathFailsRunAndRecovers(t *testing.T) {
 func TestSetupFailureNamesPathAndChangesNothing(t *testing.T) {
 	requireSandbox(t)
 	target := fmt.Sprintf("/usr/sbxtest-%d", time.Now().UnixNano())
-	_, err := newTest(Options{Binds: []Bind{{Source: "/etc/hostname", Target: target}}}).Run(context.Background(), Command("true"))
+	_, err := newTest(t, Options{Binds: []Bind{{Source: "/etc/hostname", Target: target}}}).Run(context.Background(), Command("true"))
 	var se *SetupError
 	if !errors.As(err, &se) || !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), target) {
 		t.Errorf("bind target in the read-only /usr: err = %v, want a SetupError naming %s with EROFS", err, target)

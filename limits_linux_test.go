@@ -82,7 +82,7 @@ func TestForkBombContained(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	// $0 is the marker: every forked shell carries it in its command line.
-	res, err := newTest(limitOpts(t, Options{Pids: 64})).Run(ctx, Command("/bin/sh", "-c", `b() { b | b & }; b; sleep 100`, m))
+	res, err := newTest(t, limitOpts(t, Options{Pids: 64})).Run(ctx, Command("/bin/sh", "-c", `b() { b | b & }; b; sleep 100`, m))
 	if took := time.Since(start); took > 3*time.Second+2*time.Second {
 		t.Errorf("Run took %v past a 3 s deadline", took)
 	}
@@ -107,7 +107,7 @@ func TestCPUQuota(t *testing.T) {
 	// loaded or emulated machine.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	res, err := newTest(Options{CPUs: 0.25}).Run(ctx, Command("/bin/sh", "-c", "while :; do :; done"))
+	res, err := newTest(t, Options{CPUs: 0.25}).Run(ctx, Command("/bin/sh", "-c", "while :; do :; done"))
 	if !errors.Is(err, context.DeadlineExceeded) || res == nil {
 		t.Fatalf("spin: %v", err)
 	}
@@ -209,7 +209,7 @@ func TestRunCgroupBeneathCaller(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
-		newTest(Options{}).Run(ctx, Command("/bin/sleep", m))
+		newTest(t, Options{}).Run(ctx, Command("/bin/sleep", m))
 		close(done)
 	}()
 	if !waitFor(func() bool { return len(hostProcesses(m)) > 0 }) {

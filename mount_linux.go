@@ -521,11 +521,20 @@ func (b *rootBuilder) buildDev(devs []int) error {
 	return nil
 }
 
-// buildWorkspace mounts /workspace: the caller's directory read-write, or a
-// tmpfs owned by the sandbox user.
+// buildWorkspace mounts /workspace: the caller's directory read-write, the
+// session's workspace (a mount its keeper cloned for this run), or a tmpfs
+// owned by the sandbox user.
 func (b *rootBuilder) buildWorkspace(hostDir int) error {
 	if hostDir >= 0 {
 		return b.bind(hostDir, DefaultDir, rwAttrs)
+	}
+	if b.cfg.WorkspaceMount {
+		t, err := b.target(DefaultDir, false)
+		if err != nil {
+			return err
+		}
+		// The keeper made it nosuid and nodev; the clone keeps that.
+		return attach(workspaceMountFd(b.cfg), t, DefaultDir)
 	}
 	return b.mountNew(DefaultDir, "tmpfs", rwAttrs, "mode=0755", fmt.Sprintf("size=%d", b.cfg.WorkspaceSize),
 		fmt.Sprintf("uid=%d", SandboxUID), fmt.Sprintf("gid=%d", SandboxGID))

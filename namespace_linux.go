@@ -35,6 +35,8 @@ func init() {
 		spawnerMain()
 	case roleProbe:
 		os.Exit(0)
+	case roleKeeper:
+		keeperMain()
 	}
 }
 

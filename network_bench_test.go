@@ -96,7 +96,7 @@ func BenchmarkEgressThroughput(b *testing.B) {
 			if via == "direct" {
 				opts.Network, opts.Egress = NetworkHostUnsafe, nil
 			}
-			s := newTest(opts)
+			s := newTest(b, opts)
 			b.SetBytes(pullSize)
 			b.ResetTimer()
 			res, err := s.Run(context.Background(), helperCmd("pull", ln.Addr().String(), via, strconv.Itoa(b.N)))

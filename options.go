@@ -36,6 +36,19 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
+	if o.WorkspaceFrom != "" {
+		if err := checkHostDir("Options.WorkspaceFrom", o.WorkspaceFrom); err != nil {
+			return err
+		}
+	}
+	switch {
+	case o.Workspace != "" && o.FreshWorkspace:
+		return optionErr("Options.FreshWorkspace", "true", "conflicts with Options.Workspace %s; set one", o.Workspace)
+	case o.Workspace != "" && o.WorkspaceFrom != "":
+		return optionErr("Options.WorkspaceFrom", o.WorkspaceFrom, "conflicts with Options.Workspace %s, which is used as it is", o.Workspace)
+	case o.FreshWorkspace && o.WorkspaceFrom != "":
+		return optionErr("Options.WorkspaceFrom", o.WorkspaceFrom, "seeds the session workspace, and Options.FreshWorkspace asks for none")
+	}
 	for _, f := range []struct {
 		name string
 		v    int64
@@ -217,13 +230,22 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	for _, b := range o.Binds {
 		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.target(), Writable: b.Writable})
 	}
-	if cfg.HostUID == 0 {
-		cfg.HostUID = hostID(os.Getuid())
-	}
-	if cfg.HostGID == 0 {
-		cfg.HostGID = hostID(os.Getgid())
-	}
+	cfg.HostUID, cfg.HostGID = o.HostIDs()
 	return cfg
+}
+
+// HostIDs returns the host uid and gid the sandbox user maps to under o:
+// HostUID and HostGID, or their defaults. A host directory given as
+// Workspace or a writable Bind must be writable by them.
+func (o *Options) HostIDs() (uid, gid int) {
+	uid, gid = o.HostUID, o.HostGID
+	if uid == 0 {
+		uid = hostID(os.Getuid())
+	}
+	if gid == 0 {
+		gid = hostID(os.Getgid())
+	}
+	return uid, gid
 }
 
 // seccompFilter compiles the run's syscall filter: the default policy's

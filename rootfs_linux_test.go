@@ -107,7 +107,7 @@ func TestProbe(t *testing.T) {
 	}
 	// On this host user namespaces work (Run tests pass) exactly when the
 	// probe says so.
-	_, runErr := newTest(Options{}).Run(t.Context(), Command("true"))
+	_, runErr := newTest(t, Options{}).Run(t.Context(), Command("true"))
 	if r.CanRun() != (runErr == nil) {
 		t.Errorf("Probe says CanRun=%v but Run returned %v", r.CanRun(), runErr)
 	}

@@ -28,21 +28,29 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	}
 	defer st.close()
 
+	wsMount, release, err := s.forRun()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	extra := initFiles{workspace: wsMount}
+	cfg.WorkspaceMount = wsMount != nil
+
 	var px *runProxy
-	var proxyChan *os.File
 	if s.egress != nil {
 		if px, err = newRunProxy(s.egress, s.opts.EgressResolver); err != nil {
+			wsMount.Close()
 			return nil, err
 		}
 		defer px.stop()
-		proxyChan = px.child
+		extra.proxyChan = px.child
 	}
 
 	begin := time.Now()
 	var h *handle
 	if s.opts.InProcess {
 		var se *wire.SetupError
-		if h, se = launch(cfg, st.child, proxyChan, true); se != nil {
+		if h, se = launch(cfg, st.child, extra, true); se != nil {
 			err = setupError(se, cfg)
 		}
 	} else {
@@ -51,7 +59,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		for attempt := 0; attempt < 2; attempt++ {
 			var sp *spawnerClient
 			if sp, err = theSpawner(); err == nil {
-				h, err = sp.start(cfg, st.child, proxyChan)
+				h, err = sp.start(cfg, st.child, extra)
 			}
 			if !errors.Is(err, errSpawnerGone) {
 				break
@@ -62,6 +70,9 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	if px != nil {
 		px.closeChild()
 	}
+	// The init has its own copy of the workspace mount now; it stays
+	// mounted there, and ours would only hold it up.
+	wsMount.Close()
 	if err != nil {
 		return nil, err
 	}

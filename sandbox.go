@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"io"
+	"runtime"
 
 	"github.com/fumehood/sandbox/internal/egress"
 )
@@ -41,12 +42,23 @@ type Options struct {
 	Rootfs string
 
 	// Workspace, if set, is a host directory bound read-write at
-	// /workspace. It must be writable by the sandbox's host uid (see
-	// HostUID). Empty means a fresh tmpfs of WorkspaceSize bytes.
+	// /workspace, shared by every Run and kept after Close. It must be
+	// writable by the sandbox's host uid (see HostUID). Empty means the
+	// session's own tmpfs of WorkspaceSize bytes (see Sandbox).
 	Workspace string
-	// WorkspaceSize caps the tmpfs /workspace, in bytes. Zero means
-	// DefaultWorkspaceSize.
+	// WorkspaceSize caps the session's tmpfs /workspace, in bytes: what
+	// the files of the workspace and of the snapshots it stands on hold
+	// together, across Runs. Zero means DefaultWorkspaceSize.
 	WorkspaceSize int64
+	// WorkspaceFrom, if set, is a host directory whose tree the session
+	// workspace starts with, copied once when the session starts; Reset
+	// returns to it.
+	WorkspaceFrom string
+	// FreshWorkspace gives every Run an empty tmpfs /workspace of its own,
+	// gone when the Run ends: no session state, for unrelated programs
+	// run through one Sandbox. The file operations, Snapshot, Restore and
+	// Reset are then refused.
+	FreshWorkspace bool
 	// TmpSize caps /tmp, in bytes. Zero means DefaultTmpSize.
 	TmpSize int64
 
@@ -218,9 +230,26 @@ func Command(name string, args ...string) *Cmd {
 	return &Cmd{Path: name, Args: append([]string{name}, args...)}
 }
 
-// Sandbox runs commands in fresh sandboxes built from its Options. It is safe
-// for concurrent use; every Run gets its own namespaces and filesystem.
+// Sandbox runs commands in fresh sandboxes built from its Options. It is
+// safe for concurrent use; close it when done.
+//
+// A Sandbox is a session: its Runs share one /workspace, and nothing else.
+// Each Run still gets new namespaces, processes, /tmp and cgroup; only the
+// files under /workspace carry over from one Run to the next. The session's
+// workspace is, by default, a tmpfs of Options.WorkspaceSize bytes that the
+// session holds in a small helper process of its own (started at the first
+// Run or file operation) until Close. Options.Workspace makes it a host
+// directory instead, and Options.FreshWorkspace gives every Run its own
+// empty one, as for unrelated programs.
+//
+// Concurrent use: Runs and file operations may overlap; they see each
+// other's changes to the workspace as they happen, as two processes sharing
+// a directory would. Snapshot, Restore and Reset wait for the Runs and file
+// operations in flight and hold off new ones until they are done. Close
+// waits likewise, then removes everything the session made; later calls
+// return an error matching ErrClosed.
 type Sandbox struct {
+	ws     *session
 	opts   Options
 	err    error           // the Options' first problem, returned by every Run
 	filter *compiledFilter // nil with NoSeccomp
@@ -230,7 +259,9 @@ type Sandbox struct {
 // New returns a Sandbox for opts. It checks opts at once; if they are wrong,
 // Err and every Run return an error that names the option.
 func New(opts Options) *Sandbox {
-	s := &Sandbox{opts: opts}
+	s := &Sandbox{opts: opts, ws: &session{}}
+	// A Sandbox dropped without Close still ends its session.
+	runtime.AddCleanup(s, func(ss *session) { ss.close() }, s.ws)
 	s.err = s.opts.validate()
 	if s.err == nil {
 		s.egress, s.err = s.opts.checkNetwork()

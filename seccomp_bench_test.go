@@ -24,7 +24,7 @@ func BenchmarkSeccompSyscall(b *testing.B) {
 				if filter == "allow-all" {
 					opts.Seccomp = &SeccompPolicy{Default: ActAllow, Unknown: ActAllow}
 				}
-				s := newTest(opts)
+				s := newTest(b, opts)
 				var total float64
 				for range b.N {
 					res, err := s.Run(context.Background(), helperCmd("syscalls", call, strconv.Itoa(calls)))

@@ -413,7 +413,7 @@ w.on("message", (m) => { if (m !== 42) process.exit(1); require("child_process")
 				Env: []string{"PATH=" + dir + ":/usr/local/bin:/usr/bin:/bin"}}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			res, err := newTest(opts).Run(ctx, Command("/bin/sh", "-c", w.script))
+			res, err := newTest(t, opts).Run(ctx, Command("/bin/sh", "-c", w.script))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -66,7 +66,7 @@ func spawnerMain() {
 	if _, err := selfExe(false); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
-	buf, oob := make([]byte, maxMessage), make([]byte, unix.CmsgSpace(4*4))
+	buf, oob := make([]byte, maxMessage), make([]byte, unix.CmsgSpace(5*4))
 	for {
 		n, oobn, flags, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
@@ -90,21 +90,18 @@ func spawnerMain() {
 			closeFiles(files)
 			continue
 		}
-		want := 3
-		if req.Config != nil && req.Config.ProxyPort != 0 {
-			want = 4
+		var extra initFiles
+		ok := req.Config != nil && len(files) >= 3
+		if ok {
+			extra, ok = initFilesFrom(req.Config, files[3:])
 		}
-		if len(files) != want || req.Config == nil {
+		if !ok {
 			closeFiles(files)
 			reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: &wire.SetupError{Stage: "spawner", Text: "malformed start request"}})
 			reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
 			continue
 		}
-		var proxyChan *os.File
-		if want == 4 {
-			proxyChan = files[3]
-		}
-		h, se := launch(req.Config, [3]*os.File(files[:3]), proxyChan, false)
+		h, se := launch(req.Config, [3]*os.File(files[:3]), extra, false)
 		closeFiles(files)
 		if se != nil {
 			reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
@@ -261,7 +258,7 @@ func startSpawner() (*spawnerClient, error) {
 }
 
 // start sends one run to the spawner.
-func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File, proxyChan *os.File) (*handle, error) {
+func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File, extra initFiles) (*handle, error) {
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -273,8 +270,8 @@ func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File, proxyChan *os
 	c.runs[id] = &clientRun{h: h}
 	c.mu.Unlock()
 	fds := []int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}
-	if proxyChan != nil {
-		fds = append(fds, int(proxyChan.Fd()))
+	for _, f := range extra.list() {
+		fds = append(fds, int(f.Fd()))
 	}
 	if err := c.send(wire.Request{ID: id, Config: cfg}, fds); err != nil {
 		c.mu.Lock()

@@ -690,6 +690,35 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
+	// --workspace keeps files from one invocation to the next; a missing
+	// directory is made for the sandbox's uid. Without it nothing stays.
+	t.Run("workspace across invocations", func(t *testing.T) {
+		parent, err := os.MkdirTemp("", "sandbox-cli-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(parent)
+		os.Chmod(parent, 0o755)
+		ws := filepath.Join(parent, "project")
+		for i, c := range []struct{ script, want string }{
+			{"echo print 1 > main.py; ls", "main.py\n"},
+			{"cat main.py; echo more >> main.py", "print 1\n"},
+			{"cat main.py", "print 1\nmore\n"},
+		} {
+			code, out, stderr := run(t, "run", "--best-effort", "--workspace", ws, "--", "/bin/sh", "-c", c.script)
+			if code != 0 || out != c.want {
+				t.Fatalf("invocation %d: exit %d, stdout %q (want %q), stderr %q", i, code, out, c.want, stderr)
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(ws, "main.py")); err != nil || string(b) != "print 1\nmore\n" {
+			t.Errorf("host sees %q, %v", b, err)
+		}
+		run(t, "run", "--best-effort", "--", "/bin/sh", "-c", "echo x > /workspace/f")
+		if code, out, _ := run(t, "run", "--best-effort", "--", "/bin/ls", "/workspace"); code != 0 || out != "" {
+			t.Errorf("without --workspace, a later run saw %q", out)
+		}
+	})
+
 	// Where this user cannot make cgroups, a run with limits is refused
 	// unless --best-effort, and the refusal says how to delegate a cgroup
 	// and how to run anyway.

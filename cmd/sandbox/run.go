@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"regexp"
@@ -57,8 +58,9 @@ func newRunFlags() *runFlags {
 	f.fs.Var(&bindFlag{list: &f.binds, name: "bind", writable: true}, "bind",
 		"like --ro-bind, but writable; `SRC[:DST]`, repeatable")
 	f.fs.Var(&f.workspace, "workspace",
-		"bind host `DIR` read-write at /workspace instead of a tmpfs; it must be writable\n"+
-			"by the sandbox's host uid (65534 when run as root, else your own uid)")
+		"bind host `DIR` read-write at /workspace instead of a tmpfs, keeping its files for\n"+
+			"the next run; made if missing (owned by the sandbox's host uid: 65534 when run\n"+
+			"as root, else your own); an existing one must be writable by that uid")
 	f.fs.Var(&f.rootfs, "rootfs", "use host `DIR` (an extracted image) instead of the host's /usr, /bin, /lib*")
 	f.fs.Var(&f.env, "env", "set `K=V` in the program's environment, repeatable")
 	f.fs.StringVar(&f.dir, "dir", "", "working `DIR` inside the sandbox (default /workspace)")
@@ -137,18 +139,21 @@ func parseRun(args []string) (*runConfig, error) {
 			Rootfs:        string(f.rootfs),
 			Workspace:     string(f.workspace),
 			WorkspaceSize: f.workspaceSize,
-			TmpSize:       f.tmpSize,
-			Binds:         f.binds.binds(),
-			Memory:        f.memory,
-			CPUs:          f.cpus,
-			Pids:          f.pids,
-			LimitPolicy:   policy,
-			InProcess:     true, // a small, short-lived process: no spawner needed
-			Seccomp:       f.seccomp.policy,
-			NoSeccomp:     f.seccomp.unconfined(),
-			SeccompKill:   f.seccompKill,
-			Network:       f.net.mode,
-			Egress:        f.net.egress,
+			// One invocation is one run: without --workspace there
+			// is no state to keep for a next one.
+			FreshWorkspace: f.workspace == "",
+			TmpSize:        f.tmpSize,
+			Binds:          f.binds.binds(),
+			Memory:         f.memory,
+			CPUs:           f.cpus,
+			Pids:           f.pids,
+			LimitPolicy:    policy,
+			InProcess:      true, // a small, short-lived process: no spawner needed
+			Seccomp:        f.seccomp.policy,
+			NoSeccomp:      f.seccomp.unconfined(),
+			SeccompKill:    f.seccompKill,
+			Network:        f.net.mode,
+			Egress:         f.net.egress,
 		},
 		args:    f.fs.Args(),
 		env:     f.env,
@@ -191,7 +196,12 @@ func runMain(args []string, s streams) int {
 		printRunUsage(s.stderr, newRunFlags())
 		return exitFailure
 	}
+	if err := makeWorkspace(cfg.opts); err != nil {
+		fmt.Fprintf(s.stderr, "sandbox: run: --workspace: %v\n", err)
+		return exitFailure
+	}
 	sb := sandbox.New(cfg.opts)
+	defer sb.Close()
 	if err := sb.Err(); err != nil {
 		return cfg.fail(s, cfg.explain(err))
 	}
@@ -512,4 +522,24 @@ func newJSONResult(r *sandbox.Result) *jsonResult {
 		PidsLimitHit:    r.PidsLimitHit,
 		Limits:          limits,
 	}
+}
+
+// makeWorkspace creates a missing --workspace directory for the sandbox's
+// host uid, which is what the program runs as there.
+func makeWorkspace(o sandbox.Options) error {
+	dir := o.Workspace
+	if dir == "" {
+		return nil
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil // New reports what is wrong with an existing one
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if os.Geteuid() == 0 {
+		uid, gid := o.HostIDs()
+		return os.Chown(dir, uid, gid)
+	}
+	return nil
 }

@@ -16,9 +16,13 @@ type Config struct {
 	Rootfs        string // host directory used as the root's source; "" = host binds
 	Workspace     string // host directory bound read-write at /workspace; "" = tmpfs
 	WorkspaceSize int64  // bytes, for the tmpfs workspace
-	TmpSize       int64  // bytes
-	Binds         []Bind
-	NoFile        uint64 // RLIMIT_NOFILE
+	// WorkspaceMount says the init was given the session's workspace as a
+	// detached mount, its next fd after the proxy channel's, to attach at
+	// /workspace instead of making a tmpfs.
+	WorkspaceMount bool
+	TmpSize        int64 // bytes
+	Binds          []Bind
+	NoFile         uint64 // RLIMIT_NOFILE
 
 	HostUID, HostGID int // the host ids the sandbox user maps to
 
@@ -76,7 +80,8 @@ type SetupError struct {
 }
 
 // Request is a message from the caller to its spawner. Start requests carry
-// three fds (stdin, stdout, stderr) as SCM_RIGHTS.
+// three fds (stdin, stdout, stderr) as SCM_RIGHTS, then the proxy channel
+// and the workspace mount when Config asks for them.
 type Request struct {
 	ID     uint64
 	Kill   bool    // kill the run ID instead of starting one

@@ -17,3 +17,9 @@
 // (BenchmarkSnapshot, BenchmarkRestore) is what the session design is
 // measured against.
 package workspace
+
+import "errors"
+
+// ErrOutside is matched by the error for a path that names something
+// outside the root ("../x").
+var ErrOutside = errors.New("path outside the workspace")

@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -10,10 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// ErrOutside is matched by the error for a path that names something
-// outside the root ("../x").
-var ErrOutside = errors.New("path leaves the workspace")
 
 // Root is a directory that every operation stays beneath. It is safe for
 // concurrent use; the operations are as atomic as the file system makes

@@ -1,0 +1,176 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// keeperClient is the caller's end of a session's keeper process (see
+// keeper_linux.go).
+type keeperClient struct {
+	mu      sync.Mutex // one request at a time
+	conn    *os.File
+	proc    *os.Process
+	reaped  chan struct{}
+	layered bool
+}
+
+// startKeeperProcess starts a keeper for a workspace of size bytes owned by
+// the host ids uid/gid, holding from's content ("" for none) to begin with;
+// flat asks for one tmpfs and copies even where overlays work.
+func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keeperClient, error) {
+	exe, err := selfExe(false)
+	if err != nil {
+		return nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: workspace keeper: socketpair: %w", err)
+	}
+	conn, child := os.NewFile(uintptr(fds[0]), "keeper"), os.NewFile(uintptr(fds[1]), "keeper-child")
+	defer child.Close()
+	cfg := keeperConfig{Size: size, UID: uid, GID: gid, From: from, Flat: flat}
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Setsid: true}
+	if os.Geteuid() != 0 {
+		// Only in a user namespace of its own can it mount; it maps
+		// just the caller's ids, which are also the runs' (validate
+		// allows no other), as its root.
+		cfg.UserNS, cfg.UID, cfg.GID = true, 0, 0
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		attr.Credential = &syscall.Credential{NoSetGroups: true}
+	}
+	msg, err := json.Marshal(cfg)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if _, err := conn.Write(msg); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sandbox: workspace keeper: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        exe,
+		Args:        []string{"sandbox-workspace"},
+		Env:         []string{roleEnv + "=" + roleKeeper, "GOMAXPROCS=1"},
+		ExtraFiles:  []*os.File{child},
+		SysProcAttr: attr,
+	}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sandbox: start workspace keeper: %w", err)
+	}
+	c := &keeperClient{conn: conn, proc: cmd.Process, reaped: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(c.reaped)
+	}()
+	rep, f, err := c.receive()
+	if err == nil && rep.Err != "" {
+		err = keeperError(rep)
+	}
+	if f != nil {
+		f.Close()
+	}
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("sandbox: start workspace: %w", err)
+	}
+	c.layered = rep.Layered
+	return c, nil
+}
+
+// call sends req and returns the reply and the fd it carried, if any.
+func (c *keeperClient) call(req keeperRequest) (keeperReply, *os.File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msg, _ := json.Marshal(req)
+	if _, err := c.conn.Write(msg); err != nil {
+		return keeperReply{}, nil, fmt.Errorf("workspace keeper: %w: %w", ErrSpawner, err)
+	}
+	rep, f, err := c.receive()
+	if err == nil && rep.Err != "" {
+		err = keeperError(rep)
+	}
+	if err != nil && f != nil {
+		f.Close()
+		f = nil
+	}
+	return rep, f, err
+}
+
+func keeperError(rep keeperReply) error {
+	if rep.Errno != 0 {
+		return fmt.Errorf("%s: %w", rep.Err, syscall.Errno(rep.Errno))
+	}
+	return errors.New(rep.Err)
+}
+
+func (c *keeperClient) receive() (keeperReply, *os.File, error) {
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
+	var n, oobn int
+	err := rawRead(c.conn, func(fd int) (err error) {
+		n, oobn, _, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		return err
+	})
+	var rep keeperReply
+	if err == nil && n == 0 {
+		err = errors.New("the session's workspace keeper exited, and the workspace with it; Close this Sandbox and start another")
+	}
+	if err != nil {
+		return rep, nil, fmt.Errorf("workspace keeper: %w: %w", ErrSpawner, err)
+	}
+	var f *os.File
+	if files := receivedFiles(oob[:oobn]); len(files) > 0 {
+		f = files[0]
+		closeFiles(files[1:])
+	}
+	if err := json.Unmarshal(buf[:n], &rep); err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return rep, nil, fmt.Errorf("workspace keeper: %w: %w", ErrSpawner, err)
+	}
+	return rep, f, nil
+}
+
+// rawRead runs read on the conn's fd until it is not EAGAIN or EINTR.
+func rawRead(conn *os.File, read func(fd int) error) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		rerr = read(int(fd))
+		return rerr != unix.EAGAIN && rerr != unix.EINTR
+	})
+	if err != nil {
+		return err
+	}
+	return rerr
+}
+
+// close ends the keeper, and with it the workspace and its snapshots.
+func (c *keeperClient) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conn.Close()
+	select {
+	case <-c.reaped:
+	case <-time.After(5 * time.Second):
+		c.proc.Kill()
+		<-c.reaped
+	}
+}

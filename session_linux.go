@@ -1,0 +1,345 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+
+	"github.com/fumehood/sandbox/internal/workspace"
+	"golang.org/x/sys/unix"
+)
+
+// session is a Sandbox's workspace state (see session.go).
+type session struct {
+	// mu is read-held by every Run and file operation, and write-held
+	// by the operations that reshape the workspace, and by Close.
+	mu     sync.RWMutex
+	closed bool
+
+	// start guards what is made lazily: the keeper, and the file root.
+	start    sync.Mutex
+	kc       *keeperClient
+	startErr error
+	root     *workspace.Root
+	// flat makes the keeper keep one tmpfs and copy for snapshots even
+	// where overlays work, so tests cover that path everywhere.
+	flat bool
+}
+
+// kept says whether the session's workspace lives in a keeper: neither a
+// host directory nor a fresh tmpfs per Run.
+func (o *Options) kept() bool { return o.Workspace == "" && !o.FreshWorkspace }
+
+// fileOwner is the host uid/gid that files the caller creates are given:
+// the runs' host ids, so the program can change them; -1 where the
+// caller's own ids are those already.
+func (o *Options) fileOwner() (int, int) {
+	if os.Geteuid() != 0 {
+		return -1, -1
+	}
+	return o.HostIDs()
+}
+
+// keeper returns the session's keeper, starting it the first time.
+func (ss *session) keeper(o *Options) (*keeperClient, error) {
+	ss.start.Lock()
+	defer ss.start.Unlock()
+	if ss.kc == nil && ss.startErr == nil {
+		uid, gid := o.HostIDs()
+		ss.kc, ss.startErr = startKeeperProcess(orDefault(o.WorkspaceSize, DefaultWorkspaceSize), uid, gid, o.WorkspaceFrom, ss.flat)
+	}
+	return ss.kc, ss.startErr
+}
+
+// forRun read-locks the session for one Run and returns the mount the
+// Run's /workspace is to be (nil: the init makes its own) and the release
+// to call when the Run is over.
+func (s *Sandbox) forRun() (*os.File, func(), error) {
+	ss := s.ws
+	ss.mu.RLock()
+	if ss.closed {
+		ss.mu.RUnlock()
+		return nil, nil, fmt.Errorf("sandbox: run: %w", ErrClosed)
+	}
+	if !s.opts.kept() {
+		return nil, ss.mu.RUnlock, nil
+	}
+	kc, err := ss.keeper(&s.opts)
+	var f *os.File
+	if err == nil {
+		_, f, err = kc.call(keeperRequest{Op: "mount"})
+	}
+	if err != nil {
+		ss.mu.RUnlock()
+		// The keeper is the first process a session clones; where
+		// that failed for want of user namespaces, say so as Run
+		// would.
+		if exe, xerr := selfExe(false); xerr == nil {
+			var ue *UnsupportedError
+			if perr := probeClone(exe, 0); errors.As(perr, &ue) {
+				return nil, nil, ue
+			}
+		}
+		return nil, nil, &SetupError{Stage: "workspace", Op: "start the session's workspace", Err: err}
+	}
+	return f, ss.mu.RUnlock, nil
+}
+
+// files read-locks the session for one file operation and returns its
+// root.
+func (s *Sandbox) files(op string) (*workspace.Root, func(), error) {
+	if s.err != nil {
+		return nil, nil, s.err
+	}
+	ss := s.ws
+	ss.mu.RLock()
+	fail := func(err error) (*workspace.Root, func(), error) {
+		ss.mu.RUnlock()
+		return nil, nil, fmt.Errorf("sandbox: %s: %w", op, err)
+	}
+	if ss.closed {
+		return fail(ErrClosed)
+	}
+	if s.opts.FreshWorkspace {
+		return fail(optionErr("Options.FreshWorkspace", "true", "each Run has a workspace of its own, gone when it ends; there is none to %s", op))
+	}
+	var kc *keeperClient
+	if s.opts.kept() {
+		var err error
+		if kc, err = ss.keeper(&s.opts); err != nil {
+			return fail(err)
+		}
+	}
+	ss.start.Lock()
+	defer ss.start.Unlock()
+	if ss.root == nil {
+		uid, gid := s.opts.fileOwner()
+		if kc == nil {
+			r, err := workspace.Open(s.opts.Workspace, uid, gid)
+			if err != nil {
+				return fail(err)
+			}
+			ss.root = r
+		} else {
+			_, f, err := kc.call(keeperRequest{Op: "root"})
+			if err != nil {
+				return fail(err)
+			}
+			// The Root takes an fd of its own; f's is closed with f.
+			fd, err := unix.Dup(int(f.Fd()))
+			f.Close()
+			if err != nil {
+				return fail(err)
+			}
+			ss.root = workspace.FromFD(fd, DefaultDir, uid, gid)
+		}
+	}
+	return ss.root, ss.mu.RUnlock, nil
+}
+
+// reshape write-locks the session for Snapshot, Restore and Reset, which
+// need its keeper, and drops the file root the keeper will replace.
+func (s *Sandbox) reshape(op string, fn func(kc *keeperClient) error) error {
+	if s.err != nil {
+		return s.err
+	}
+	ss := s.ws
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return fmt.Errorf("sandbox: %s: %w", op, ErrClosed)
+	}
+	switch {
+	case s.opts.FreshWorkspace:
+		return fmt.Errorf("sandbox: %s: %w", op, optionErr("Options.FreshWorkspace", "true", "each Run has a workspace of its own; there is none to %s", op))
+	case s.opts.Workspace != "":
+		return fmt.Errorf("sandbox: %s: %w", op, &UnsupportedError{Feature: op, Reason: "the workspace is the host directory Options.Workspace " + s.opts.Workspace,
+			Hint: "leave Options.Workspace empty for a session workspace (seed it with Options.WorkspaceFrom)"})
+	}
+	kc, err := ss.keeper(&s.opts)
+	if err != nil {
+		return fmt.Errorf("sandbox: %s: %w", op, err)
+	}
+	if ss.root != nil {
+		ss.root.Close()
+		ss.root = nil
+	}
+	if err := fn(kc); err != nil {
+		return fmt.Errorf("sandbox: %s: %w", op, err)
+	}
+	return nil
+}
+
+// Snapshot keeps the workspace's content as it is now. With the default
+// session workspace it copies nothing: the current changes become a
+// read-only layer and new changes go to a fresh one. Snapshots count
+// towards Options.WorkspaceSize while the workspace stands on them.
+func (s *Sandbox) Snapshot() (*Snapshot, error) {
+	var snap *Snapshot
+	err := s.reshape("snapshot", func(kc *keeperClient) error {
+		rep, _, err := kc.call(keeperRequest{Op: "snapshot"})
+		if err == nil {
+			snap = &Snapshot{s: s, id: rep.ID}
+		}
+		return err
+	})
+	return snap, err
+}
+
+// Restore makes the workspace what it was when snap was taken: content,
+// modes, symlinks and modification times. snap stays valid.
+func (s *Sandbox) Restore(snap *Snapshot) error {
+	if snap == nil || snap.s != s {
+		return fmt.Errorf("sandbox: restore: %w", optionErr("snapshot", fmt.Sprint(snap), "was not taken by this Sandbox"))
+	}
+	return s.reshape("restore", func(kc *keeperClient) error {
+		_, _, err := kc.call(keeperRequest{Op: "restore", ID: snap.id})
+		return err
+	})
+}
+
+// Reset returns the workspace to its initial content: empty, or a copy of
+// Options.WorkspaceFrom as it was when the session began.
+func (s *Sandbox) Reset() error {
+	return s.reshape("reset", func(kc *keeperClient) error {
+		_, _, err := kc.call(keeperRequest{Op: "restore", ID: 0})
+		return err
+	})
+}
+
+// Release frees what the snapshot holds; it can no longer be restored.
+func (snap *Snapshot) Release() error {
+	if snap == nil || snap.id == 0 {
+		return nil
+	}
+	return snap.s.reshape("release snapshot", func(kc *keeperClient) error {
+		_, _, err := kc.call(keeperRequest{Op: "drop", ID: snap.id})
+		return err
+	})
+}
+
+// Close ends the session: it waits for the Runs and file operations in
+// flight, then removes the workspace and its snapshots (the helper process
+// holding them exits). A host Options.Workspace directory is left as it
+// is. Close is idempotent; later calls on the Sandbox fail with ErrClosed.
+func (s *Sandbox) Close() error {
+	return s.ws.close()
+}
+
+func (ss *session) close() error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return nil
+	}
+	ss.closed = true
+	ss.start.Lock()
+	defer ss.start.Unlock()
+	if ss.root != nil {
+		ss.root.Close()
+		ss.root = nil
+	}
+	if ss.kc != nil {
+		ss.kc.close()
+		ss.kc = nil
+	}
+	return nil
+}
+
+// WriteFile writes data to the workspace file name with permission bits
+// perm, creating missing directories. A symlink at name is replaced, not
+// followed; readers never see half a file. name is relative to /workspace,
+// or an absolute path beneath it.
+func (s *Sandbox) WriteFile(name string, data []byte, perm fs.FileMode) error {
+	return s.withFiles("write file", name, func(r *workspace.Root, rel string) error {
+		return r.WriteFile(rel, bytes.NewReader(data), perm)
+	})
+}
+
+// ReadFile returns the content of the regular workspace file name.
+// Symlinks on the way resolve inside the workspace.
+func (s *Sandbox) ReadFile(name string) ([]byte, error) {
+	var data []byte
+	err := s.withFiles("read file", name, func(r *workspace.Root, rel string) error {
+		f, err := r.ReadFile(rel)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		data, err = io.ReadAll(f)
+		return err
+	})
+	return data, err
+}
+
+// ReadDir lists the workspace directory name, sorted by name.
+func (s *Sandbox) ReadDir(name string) ([]WorkspaceEntry, error) {
+	var out []WorkspaceEntry
+	err := s.withFiles("read dir", name, func(r *workspace.Root, rel string) error {
+		es, err := r.List(rel)
+		for _, e := range es {
+			out = append(out, WorkspaceEntry(e))
+		}
+		return err
+	})
+	return out, err
+}
+
+// Stat describes the workspace entry name; a final symlink is described,
+// not followed.
+func (s *Sandbox) Stat(name string) (WorkspaceEntry, error) {
+	var out WorkspaceEntry
+	err := s.withFiles("stat", name, func(r *workspace.Root, rel string) error {
+		e, err := r.Stat(rel)
+		out = WorkspaceEntry(e)
+		return err
+	})
+	return out, err
+}
+
+// MkdirAll creates the workspace directory name and its missing parents.
+func (s *Sandbox) MkdirAll(name string) error {
+	return s.withFiles("mkdir", name, func(r *workspace.Root, rel string) error { return r.MkdirAll(rel) })
+}
+
+// RemoveAll removes the workspace entry name and everything beneath it.
+func (s *Sandbox) RemoveAll(name string) error {
+	return s.withFiles("remove", name, func(r *workspace.Root, rel string) error { return r.RemoveAll(rel) })
+}
+
+// WriteTar writes the workspace tree at dir to w as a tar stream:
+// directories, regular files and symlinks with their modes and times,
+// named relative to dir. Devices, FIFOs and sockets are left out.
+func (s *Sandbox) WriteTar(w io.Writer, dir string) error {
+	return s.withFiles("write tar", dir, func(r *workspace.Root, rel string) error { return r.WriteTar(w, rel) })
+}
+
+// ExtractTar writes the directories, regular files and symlinks of the tar
+// stream r beneath the workspace directory dir. An entry whose name leaves
+// dir is refused (ErrOutsideWorkspace), as is any other type of entry;
+// the entries before it stay written.
+func (s *Sandbox) ExtractTar(r io.Reader, dir string) error {
+	return s.withFiles("extract tar", dir, func(root *workspace.Root, rel string) error { return root.ExtractTar(r, rel) })
+}
+
+func (s *Sandbox) withFiles(op, name string, fn func(r *workspace.Root, rel string) error) error {
+	rel, err := workspacePath(name)
+	if err != nil {
+		return fmt.Errorf("sandbox: %s: %w", op, err)
+	}
+	r, release, err := s.files(op)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := fn(r, rel); err != nil {
+		return fmt.Errorf("sandbox: %s: %w", op, err)
+	}
+	return nil
+}

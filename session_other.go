@@ -1,0 +1,51 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"io"
+	"io/fs"
+)
+
+type session struct{}
+
+func (ss *session) close() error { return nil }
+
+// Snapshot is not available on this system.
+func (s *Sandbox) Snapshot() (*Snapshot, error) { return nil, unsupported() }
+
+// Restore is not available on this system.
+func (s *Sandbox) Restore(snap *Snapshot) error { return unsupported() }
+
+// Reset is not available on this system.
+func (s *Sandbox) Reset() error { return unsupported() }
+
+// Release does nothing on this system.
+func (snap *Snapshot) Release() error { return nil }
+
+// Close does nothing on this system.
+func (s *Sandbox) Close() error { return nil }
+
+// WriteFile is not available on this system.
+func (s *Sandbox) WriteFile(name string, data []byte, perm fs.FileMode) error { return unsupported() }
+
+// ReadFile is not available on this system.
+func (s *Sandbox) ReadFile(name string) ([]byte, error) { return nil, unsupported() }
+
+// ReadDir is not available on this system.
+func (s *Sandbox) ReadDir(name string) ([]WorkspaceEntry, error) { return nil, unsupported() }
+
+// Stat is not available on this system.
+func (s *Sandbox) Stat(name string) (WorkspaceEntry, error) { return WorkspaceEntry{}, unsupported() }
+
+// MkdirAll is not available on this system.
+func (s *Sandbox) MkdirAll(name string) error { return unsupported() }
+
+// RemoveAll is not available on this system.
+func (s *Sandbox) RemoveAll(name string) error { return unsupported() }
+
+// WriteTar is not available on this system.
+func (s *Sandbox) WriteTar(w io.Writer, dir string) error { return unsupported() }
+
+// ExtractTar is not available on this system.
+func (s *Sandbox) ExtractTar(r io.Reader, dir string) error { return unsupported() }
