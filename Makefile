@@ -67,8 +67,12 @@ test:
 	echo "+ $(GO) test -tags libseccomp -count=1 -p 1 ./..."
 	$(GO) test -tags libseccomp -count=1 -p 1 ./...
 	# Short fuzz runs: the two compilers against each other, the pure-Go
-	# compiler against its reference, the profile reader for panics.
-	for target in "-tags libseccomp FuzzDifferential ./internal/seccomp" "FuzzCompile ./internal/seccomp" "FuzzSeccompFromDocker ."; do
+	# compiler against its reference, the profile reader for panics, and
+	# every parser of caller input (Options, workspace paths, egress
+	# entries, the CLI's sizes, binds and whole command lines).
+	for target in "-tags libseccomp FuzzDifferential ./internal/seccomp" "FuzzCompile ./internal/seccomp" "FuzzSeccompFromDocker ." \
+		"FuzzOptions ." "FuzzWorkspacePath ." "FuzzParseRules ./internal/egress" \
+		"FuzzParseSize ./cmd/sandbox" "FuzzParseBind ./cmd/sandbox" "FuzzParseRun ./cmd/sandbox"; do
 		set -- $$target
 		tags=""; if [ "$$1" = -tags ]; then tags="-tags $$2"; shift 2; fi
 		echo "+ $(GO) test $$tags -run '^$$' -fuzz '^$$1$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$2"
