@@ -46,9 +46,10 @@ type Options struct {
 	// writable by the sandbox's host uid (see HostUID). Empty means the
 	// session's own tmpfs of WorkspaceSize bytes (see Sandbox).
 	Workspace string
-	// WorkspaceSize caps the session's tmpfs /workspace, in bytes: what
-	// the files of the workspace and of the snapshots it stands on hold
-	// together, across Runs. Zero means DefaultWorkspaceSize.
+	// WorkspaceSize caps the session's tmpfs /workspace, in bytes, across
+	// Runs: what its files hold, together with, where the workspace is
+	// layered (see Sessions in the package documentation), the snapshot
+	// layers it stands on. Zero means DefaultWorkspaceSize.
 	WorkspaceSize int64
 	// WorkspaceFrom, if set, is a host directory whose tree the session
 	// workspace starts with, copied once when the session starts; Reset
