@@ -56,15 +56,14 @@ type keeperConfig struct {
 
 // keeperRequest asks the keeper for one thing.
 type keeperRequest struct {
-	Op string // "mount", "root", "snapshot", "restore", "drop", "usage"
+	Op string // "mount", "root", "snapshot", "restore", "drop"
 	ID int    // the snapshot of "restore" and "drop"
 }
 
 // keeperReply answers a request; "mount" and "root" come with an fd.
 type keeperReply struct {
-	ID      int   // the snapshot "snapshot" made
-	Bytes   int64 // "usage": bytes the workspace's stack holds
-	Layered bool  // the first reply: overlay layers, or one flat tmpfs
+	ID      int  // the snapshot "snapshot" made
+	Layered bool // the first reply: overlay layers, or one flat tmpfs
 	Err     string
 	Errno   int
 }
@@ -310,8 +309,6 @@ func (k *keeper) handle(req keeperRequest) (keeperReply, int, error) {
 	case "root":
 		fd, err := unix.Open("ws", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		return keeperReply{}, fd, err
-	case "usage":
-		return keeperReply{Bytes: k.usage()}, -1, nil
 	case "snapshot":
 		id, err := k.snapshot()
 		return keeperReply{ID: id}, -1, err
@@ -325,16 +322,6 @@ func (k *keeper) handle(req keeperRequest) (keeperReply, int, error) {
 		return keeperReply{}, -1, nil
 	}
 	return keeperReply{}, -1, fmt.Errorf("unknown request %q", req.Op)
-}
-
-func (k *keeper) usage() int64 {
-	n := used(k.upper)
-	if k.layered {
-		for _, l := range k.lowers {
-			n += used(l)
-		}
-	}
-	return n
 }
 
 // snapshot keeps the workspace as it is now and returns its id.
