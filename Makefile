@@ -16,7 +16,7 @@ ROOTLESS_USER ?= sbxtest
 # How long make test fuzzes each fuzz target.
 FUZZTIME ?= 20s
 
-.PHONY: help demo test test-rootless test-vm bench
+.PHONY: help demo test test-rootless test-vm bench soak mutants
 
 help:
 	@echo 'make demo           run examples/quickstart (snippets) and examples/agent-session (a multi-turn session)'
@@ -26,6 +26,10 @@ help:
 	echo 'make test-vm        the tests in a Debian kernel under qemu (no KVM needed) on pure cgroup v2,'
 	echo '                     as root and as a user with a delegated cgroup; VM_TESTS=regex narrows them'
 	echo 'make bench          go test -bench at the root, then bench/compare.sh against bubblewrap'
+	echo 'make mutants        remove a protection (mutants/*.patch) in a copy of the tree and check that'
+	echo '                     the escape test guarding it fails (make test runs this too)'
+	echo 'make soak           the long soak: 10,000 runs then 64 at a time, leak-checked, with p50/p99'
+	echo '                     at the start and the end; callers killed at random points 200 times'
 	echo 'make help           this text'
 
 demo:
@@ -78,6 +82,12 @@ test:
 		echo "+ $(GO) test $$tags -run '^$$' -fuzz '^$$1$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$2"
 		$(GO) test $$tags -run '^$$' -fuzz "^$$1$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$2
 	done
+	$(MAKE) --no-print-directory mutants
+
+# Each mutant removes one protection; its escape test must then fail.
+mutants:
+	@echo "+ mutants/run.sh"
+	GO="$(GO)" mutants/run.sh
 
 # As root: build the test binaries, then run them as $(ROOTLESS_USER), each
 # from a directory of its own that the user can read (with a copy of the
@@ -130,6 +140,14 @@ test-rootless:
 test-vm:
 	@echo "+ vm/run.sh"
 	GO="$(GO)" vm/run.sh
+
+# make test runs the short forms of these (1,000 runs, 12 kills).
+SOAK_RUNS ?= 10000
+FAULT_ROUNDS ?= 200
+soak:
+	@echo "+ SANDBOX_SOAK_RUNS=$(SOAK_RUNS) SANDBOX_FAULT_ROUNDS=$(FAULT_ROUNDS) $(GO) test -count=1 -v -timeout 60m -run '^(TestSoak|TestCallerKilledAtRandom)$$' ."
+	SANDBOX_SOAK_RUNS=$(SOAK_RUNS) SANDBOX_FAULT_ROUNDS=$(FAULT_ROUNDS) $(GO) test -count=1 -v -timeout 60m \
+		-run '^(TestSoak|TestCallerKilledAtRandom)$$' . | grep -v -E ': round [0-9]+ \((spawner|inprocess)\): killed'
 
 bench:
 	@echo "+ $(GO) test -run '^$$' -bench . -benchtime 200x ."

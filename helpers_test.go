@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/fumehood/sandbox/internal/attack"
 	"github.com/fumehood/sandbox/internal/cgroup"
 	"golang.org/x/sys/unix"
 )
@@ -30,6 +31,8 @@ const helperEnv = "SBXTEST_HELPER"
 const helperPath = "/opt/sbxtest/helper"
 
 var helpers = map[string]func(args []string) int{
+	// attack runs one of the escape suite's attacks (internal/attack).
+	"attack": attack.Main,
 	// netifs prints each network interface and whether it is up.
 	"netifs": func([]string) int {
 		ifs, err := net.Interfaces()
@@ -149,6 +152,39 @@ var helpers = map[string]func(args []string) int{
 		fmt.Print(noCgroupReport())
 		return 0
 	},
+	// runloop runs sandboxes without end from 4 goroutines of one Sandbox,
+	// each a shell with the marker args[0] in its environment that sleeps
+	// 0-40 ms, and prints "ready" once the first has finished: a caller to
+	// be killed at a random point of a run's setup, run or teardown.
+	// With args[1] "inprocess" it builds sandboxes without the spawner.
+	"runloop": func(args []string) int {
+		s := New(testOpts(Options{InProcess: len(args) > 1 && args[1] == "inprocess"}))
+		var once sync.Once
+		for g := range 4 {
+			go func() {
+				for i := 0; ; i++ {
+					c := Command("/bin/sh", "-c", fmt.Sprintf("sleep 0.0%d", (g+i)%5))
+					c.Env = []string{"SBXTEST_MARKER=" + args[0]}
+					if _, err := s.Run(context.Background(), c); err != nil {
+						fmt.Println("Run:", err)
+						os.Exit(1)
+					}
+					once.Do(func() { fmt.Println("ready") })
+				}
+			}()
+		}
+		select {}
+	},
+	// once runs one sandbox in process and exits: a new process on the
+	// host, which removes the run cgroups of killed callers.
+	"once": func([]string) int {
+		_, err := New(testOpts(Options{InProcess: true, FreshWorkspace: true})).Run(context.Background(), Command("true"))
+		if err != nil {
+			fmt.Println("Run:", err)
+			return 1
+		}
+		return 0
+	},
 	// caller runs a sandboxed "sleep N.25" from a host process, prints
 	// "ready" once it runs and waits to be killed. (The marker N.25 is not
 	// in the caller's own command line.)
@@ -253,7 +289,9 @@ func helperCmd(name string, args ...string) *Cmd {
 	return c
 }
 
-// hostProcesses lists host pids whose command line contains marker.
+// hostProcesses lists host pids whose command line or environment holds
+// marker: a sandboxed program's children inherit its environment, so none
+// escapes the search by changing its argv.
 func hostProcesses(marker string) []int {
 	var pids []int
 	des, _ := os.ReadDir("/proc")
@@ -262,9 +300,12 @@ func hostProcesses(marker string) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", de.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), marker) {
-			pids = append(pids, pid)
+		for _, f := range []string{"cmdline", "environ"} {
+			b, err := os.ReadFile(filepath.Join("/proc", de.Name(), f))
+			if err == nil && strings.Contains(string(b), marker) {
+				pids = append(pids, pid)
+				break
+			}
 		}
 	}
 	return pids

@@ -166,7 +166,7 @@ func startKeeper(cfg keeperConfig) (*keeper, error) {
 	k.layered = !cfg.Flat && k.canOverlay()
 	var base []int
 	if from != nil {
-		l, err := k.newLayer(cfg.Size)
+		l, err := k.newLayer(cfg.Size, tmpfsInodes(cfg.Size))
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +189,7 @@ func (k *keeper) canOverlay() bool {
 		return false
 	}
 	defer unix.Rmdir("probe")
-	l, err := k.newLayer(1 << 20)
+	l, err := k.newLayer(1<<20, 64)
 	if err != nil {
 		return false
 	}
@@ -197,7 +197,7 @@ func (k *keeper) canOverlay() bool {
 	if err := unix.Mkdir(fmt.Sprintf("L%d/u/d", l), 0o700); err != nil {
 		return false
 	}
-	up, err := k.newLayer(1 << 20)
+	up, err := k.newLayer(1<<20, 64)
 	if err != nil {
 		return false
 	}
@@ -229,17 +229,20 @@ func (k *keeper) overlayOpts(lowers []int, upper int) string {
 	return o
 }
 
-// newLayer mounts a tmpfs of size bytes as the next layer.
-func (k *keeper) newLayer(size int64) (int, error) {
+// newLayer mounts a tmpfs of size bytes and inodes files as the next
+// layer.
+func (k *keeper) newLayer(size, inodes int64) (int, error) {
 	l := k.next
 	k.next++
 	dir := fmt.Sprintf("L%d", l)
 	if err := unix.Mkdir(dir, 0o700); err != nil {
 		return -1, err
 	}
-	// A tmpfs of size 0 would be unbounded; one page is "full".
-	size = max(size, 4096)
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=0700,size=%d", size)); err != nil {
+	// A tmpfs of size 0 would be unbounded; one page is "full". The
+	// layer's root, u and w take three inodes.
+	size, inodes = max(size, 4096), max(inodes, 4)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("mode=0700,size=%d,nr_inodes=%d", size, inodes)); err != nil {
 		unix.Rmdir(dir)
 		return -1, fmt.Errorf("mount layer tmpfs: %w", err)
 	}
@@ -262,13 +265,13 @@ func (k *keeper) freeLayer(l int) {
 	unix.Rmdir(dir)
 }
 
-// used is the bytes a layer's tmpfs holds.
-func used(l int) int64 {
+// used is the bytes and inodes a layer's tmpfs holds.
+func used(l int) (bytes, inodes int64) {
 	var st unix.Statfs_t
 	if unix.Statfs(fmt.Sprintf("L%d", l), &st) != nil {
-		return 0
+		return 0, 0
 	}
-	return int64(st.Blocks-st.Bfree) * st.Bsize
+	return int64(st.Blocks-st.Bfree) * st.Bsize, int64(st.Files - st.Ffree)
 }
 
 func (k *keeper) layerRoot(l int) (*workspace.Root, error) {
@@ -328,7 +331,7 @@ func (k *keeper) handle(req keeperRequest) (keeperReply, int, error) {
 func (k *keeper) snapshot() (int, error) {
 	var stack []int
 	if !k.layered {
-		l, err := k.newLayer(k.cfg.Size)
+		l, err := k.newLayer(k.cfg.Size, tmpfsInodes(k.cfg.Size))
 		if err != nil {
 			return 0, err
 		}
@@ -354,7 +357,7 @@ func (k *keeper) snapshot() (int, error) {
 		}
 		// Freeze the upper layer under a fresh one.
 		stack = append([]int{k.upper}, k.lowers...)
-		up, err := k.newLayer(k.cfg.Size - k.stackBytes(stack))
+		up, err := k.freshLayer(stack)
 		if err != nil {
 			return 0, err
 		}
@@ -368,12 +371,15 @@ func (k *keeper) snapshot() (int, error) {
 	return k.snapID, nil
 }
 
-func (k *keeper) stackBytes(stack []int) int64 {
-	var n int64
+// freshLayer mounts a new upper layer over stack with what the cap leaves:
+// the layers beneath count against both the bytes and the inodes.
+func (k *keeper) freshLayer(stack []int) (int, error) {
+	size, inodes := k.cfg.Size, tmpfsInodes(k.cfg.Size)
 	for _, l := range stack {
-		n += used(l)
+		b, n := used(l)
+		size, inodes = size-b, inodes-n
 	}
-	return n
+	return k.newLayer(size, inodes)
 }
 
 // restore makes snapshot id the workspace, under a fresh upper layer.
@@ -385,9 +391,9 @@ func (k *keeper) restore(id int) error {
 	var up int
 	var err error
 	if k.layered {
-		up, err = k.newLayer(k.cfg.Size - k.stackBytes(stack))
+		up, err = k.freshLayer(stack)
 	} else {
-		up, err = k.newLayer(k.cfg.Size)
+		up, err = k.newLayer(k.cfg.Size, tmpfsInodes(k.cfg.Size))
 		if err == nil && len(stack) > 0 {
 			var src *workspace.Root
 			if src, err = k.layerRoot(stack[0]); err == nil {

@@ -88,41 +88,6 @@ func takeSnapshot(t *testing.T) snapshot {
 	}
 }
 
-func TestThousandRunsLeakNothing(t *testing.T) {
-	requireSandbox(t)
-	s := newTest(t, Options{})
-	ctx := context.Background()
-	if _, err := s.Run(ctx, Command("true")); err != nil { // start the spawner
-		t.Fatal(err)
-	}
-	// A private temp directory, so other programs on the machine cannot
-	// disturb the count; the library must leave nothing in it.
-	t.Setenv("TMPDIR", t.TempDir())
-	before := takeSnapshot(t)
-	runs := 1000
-	if testing.Short() {
-		runs = 200 // the v2 VM emulates its CPU: 1,000 runs there take minutes
-	}
-	for i := range runs {
-		res, err := s.Run(ctx, Command("/bin/true"))
-		if err != nil || !res.Success() {
-			t.Fatalf("run %d: %v %+v", i, err, res)
-		}
-	}
-	after := takeSnapshot(t)
-	if after != before {
-		t.Errorf("after 1,000 runs: %+v\nbefore:            %+v", after, before)
-	}
-	if after.spawnerChildren != 0 {
-		t.Errorf("spawner still has %d children", after.spawnerChildren)
-	}
-	for _, c := range runCgroups(t) {
-		if strings.Contains(c, fmt.Sprintf("%s%d-", cgroup.NamePrefix, spawner.c.pid)) {
-			t.Errorf("run cgroup left after 1,000 runs: %s", c)
-		}
-	}
-}
-
 // TestAllowRunsLeakNothing: the proxy of a NetworkAllow run (its channel,
 // listener, connections, goroutines) goes with the run.
 func TestAllowRunsLeakNothing(t *testing.T) {

@@ -117,7 +117,8 @@ func buildRoot(cfg *wire.Config) error {
 		func() error { return b.buildProc(devs[0]) },
 		func() error { return b.buildDev(devs) },
 		func() error {
-			return b.mountNew("/tmp", "tmpfs", rwAttrs, "mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize))
+			return b.mountNew("/tmp", "tmpfs", rwAttrs, "mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize),
+				fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.TmpSize)))
 		},
 		func() error { return b.buildWorkspace(workspace) },
 	}
@@ -494,7 +495,7 @@ func (b *rootBuilder) buildDev(devs []int) error {
 	}
 	for name, opts := range map[string][]string{
 		"pts": {"devpts", "ptmxmode=0666", "mode=0620"},
-		"shm": {"tmpfs", "mode=1777", fmt.Sprintf("size=%d", b.cfg.TmpSize)},
+		"shm": {"tmpfs", "mode=1777", fmt.Sprintf("size=%d", b.cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(b.cfg.TmpSize))},
 	} {
 		t, err := b.targetIn(dev, name, false)
 		if err != nil {
@@ -537,7 +538,20 @@ func (b *rootBuilder) buildWorkspace(hostDir int) error {
 		return attach(workspaceMountFd(b.cfg), t, DefaultDir)
 	}
 	return b.mountNew(DefaultDir, "tmpfs", rwAttrs, "mode=0755", fmt.Sprintf("size=%d", b.cfg.WorkspaceSize),
+		fmt.Sprintf("nr_inodes=%d", tmpfsInodes(b.cfg.WorkspaceSize)),
 		fmt.Sprintf("uid=%d", SandboxUID), fmt.Sprintf("gid=%d", SandboxGID))
+}
+
+// tmpfsInodes is how many files a writable tmpfs of size bytes may hold:
+// one per page of its size, and at least 4096. The size counts pages of
+// content only, and an empty file or a directory takes none, yet each
+// costs the kernel about 1 KiB; without this bound a program could fill
+// kernel memory with empty files, beyond its memory limit once its cgroup
+// is gone (a session's workspace outlives its runs). A file with content
+// takes a page of the size anyway, so only trees of empty files meet
+// this bound before the size.
+func tmpfsInodes(size int64) int64 {
+	return max(size/4096, 4096)
 }
 
 // pivot makes the new root the process's root and detaches the old one, so

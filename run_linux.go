@@ -203,7 +203,6 @@ func newStdio(cmd *Cmd, limit int64) (_ *stdio, err error) {
 	st := &stdio{}
 	defer func() {
 		if err != nil {
-			st.closeChild()
 			st.close()
 		}
 	}()
@@ -287,7 +286,10 @@ func (st *stdio) closeChild() {
 	}
 }
 
+// close closes every end still open, the sandbox's too when the run
+// failed before they were handed over.
 func (st *stdio) close() {
+	st.closeChild()
 	for _, f := range append(st.outR[:], st.stdinW) {
 		if f != nil {
 			f.Close()

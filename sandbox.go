@@ -49,7 +49,9 @@ type Options struct {
 	// WorkspaceSize caps the session's tmpfs /workspace, in bytes, across
 	// Runs: what its files hold, together with, where the workspace is
 	// layered (see Sessions in the package documentation), the snapshot
-	// layers it stands on. Zero means DefaultWorkspaceSize.
+	// layers it stands on. Zero means DefaultWorkspaceSize. The number of
+	// files and directories is capped too, at one per 4 KiB of the size
+	// (at least 4096): empty files take no size but kernel memory.
 	WorkspaceSize int64
 	// WorkspaceFrom, if set, is a host directory whose tree the session
 	// workspace starts with, copied once when the session starts; Reset
@@ -60,7 +62,8 @@ type Options struct {
 	// run through one Sandbox. The file operations, Snapshot, Restore and
 	// Reset are then refused.
 	FreshWorkspace bool
-	// TmpSize caps /tmp, in bytes. Zero means DefaultTmpSize.
+	// TmpSize caps /tmp and /dev/shm each, in bytes, and their files as
+	// WorkspaceSize does. Zero means DefaultTmpSize.
 	TmpSize int64
 
 	// Binds are extra bind mounts from the host, read-only unless Writable.
@@ -141,7 +144,10 @@ type Options struct {
 	// (the kernel copies its page tables), so services should leave it off.
 	// As with os/exec's Pdeathsig, the sandbox is killed when the OS thread
 	// that started it exits: do not call Run from a goroutine that locked
-	// its thread and then returns.
+	// its thread and then returns. A caller killed outright (SIGKILL) takes
+	// its sandboxes with it, but leaves their emptied run cgroups, which
+	// the next process on the host to start a sandbox removes; through the
+	// spawner, the spawner removes them itself.
 	InProcess bool
 
 	// Seccomp is the syscall filter of every run; nil means

@@ -629,9 +629,14 @@ func TestSessionKeeperKilled(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	fds := countDir("/proc/self/fd")
 	res, err := s.Run(context.Background(), Command("sh", "-c", "echo ran"))
 	if !errors.Is(err, ErrSpawner) || res != nil {
 		t.Errorf("Run after the keeper died = %v, %v; want ErrSpawner and no run", res, err)
+	}
+	// The failed Run closed the pipes it had made for the program.
+	if n := countDir("/proc/self/fd"); n > fds {
+		t.Errorf("the failed Run left %d fds open: %s", n-fds, openFds())
 	}
 	if _, err := s.ReadFile("f"); !errors.Is(err, ErrSpawner) {
 		t.Errorf("ReadFile after the keeper died = %v, want ErrSpawner", err)
