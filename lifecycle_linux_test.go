@@ -155,8 +155,14 @@ func TestTimeoutKillsDaemons(t *testing.T) {
 func TestCancel(t *testing.T) {
 	requireSandbox(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
-	res, err := newTest(t, Options{}).Run(ctx, Command("/bin/sh", "-c", "echo partial; sleep 30"))
+	s := newTest(t, Options{})
+	// Cancel once the program has printed, however slow the machine (the
+	// test VM emulates its CPU): it says so in the session's workspace.
+	go func() {
+		waitFor(func() bool { _, err := s.ReadFile("printed"); return err == nil })
+		cancel()
+	}()
+	res, err := s.Run(ctx, Command("/bin/sh", "-c", "echo partial; touch printed; sleep 30"))
 	if !errors.Is(err, context.Canceled) || res == nil || res.Outcome != Canceled || string(res.Stdout) != "partial\n" {
 		t.Errorf("err = %v, result = %+v, want canceled with the partial output", err, res)
 	}

@@ -56,8 +56,8 @@ func forkBomb(r *Report, _ []string) {
 			break
 		}
 		if pid == 0 {
-			for {
-				unix.RawSyscall(unix.SYS_PAUSE, 0, 0, 0)
+			for { // ppoll of nothing, no timeout: pause(2), which arm64 lacks
+				unix.RawSyscall6(unix.SYS_PPOLL, 0, 0, 0, 0, 0, 0)
 			}
 		}
 		n++
