@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/attack"
-	"github.com/fumehood/sandbox/internal/cgroup"
 )
 
 // The escape suite's attacks on the host itself: its processes, its
@@ -347,20 +346,6 @@ func TestEscapeNetwork(t *testing.T) {
 	requireDenied(t, res, "socket")
 }
 
-// runFor runs attack name in s with a deadline of d and returns how it
-// ended, the report, if one was printed, and Run's error.
-func runFor(t *testing.T, s *Sandbox, d time.Duration, name string, args ...string) (*Result, *attack.Report, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	res, err := s.Run(ctx, helperCmd("attack", append([]string{name}, args...)...))
-	if res == nil {
-		t.Fatalf("Run attack %s: %v", name, err)
-	}
-	rep, _ := attack.Parse(res.Stdout)
-	return res, rep, err
-}
-
 // requireNothingLeft fails unless, within a second, no host process
 // carries marker, and (where runs have cgroups) no run cgroup of this test
 // process or its spawner is left.
@@ -382,12 +367,8 @@ func requireNothingLeft(t *testing.T, marker string) {
 		owners = append(owners, spawner.c.pid)
 	}
 	spawner.mu.Unlock()
-	for _, c := range runCgroups(t) {
-		for _, o := range owners {
-			if strings.Contains(filepath.Base(c), fmt.Sprintf("%s%d-", cgroup.NamePrefix, o)) {
-				t.Errorf("run cgroup left after Run returned: %s", c)
-			}
-		}
+	for _, c := range cgroupsMadeBy(t, owners...) {
+		t.Errorf("run cgroup left after Run returned: %s", c)
 	}
 }
 

@@ -31,14 +31,25 @@ func attackOpts(t *testing.T, opts Options) Options {
 // attack's report (nil when the run ended before it printed one).
 func runAttack(t *testing.T, s *Sandbox, name string, args ...string) (*Result, *attack.Report) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := s.Run(ctx, helperCmd("attack", append([]string{name}, args...)...))
+	res, rep, err := runFor(t, s, 60*time.Second, name, args...)
 	if err != nil {
 		t.Fatalf("Run attack %s: %v", name, err)
 	}
-	rep, _ := attack.Parse(res.Stdout)
 	return res, rep
+}
+
+// runFor runs attack name in s with a deadline of d and returns how it
+// ended, the report, if one was printed, and Run's error.
+func runFor(t *testing.T, s *Sandbox, d time.Duration, name string, args ...string) (*Result, *attack.Report, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	res, err := s.Run(ctx, helperCmd("attack", append([]string{name}, args...)...))
+	if res == nil {
+		t.Fatalf("Run attack %s: %v", name, err)
+	}
+	rep, _ := attack.Parse(res.Stdout)
+	return res, rep, err
 }
 
 // mustReport runs attack name in a new sandbox built from opts, requires

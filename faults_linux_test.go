@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fumehood/sandbox/internal/cgroup"
 )
 
 // faultRounds is how many times TestCallerKilledAtRandom kills a caller:
@@ -108,12 +106,8 @@ func TestCallerKilledAtRandom(t *testing.T) {
 				left = append(left, fmt.Sprintf("%d entries in its TMPDIR", n))
 			}
 			if withCgroups {
-				for _, k := range append(kids, cmd.Process.Pid) {
-					for _, c := range runCgroups(t) {
-						if strings.Contains(c, fmt.Sprintf("%s%d-", cgroup.NamePrefix, k)) {
-							left = append(left, "cgroup "+c)
-						}
-					}
+				for _, c := range cgroupsMadeBy(t, append(kids, cmd.Process.Pid)...) {
+					left = append(left, "cgroup "+c)
 				}
 			}
 			return len(left) == 0

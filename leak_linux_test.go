@@ -51,6 +51,21 @@ func runCgroups(t *testing.T) []string {
 	return found
 }
 
+// cgroupsMadeBy lists the run cgroups made by any of the processes pids
+// (a run cgroup's name carries its maker's pid).
+func cgroupsMadeBy(t *testing.T, pids ...int) []string {
+	t.Helper()
+	var found []string
+	for _, c := range runCgroups(t) {
+		for _, p := range pids {
+			if strings.HasPrefix(filepath.Base(c), fmt.Sprintf("%s%d-", cgroup.NamePrefix, p)) {
+				found = append(found, c)
+			}
+		}
+	}
+	return found
+}
+
 func countLines(file string) int {
 	b, err := os.ReadFile(file)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -502,9 +501,6 @@ func TestSessionCloseLeavesNothing(t *testing.T) {
 		}
 		warm.Close()
 		t.Setenv("TMPDIR", t.TempDir())
-		// Files earlier tests dropped are closed by their finalizers.
-		runtime.GC()
-		time.Sleep(50 * time.Millisecond)
 		before := takeSnapshot(t)
 		fdsBefore := openFds()
 		keepers := len(hostProcesses("sandbox-workspace"))

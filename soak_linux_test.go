@@ -8,12 +8,9 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/fumehood/sandbox/internal/cgroup"
 )
 
 // soakRuns is how many sequential runs TestSoak makes: SANDBOX_SOAK_RUNS
@@ -113,9 +110,7 @@ func TestSoak(t *testing.T) {
 	if after.spawnerChildren != 0 {
 		t.Errorf("spawner still has %d children", after.spawnerChildren)
 	}
-	for _, c := range runCgroups(t) {
-		if strings.Contains(c, fmt.Sprintf("%s%d-", cgroup.NamePrefix, spawner.c.pid)) {
-			t.Errorf("run cgroup left after the soak: %s", c)
-		}
+	for _, c := range cgroupsMadeBy(t, spawner.c.pid) {
+		t.Errorf("run cgroup left after the soak: %s", c)
 	}
 }
