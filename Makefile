@@ -15,6 +15,8 @@ STATICCHECK = $(GOBIN)/staticcheck
 ROOTLESS_USER ?= sbxtest
 # How long make test fuzzes each fuzz target.
 FUZZTIME ?= 20s
+# The tests run a second time with pooled sandboxes (see the test target).
+POOL_TESTS = TestEscape|TestOnly|TestHostInvisible|TestReadOnly|TestWritable|TestIdentity|TestNoPrivileges|TestEnvironment|TestProc|TestOOMScore|TestWorkingDirectory|TestTmpfs|TestExitStatus|TestCrash|TestMissing|TestStdin|TestTimeout|TestCancel|TestOutputFlood|TestConcurrentRuns|TestSetupFailure|TestBindSource|TestSession|TestLimitsReported|TestMemoryHog|TestForkBomb|TestCPUQuota|TestFillTmp|TestFileSizeLimit|TestSeccompRefuses|TestSeccompKill|TestPool
 
 .PHONY: help demo test test-rootless test-vm bench soak mutants
 
@@ -25,7 +27,7 @@ help:
 	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
 	echo 'make test-vm        the tests in a Debian kernel under qemu (no KVM needed) on pure cgroup v2,'
 	echo '                     as root and as a user with a delegated cgroup; VM_TESTS=regex narrows them'
-	echo 'make bench          go test -bench at the root, then bench/compare.sh against bubblewrap'
+	echo 'make bench          go test -bench at the root (BENCHTIME=5x), then bench/table: floor, bubblewrap, cold and warm Run interleaved; ends with the ratios line'
 	echo 'make mutants        remove a protection (mutants/*.patch) in a copy of the tree and check that'
 	echo '                     the escape test guarding it fails (make test runs this too)'
 	echo 'make soak           the long soak: 10,000 runs then 64 at a time, leak-checked, with p50/p99'
@@ -54,6 +56,11 @@ test:
 	$(GO) test -race -count=1 -p 1 ./...
 	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -p 1 ./..."
 	CGO_ENABLED=0 $(GO) test -count=1 -p 1 ./...
+	# The core, limit, session and escape tests again with every test
+	# Sandbox pooled (Options.Pool): a pooled run must be as isolated as
+	# a cold one, and each such Sandbox must really serve from its pool.
+	echo "+ SANDBOX_TEST_POOL=2 $(GO) test -count=1 -run '$(POOL_TESTS)' ."
+	SANDBOX_TEST_POOL=2 $(GO) test -count=1 -run '$(POOL_TESTS)' .
 	# The libseccomp build: the same policy compiled through libseccomp,
 	# which needs its C library and headers (apt-get as root).
 	if ! pkg-config --exists libseccomp 2>/dev/null; then
@@ -149,8 +156,14 @@ soak:
 	SANDBOX_SOAK_RUNS=$(SOAK_RUNS) SANDBOX_FAULT_ROUNDS=$(FAULT_ROUNDS) $(GO) test -count=1 -v -timeout 60m \
 		-run '^(TestSoak|TestCallerKilledAtRandom)$$' . | grep -v -E ': round [0-9]+ \((spawner|inprocess)\): killed'
 
+# The root package's go benchmarks, briefly (BENCHTIME each), then the
+# table of bench/table: fork+exec, bubblewrap and our cold and warm Runs,
+# measured interleaved in one run; its last line is the ratios line.
+# TABLE_FLAGS sizes the table (e.g. -n 50 -rounds 3; see -h).
+BENCHTIME ?= 5x
+TABLE_FLAGS ?=
 bench:
-	@echo "+ $(GO) test -run '^$$' -bench . -benchtime 200x ."
-	$(GO) test -run '^$$' -bench . -benchtime 200x .
-	echo "+ bench/compare.sh"
-	bench/compare.sh
+	@echo "+ $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ."
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) .
+	echo "+ $(GO) run ./bench/table $(TABLE_FLAGS)"
+	$(GO) run ./bench/table $(TABLE_FLAGS)

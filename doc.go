@@ -80,7 +80,17 @@
 // with SCM_RIGHTS) to start one sandbox. This matters because cloning a
 // user namespace makes Go fork without sharing memory, so starting from a
 // large process costs time in proportion to its size. [Options.InProcess]
-// skips the spawner for small short-lived callers.
+// skips the spawner for small short-lived callers. The spawner serves
+// concurrent Runs concurrently, and one that dies is replaced by the next
+// Run (the Runs it was serving fail with [ErrSpawner]; their sandboxes die
+// with it).
+//
+// Warm starts: with [Options.Pool] the spawner keeps sandboxes prepared
+// ahead (namespaces, cgroup, root, everything but the program) and a Run
+// hands one its program and stdio; each serves one Run and is destroyed
+// with it, and the pool refills in the background. Teardown the caller
+// need not wait for, such as removing a run's emptied cgroup, happens
+// after Run returns and is finished before [Sandbox.Close] returns.
 //
 // Each sandbox starts as an init process cloned into new user, PID, mount,
 // network, IPC, UTS and cgroup namespaces, with one host uid/gid mapped to

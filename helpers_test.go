@@ -348,9 +348,36 @@ func testOpts(o Options) Options {
 	return o
 }
 
-// newTest is a Sandbox with testOpts, closed when the test ends.
+// testPool, from SANDBOX_TEST_POOL, is the Options.Pool that newTest gives
+// every Sandbox that can have one: make test runs the core and escape
+// tests so too, to show that a pooled run is as isolated as a cold one.
+var testPool, _ = strconv.Atoi(os.Getenv("SANDBOX_TEST_POOL"))
+
+// newTest is a Sandbox with testOpts, closed when the test ends. With
+// testPool its pool is full before it is returned, and the test fails if
+// none of its Runs took a prepared sandbox.
 func newTest(t testing.TB, o Options) *Sandbox {
-	s := New(testOpts(o))
-	t.Cleanup(func() { s.Close() })
+	o = testOpts(o)
+	pooled := testPool > 0 && o.Pool == 0 && !o.InProcess && o.Network != NetworkAllow
+	if pooled {
+		o.Pool = testPool
+	}
+	s := New(o)
+	filled := false
+	if pooled && s.Err() == nil {
+		// A preparation may fail as the test's Runs are meant to.
+		err := s.fillPool()
+		filled = err == nil
+		if err != nil {
+			t.Logf("SANDBOX_TEST_POOL: the pool was not filled: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		runs, pooledRuns := s.ws.runs.Load(), s.ws.pooled.Load()
+		s.Close()
+		if filled && runs > 0 && pooledRuns == 0 {
+			t.Errorf("SANDBOX_TEST_POOL=%d: none of the %d Runs took a prepared sandbox", testPool, runs)
+		}
+	})
 	return s
 }

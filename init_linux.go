@@ -5,7 +5,6 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path"
 	"strconv"
@@ -51,14 +50,21 @@ const initConnFd = 3
 func initMain() {
 	conn := os.NewFile(initConnFd, "init-conn")
 	var cfg wire.Config
-	data, err := io.ReadAll(conn)
+	data, _, err := readFrame(conn, false)
 	if err == nil {
 		err = json.Unmarshal(data, &cfg)
 	}
 	if err != nil {
 		initFail(conn, &initError{Stage: "config", Op: "read", Err: err})
 	}
-	prog, err := setupSandbox(&cfg)
+	err = prepareSandbox(&cfg)
+	if err == nil && cfg.Prepare {
+		err = awaitProgram(conn, &cfg)
+	}
+	var prog string
+	if err == nil {
+		prog, err = finishSandbox(&cfg)
+	}
 	if err == nil {
 		err = loadFilter(&cfg)
 	}
@@ -81,38 +87,41 @@ func initFail(conn *os.File, err error) {
 	os.Exit(125)
 }
 
-// setupSandbox does every step before the exec and returns the program's
-// path inside the sandbox.
-func setupSandbox(cfg *wire.Config) (string, error) {
+// prepareSandbox builds the sandbox up to what depends on the program:
+// a prepared init (cfg.Prepare) stops here until it is given one.
+func prepareSandbox(cfg *wire.Config) error {
 	// Before dumpable is cleared: afterwards /proc/self belongs to root.
 	if cfg.ResetOOMScore {
 		if err := resetOOMScore(); err != nil {
-			return "", err
+			return err
 		}
 	}
 	// Non-dumpable: nothing may ptrace the init or open its /proc files.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return "", &initError{Stage: "process", Op: "prctl PR_SET_DUMPABLE", Err: err}
+		return &initError{Stage: "process", Op: "prctl PR_SET_DUMPABLE", Err: err}
 	}
 	if err := buildRoot(cfg); err != nil {
-		return "", err
+		return err
 	}
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
-		return "", &initError{Stage: "hostname", Op: "sethostname", Path: cfg.Hostname, Err: err}
+		return &initError{Stage: "hostname", Op: "sethostname", Path: cfg.Hostname, Err: err}
 	}
 	if !cfg.HostNetwork {
 		if err := loopbackUp(); err != nil {
-			return "", err
+			return err
 		}
 	}
 	if cfg.ProxyPort != 0 {
 		if err := handOverProxyListener(cfg.ProxyPort); err != nil {
-			return "", err
+			return err
 		}
 	}
-	if err := setRlimits(cfg); err != nil {
-		return "", err
-	}
+	return setRlimits(cfg)
+}
+
+// finishSandbox does the steps that depend on the program and returns
+// its path inside the sandbox.
+func finishSandbox(cfg *wire.Config) (string, error) {
 	if err := enterDir(cfg.Dir); err != nil {
 		return "", err
 	}

@@ -5,9 +5,11 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/fumehood/sandbox/internal/seccomp"
@@ -32,6 +34,19 @@ type handle struct {
 	done  chan wire.Exit        // receives one value when the init has been reaped
 	kill  func()                // kills the init, and so every process of the sandbox
 	lost  error                 // set before done when the spawner died under the run
+
+	// For a prepared init (cfg.Prepare) only: prepared receives one value,
+	// nil once the sandbox is built; then the init waits for one value on
+	// program, or for program to be closed, which destroys it.
+	prepared chan *wire.SetupError
+	program  chan programFiles
+}
+
+// programFiles is the program a prepared init is to run, and its files:
+// stdio, then the workspace mount when p.WorkspaceMount is set.
+type programFiles struct {
+	p     wire.Program
+	files []*os.File
 }
 
 func newHandle(kill func()) *handle {
@@ -41,8 +56,9 @@ func newHandle(kill func()) *handle {
 // launch clones and starts the init of one sandbox with the given stdio
 // and, for a run with an egress proxy, the init's end of the proxy channel
 // (its fd 4; see egress_linux.go). It returns once the init is running;
-// ready and done report the rest.
-func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool) (*handle, *wire.SetupError) {
+// ready and done report the rest. What the run leaves for after done (its
+// cgroup's removal) is counted in teardown until finished.
+func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool, teardown *sync.WaitGroup) (*handle, *wire.SetupError) {
 	if se := extra.check(cfg); se != nil {
 		return nil, se
 	}
@@ -86,7 +102,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 	// the init finds it waiting when its runtime is up.
 	early := len(msg) <= 64<<10 && !placeAfterStart
 	if early {
-		if se := sendConfig(parent, msg); se != nil {
+		if se := sendConfig(parent, msg, !cfg.Prepare); se != nil {
 			return fail(se)
 		}
 	}
@@ -122,10 +138,22 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		}
 		cmd.Process.Kill()
 	})
+	if cfg.Prepare {
+		h.prepared, h.program = make(chan *wire.SetupError, 1), make(chan programFiles)
+	}
+	teardown.Add(1)
 	go func() {
+		defer teardown.Done()
 		var se *wire.SetupError
 		if !early {
-			se = sendConfig(parent, msg)
+			se = sendConfig(parent, msg, !cfg.Prepare)
+		}
+		if se == nil && cfg.Prepare {
+			se = awaitPrepared(parent)
+			h.prepared <- se
+			if se == nil {
+				se = giveProgram(parent, h, cmd.Process)
+			}
 		}
 		var sv *supervisor
 		if se == nil {
@@ -151,6 +179,13 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		}
 		exit.Limits = limits
 		h.done <- exit
+		// Off the run's return path: the cgroup is empty, and nothing
+		// the caller is told depends on its removal.
+		if grp != nil {
+			if err := grp.Delete(); err != nil {
+				fmt.Fprintf(os.Stderr, "sandbox: remove cgroup %s: %v\n", grp.Path(), err)
+			}
+		}
 	}()
 	return h, nil
 }
@@ -174,7 +209,9 @@ func (f initFiles) list() []*os.File {
 
 // check holds the files to what cfg says the init will find.
 func (f initFiles) check(cfg *wire.Config) *wire.SetupError {
-	if (cfg.ProxyPort != 0) != (f.proxyChan != nil) || cfg.WorkspaceMount != (f.workspace != nil) {
+	// A prepared init is given its workspace mount with its program.
+	wantWorkspace := cfg.WorkspaceMount && !cfg.Prepare
+	if (cfg.ProxyPort != 0) != (f.proxyChan != nil) || wantWorkspace != (f.workspace != nil) || cfg.Prepare && cfg.ProxyPort != 0 {
 		return &wire.SetupError{Stage: "start", Op: "init files", Text: "the proxy channel and the workspace mount must come with their config, and only then"}
 	}
 	return nil
@@ -217,10 +254,11 @@ func inheritsNegativeOOMScore() bool {
 	return strings.HasPrefix(string(b), "-")
 }
 
-// sendConfig writes the init's config and ends the stream.
-func sendConfig(conn *os.File, msg []byte) *wire.SetupError {
-	_, err := conn.Write(msg)
-	if err == nil {
+// sendConfig writes the init's config frame and, with end, ends the
+// stream: a prepared init's stays open for its program.
+func sendConfig(conn *os.File, msg []byte, end bool) *wire.SetupError {
+	err := writeFrame(conn, msg, nil)
+	if err == nil && end {
 		err = unix.Shutdown(int(conn.Fd()), unix.SHUT_WR)
 	}
 	if err != nil {

@@ -93,14 +93,10 @@ func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError
 	return nil, wanted, nil
 }
 
-// usageOf adds what the run's cgroup measured to exit and removes the
-// cgroup, which is empty once the sandbox's pid 1 has been reaped.
+// usageOf adds what the run's cgroup measured to exit.
 func usageOf(grp cgroup.Group, exit *wire.Exit) {
 	if u, err := grp.Usage(); err == nil {
 		exit.CgroupCPUNS, exit.MemoryPeak = u.CPU.Nanoseconds(), u.MemoryPeak
 		exit.OOMKills, exit.PidsMax = u.OOMKills, u.PidsMax
-	}
-	if err := grp.Delete(); err != nil {
-		fmt.Fprintf(os.Stderr, "sandbox: remove cgroup %s: %v\n", grp.Path(), err)
 	}
 }

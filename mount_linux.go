@@ -531,8 +531,8 @@ func (b *rootBuilder) buildWorkspace(hostDir int) error {
 	}
 	if b.cfg.WorkspaceMount {
 		t, err := b.target(DefaultDir, false)
-		if err != nil {
-			return err
+		if err != nil || b.cfg.Prepare {
+			return err // a prepared init attaches it once given it
 		}
 		// The keeper made it nosuid and nodev; the clone keeps that.
 		return attach(workspaceMountFd(b.cfg), t, DefaultDir)
@@ -540,6 +540,27 @@ func (b *rootBuilder) buildWorkspace(hostDir int) error {
 	return b.mountNew(DefaultDir, "tmpfs", rwAttrs, "mode=0755", fmt.Sprintf("size=%d", b.cfg.WorkspaceSize),
 		fmt.Sprintf("nr_inodes=%d", tmpfsInodes(b.cfg.WorkspaceSize)),
 		fmt.Sprintf("uid=%d", SandboxUID), fmt.Sprintf("gid=%d", SandboxGID))
+}
+
+// attachWorkspace attaches a prepared init's session workspace, the
+// detached mount fd, at /workspace of the root it has pivoted into. fd
+// stays open.
+func attachWorkspace(fd int) error {
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &initError{Stage: "mount", Op: "open root", Path: "/", Err: err}
+	}
+	defer unix.Close(root)
+	t, err := openIn(root, DefaultDir)
+	if err != nil {
+		return &initError{Stage: "mount", Op: "resolve target", Path: DefaultDir, Err: err}
+	}
+	defer unix.Close(t)
+	mfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return &initError{Stage: "mount", Op: "dup workspace mount", Err: err}
+	}
+	return attach(mfd, t, DefaultDir)
 }
 
 // tmpfsInodes is how many files a writable tmpfs of size bytes may hold:

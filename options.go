@@ -25,6 +25,10 @@ func optionErr(option, value, format string, a ...any) error {
 }
 
 // validate reports the first wrong field.
+// maxPool bounds Options.Pool: each prepared sandbox is a process with
+// its namespaces and mounts held while it waits.
+const maxPool = 64
+
 func (o *Options) validate() error {
 	if o.Rootfs != "" {
 		if err := checkHostDir("Options.Rootfs", o.Rootfs); err != nil {
@@ -42,6 +46,14 @@ func (o *Options) validate() error {
 		}
 	}
 	switch {
+	case o.Pool < 0:
+		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "must not be negative")
+	case o.Pool > maxPool:
+		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "is more than the %d prepared sandboxes a Sandbox may hold", maxPool)
+	case o.Pool > 0 && o.InProcess:
+		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "needs the spawner, and Options.InProcess asks for none")
+	case o.Pool > 0 && o.Network == NetworkAllow:
+		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "cannot prepare sandboxes with Network: NetworkAllow, whose proxy is made for each run")
 	case o.Workspace != "" && o.FreshWorkspace:
 		return optionErr("Options.FreshWorkspace", "true", "conflicts with Options.Workspace %s; set one", o.Workspace)
 	case o.Workspace != "" && o.WorkspaceFrom != "":

@@ -61,6 +61,10 @@ type Result struct {
 	SystemTime time.Duration // CPU time in the kernel, likewise
 	MaxRSS     int64         // peak resident set size in bytes of the largest process
 
+	// Pooled says the run took a sandbox prepared ahead (Options.Pool);
+	// its WallTime then starts when it was taken, not when it was built.
+	Pooled bool
+
 	// From the run's cgroup, when it had one (see Limits):
 	CgroupCPU    time.Duration // CPU time of every process of the run
 	MemoryPeak   int64         // peak memory of the run in bytes; 0 if the kernel does not say

@@ -50,7 +50,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	var h *handle
 	if s.opts.InProcess {
 		var se *wire.SetupError
-		if h, se = launch(cfg, st.child, extra, true); se != nil {
+		if h, se = launch(cfg, st.child, extra, true, &s.ws.teardown); se != nil {
 			err = setupError(se, cfg)
 		}
 	} else {
@@ -59,7 +59,8 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		for attempt := 0; attempt < 2; attempt++ {
 			var sp *spawnerClient
 			if sp, err = theSpawner(); err == nil {
-				h, err = sp.start(cfg, st.child, extra)
+				s.ws.spawned.Store(true)
+				h, err = sp.start(cfg, st.child, extra, s.ws.owner, s.opts.Pool)
 			}
 			if !errors.Is(err, errSpawnerGone) {
 				break
@@ -110,6 +111,13 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	res.UserTime = time.Duration(exit.UserNS)
 	res.SystemTime = time.Duration(exit.SysNS)
 	res.MaxRSS = exit.MaxRSSKiB << 10
+	res.Pooled = exit.Pooled
+	if se == nil {
+		s.ws.runs.Add(1)
+		if res.Pooled {
+			s.ws.pooled.Add(1)
+		}
+	}
 	res.CgroupCPU, res.MemoryPeak = time.Duration(exit.CgroupCPUNS), exit.MemoryPeak
 	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills), exit.PidsMax > 0
 	for _, l := range exit.Limits {
@@ -295,4 +303,18 @@ func (st *stdio) close() {
 			f.Close()
 		}
 	}
+}
+
+// fillPool has the spawner prepare the Sandbox's pool (Options.Pool) and
+// waits until it is full.
+func (s *Sandbox) fillPool() error {
+	sp, err := theSpawner()
+	if err != nil {
+		return err
+	}
+	// The spawner prepares the config without its program.
+	cfg := s.opts.config(Command("/bin/true"), s.filter)
+	cfg.WorkspaceMount = s.opts.kept()
+	s.ws.spawned.Store(true)
+	return sp.fill(s.ws.owner, cfg, s.opts.Pool)
 }

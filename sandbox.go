@@ -150,6 +150,19 @@ type Options struct {
 	// spawner, the spawner removes them itself.
 	InProcess bool
 
+	// Pool, if positive, keeps that many sandboxes of this Sandbox
+	// prepared ahead in the spawner: namespaces made, root built and
+	// pivoted into, cgroup made and limits set, waiting only for the
+	// program. A Run takes one, hands it the program and its stdio, and
+	// starts the program in it; each prepared sandbox serves exactly one
+	// Run and is destroyed with it, as a cold one is, and a new one is
+	// prepared in the background. A pooled Run is as isolated as a cold
+	// one; it only starts sooner. When the pool is empty a Run starts
+	// cold. The prepared sandboxes hold their cgroup's memory and pids
+	// until used or until Close. Not with InProcess (the pool lives in the
+	// spawner) or NetworkAllow (each run's proxy is made at its start).
+	Pool int
+
 	// Seccomp is the syscall filter of every run; nil means
 	// DefaultSeccompPolicy(). New compiles it once.
 	Seccomp *SeccompPolicy
@@ -266,7 +279,7 @@ type Sandbox struct {
 // New returns a Sandbox for opts. It checks opts at once; if they are wrong,
 // Err and every Run return an error that names the option.
 func New(opts Options) *Sandbox {
-	s := &Sandbox{opts: opts, ws: &session{}}
+	s := &Sandbox{opts: opts, ws: newSession()}
 	// A Sandbox dropped without Close still ends its session.
 	runtime.AddCleanup(s, func(ss *session) { ss.close() }, s.ws)
 	s.err = s.opts.validate()
@@ -275,6 +288,15 @@ func New(opts Options) *Sandbox {
 	}
 	if s.err == nil {
 		s.filter, s.err = opts.seccompFilter()
+	}
+	if s.err == nil && opts.Pool > 0 {
+		// Prepared ahead, so that even the first Run finds one; a
+		// failure here shows in the Runs, which then start cold.
+		s.ws.teardown.Add(1) // Close waits for it
+		go func() {
+			defer s.ws.teardown.Done()
+			s.fillPool()
+		}()
 	}
 	return s
 }

@@ -16,3 +16,4 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) { return n
 
 // Probe reports that no layer is available on this system.
 func Probe() (*ProbeReport, error) { return &ProbeReport{}, nil }
+func (s *Sandbox) fillPool() error { return unsupported() }

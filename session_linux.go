@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fumehood/sandbox/internal/workspace"
 	"golang.org/x/sys/unix"
@@ -30,6 +31,24 @@ type session struct {
 	// flat makes the keeper keep one tmpfs and copy for snapshots even
 	// where overlays work, so tests cover that path everywhere.
 	flat bool
+
+	// owner names the Sandbox to the spawner, which keeps its pool and
+	// tracks its runs' teardown under it; spawned says a Run went there.
+	owner   string
+	spawned atomic.Bool
+	// teardown counts InProcess runs whose cgroup is not yet removed.
+	teardown sync.WaitGroup
+	// runs and pooled count the Runs that started a program, and those
+	// of them that took a prepared sandbox: the tests check with them
+	// that a pooled Sandbox really serves from its pool.
+	runs, pooled atomic.Int64
+}
+
+// ownerSeq numbers the Sandboxes of this process, for their owner names.
+var ownerSeq atomic.Uint64
+
+func newSession() *session {
+	return &session{owner: fmt.Sprintf("%d-%d", os.Getpid(), ownerSeq.Add(1))}
 }
 
 // kept says whether the session's workspace lives in a keeper: neither a
@@ -239,6 +258,14 @@ func (ss *session) close() error {
 		return nil
 	}
 	ss.closed = true
+	// What the runs left to finish after returning (their cgroups), and
+	// the spawner's prepared sandboxes, are gone before Close returns.
+	ss.teardown.Wait()
+	if ss.spawned.Load() {
+		if sp := currentSpawner(); sp != nil {
+			sp.sync(ss.owner)
+		}
+	}
 	ss.start.Lock()
 	defer ss.start.Unlock()
 	if ss.root != nil {

@@ -5,9 +5,10 @@ package sandbox
 import (
 	"io"
 	"io/fs"
+	"sync"
 )
 
-type session struct{}
+type session struct{ teardown sync.WaitGroup }
 
 func (ss *session) close() error { return nil }
 
@@ -49,3 +50,4 @@ func (s *Sandbox) WriteTar(w io.Writer, dir string) error { return unsupported()
 
 // ExtractTar is not available on this system.
 func (s *Sandbox) ExtractTar(r io.Reader, dir string) error { return unsupported() }
+func newSession() *session                                  { return &session{} }

@@ -48,13 +48,16 @@ var errSpawnerGone = errors.New("spawner gone before the request")
 const spawnerConnFd = 3
 
 // spawnerMain serves one caller until it goes away, then kills what is left.
+// Each start is launched on a goroutine of its own, so that concurrent
+// callers are not served one clone at a time.
 func spawnerMain() {
 	fd := spawnerConnFd
 	var (
 		mu     sync.Mutex
-		runs   = map[uint64]*handle{}
+		runs   = map[uint64]*served{}
 		wmu    sync.Mutex
-		active sync.WaitGroup // runs not yet reaped
+		active sync.WaitGroup // starts not yet reaped, and syncs not yet answered
+		byName owners
 	)
 	reply := func(r wire.Reply) {
 		msg, _ := json.Marshal(r)
@@ -81,60 +84,65 @@ func spawnerMain() {
 			closeFiles(files)
 			continue
 		}
-		if req.Kill {
+		switch {
+		case req.Kill:
+			closeFiles(files)
 			mu.Lock()
-			if h := runs[req.ID]; h != nil {
-				h.kill()
+			if r := runs[req.ID]; r != nil {
+				r.kill()
 			}
 			mu.Unlock()
+		case req.Fill:
 			closeFiles(files)
-			continue
-		}
-		var extra initFiles
-		ok := req.Config != nil && len(files) >= 3
-		if ok {
-			extra, ok = initFilesFrom(req.Config, files[3:])
-		}
-		if !ok {
+			o := byName.get(req.Owner)
+			active.Add(1)
+			go func(id uint64) {
+				defer active.Done()
+				var se *wire.SetupError
+				if req.Config == nil || req.Pool <= 0 {
+					se = &wire.SetupError{Stage: "spawner", Text: "malformed fill request"}
+				} else {
+					se = o.fill(req.Config, req.Pool)
+				}
+				reply(wire.Reply{ID: id, Kind: wire.Synced, Err: se})
+			}(req.ID)
+		case req.Sync:
 			closeFiles(files)
-			reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: &wire.SetupError{Stage: "spawner", Text: "malformed start request"}})
-			reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
-			continue
-		}
-		h, se := launch(req.Config, [3]*os.File(files[:3]), extra, false)
-		closeFiles(files)
-		if se != nil {
-			reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
-			reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
-			continue
-		}
-		mu.Lock()
-		runs[req.ID] = h
-		mu.Unlock()
-		active.Add(1)
-		go func(id uint64) {
-			if se := <-h.ready; se != nil {
-				reply(wire.Reply{ID: id, Kind: wire.Failed, Err: se})
-			} else {
-				reply(wire.Reply{ID: id, Kind: wire.Started})
-			}
-			exit := <-h.done
+			o := byName.get(req.Owner)
+			active.Add(1)
+			go func(id uint64) {
+				defer active.Done()
+				o.drain()
+				byName.remove(req.Owner)
+				reply(wire.Reply{ID: id, Kind: wire.Synced})
+			}(req.ID)
+		default:
+			r := &served{}
 			mu.Lock()
-			delete(runs, id)
+			runs[req.ID] = r
 			mu.Unlock()
-			reply(wire.Reply{ID: id, Kind: wire.Exited, Exit: &exit})
-			active.Done()
-		}(req.ID)
+			active.Add(1)
+			go func(id uint64) {
+				defer active.Done()
+				serveStart(&req, files, r, byName.get(req.Owner), reply)
+				mu.Lock()
+				delete(runs, id)
+				mu.Unlock()
+			}(req.ID)
+		}
 	}
-	// The caller is gone: kill what runs, and let each run's goroutine
-	// reap it and remove its cgroup before exiting.
+	// The caller is gone: kill what runs, destroy the pools, and let each
+	// run's goroutine reap it and remove its cgroup before exiting.
 	mu.Lock()
-	for _, h := range runs {
-		h.kill()
+	for _, r := range runs {
+		r.kill()
 	}
 	mu.Unlock()
 	reaped := make(chan struct{})
 	go func() {
+		for _, o := range byName.all() {
+			o.drain()
+		}
 		active.Wait()
 		close(reaped)
 	}()
@@ -143,6 +151,80 @@ func spawnerMain() {
 	case <-time.After(5 * time.Second):
 	}
 	os.Exit(0)
+}
+
+// served is one start the spawner is serving. A kill may come before its
+// launch has a handle; it is then carried out as soon as there is one.
+type served struct {
+	mu     sync.Mutex
+	h      *handle
+	killed bool
+}
+
+func (r *served) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.killed = true
+	if r.h != nil {
+		r.h.kill()
+	}
+}
+
+// setHandle records h, and kills it if a kill came first.
+func (r *served) setHandle(h *handle) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h = h
+	if r.killed {
+		h.kill()
+	}
+}
+
+// serveStart starts one run, from its owner's pool or cold, and reports
+// it until it has been reaped.
+func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply func(wire.Reply)) {
+	fail := func(se *wire.SetupError) {
+		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
+		reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
+	}
+	var extra initFiles
+	ok := req.Config != nil && len(files) >= 3
+	if ok {
+		extra, ok = initFilesFrom(req.Config, files[3:])
+	}
+	if !ok {
+		closeFiles(files)
+		fail(&wire.SetupError{Stage: "spawner", Text: "malformed start request"})
+		return
+	}
+	var h *handle
+	if req.Pool > 0 && req.Config.ProxyPort == 0 {
+		if h = o.take(req.Config, req.Pool); h != nil {
+			h.start(req.Config, files) // it takes the files over
+		}
+	}
+	cold := h == nil
+	if cold {
+		var se *wire.SetupError
+		h, se = launch(req.Config, [3]*os.File(files[:3]), extra, false, &o.teardown)
+		closeFiles(files)
+		if se != nil {
+			fail(se)
+			return
+		}
+	}
+	r.setHandle(h)
+	if se := <-h.ready; se != nil {
+		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
+	} else {
+		reply(wire.Reply{ID: req.ID, Kind: wire.Started})
+		if cold && req.Pool > 0 {
+			o.coldStarted()
+		}
+	}
+	exit := <-h.done
+	exit.Pooled = !cold
+	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
 }
 
 func receivedFiles(oob []byte) []*os.File {
@@ -182,10 +264,15 @@ type spawnerClient struct {
 	dead error // why the spawner is gone; nil while it serves
 }
 
-// clientRun is one run as the caller sees it through the spawner.
+// clientRun is one run as the caller sees it through the spawner, or one
+// Sync request waiting for its reply (synced).
 type clientRun struct {
-	h     *handle
-	ready bool // the ready value has been delivered
+	h      *handle
+	ready  bool // the ready value has been delivered
+	synced chan struct{}
+
+	syncErr  *wire.SetupError // the Synced reply's error
+	syncLost error            // the spawner died before replying
 }
 
 var spawner struct {
@@ -212,6 +299,22 @@ func theSpawner() (*spawnerClient, error) {
 	}
 	spawner.c = c
 	return c, nil
+}
+
+// currentSpawner returns the process's spawner if one is serving.
+func currentSpawner() *spawnerClient {
+	spawner.mu.Lock()
+	c := spawner.c
+	spawner.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead != nil {
+		return nil
+	}
+	return c
 }
 
 func startSpawner() (*spawnerClient, error) {
@@ -257,8 +360,9 @@ func startSpawner() (*spawnerClient, error) {
 	return c, nil
 }
 
-// start sends one run to the spawner.
-func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File, extra initFiles) (*handle, error) {
+// start sends one run of the Sandbox named owner to the spawner, to be
+// taken from a pool of that size when pool > 0.
+func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File, extra initFiles, owner string, pool int) (*handle, error) {
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -273,13 +377,54 @@ func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File, extra initFil
 	for _, f := range extra.list() {
 		fds = append(fds, int(f.Fd()))
 	}
-	if err := c.send(wire.Request{ID: id, Config: cfg}, fds); err != nil {
+	if err := c.send(wire.Request{ID: id, Config: cfg, Owner: owner, Pool: pool}, fds); err != nil {
 		c.mu.Lock()
 		delete(c.runs, id)
 		c.mu.Unlock()
 		return nil, err
 	}
 	return h, nil
+}
+
+// sync destroys the pool of owner in the spawner and waits until every
+// run of it is torn down there. A spawner that is gone has nothing left.
+func (c *spawnerClient) sync(owner string) {
+	c.call(wire.Request{Owner: owner, Sync: true})
+}
+
+// fill fills the pool of owner with size sandboxes prepared from cfg and
+// waits until it is full.
+func (c *spawnerClient) fill(owner string, cfg *wire.Config, size int) error {
+	se, err := c.call(wire.Request{Owner: owner, Fill: true, Config: cfg, Pool: size})
+	if err == nil && se != nil {
+		err = setupError(se, cfg)
+	}
+	return err
+}
+
+// call sends req and waits for its Synced reply.
+func (c *spawnerClient) call(req wire.Request) (*wire.SetupError, error) {
+	c.mu.Lock()
+	if c.dead != nil {
+		err := c.dead
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.next++
+	req.ID = c.next
+	run := &clientRun{synced: make(chan struct{})}
+	c.runs[req.ID] = run
+	c.mu.Unlock()
+	if err := c.send(req, nil); err != nil {
+		c.mu.Lock()
+		delete(c.runs, req.ID)
+		c.mu.Unlock()
+		return nil, err
+	}
+	<-run.synced
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return run.syncErr, run.syncLost
 }
 
 func (c *spawnerClient) send(req wire.Request, fds []int) error {
@@ -345,6 +490,12 @@ func (c *spawnerClient) deliver(r wire.Reply) {
 	if run == nil {
 		return
 	}
+	if run.synced != nil {
+		run.syncErr = r.Err
+		close(run.synced)
+		delete(c.runs, r.ID)
+		return
+	}
 	switch r.Kind {
 	case wire.Started, wire.Failed:
 		if !run.ready {
@@ -373,6 +524,12 @@ func (c *spawnerClient) fail(err error) {
 	c.dead = err
 	c.conn.Close()
 	for id, run := range c.runs {
+		if run.synced != nil {
+			run.syncLost = err
+			close(run.synced)
+			delete(c.runs, id)
+			continue
+		}
 		if !run.ready {
 			run.h.ready <- &wire.SetupError{Stage: "spawner", Text: err.Error()}
 		}

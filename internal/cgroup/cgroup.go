@@ -1,10 +1,11 @@
 //go:build linux
 
 // Package cgroup gives each sandbox run a cgroup with memory, CPU and pids
-// limits, on cgroup v2 and on v1 or hybrid hosts, through
-// github.com/containerd/cgroups/v3. Its types stay behind this small
-// interface so the library's API never shows them, and a different driver
-// is a change to this package alone.
+// limits, on cgroup v2 and on v1 or hybrid hosts, by writing the cgroup
+// file system directly. A run's cgroup is a handful of mkdirs and writes;
+// a general cgroup library would cost every re-exec of the caller's binary
+// its package inits and size for nothing this package needs. The Group
+// interface keeps the library's API free of how it is done.
 package cgroup
 
 import (
@@ -12,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -123,7 +123,7 @@ func Writable(parent string) ([]string, error) {
 
 // New creates the cgroup name beneath parent with the limits l. parent is
 // a cgroup path (as in /proc/self/cgroup); "" means this process's own
-// cgroup.
+// cgroup. On failure nothing it made is left behind.
 func New(parent, name string, l Limits) (Group, error) {
 	switch Detect() {
 	case V2:
@@ -134,10 +134,12 @@ func New(parent, name string, l Limits) (Group, error) {
 	return nil, fmt.Errorf("%w: no cgroup file system at %s", ErrNoCgroup, Root)
 }
 
-// ownPaths returns this process's cgroup paths from /proc/self/cgroup,
-// read once: the v2 path under "", each v1 path under its controllers'
-// names.
-func ownPaths() (map[string]string, error) {
+// ownPaths returns this process's cgroup paths from /proc/self/cgroup: the
+// v2 path under "", each v1 path under its controllers' names. It is read
+// once per process: nothing moves this process but newV2, into a leaf of
+// its own cgroup, and every use trims that leaf off. The map is shared:
+// callers must not change it.
+var ownPaths = sync.OnceValues(func() (map[string]string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return nil, err
@@ -158,7 +160,7 @@ func ownPaths() (map[string]string, error) {
 		}
 	}
 	return paths, nil
-}
+})
 
 // orOwn returns parent, or if it is "" this process's cgroup path in the
 // hierarchy of controller ("" for v2).
@@ -173,37 +175,28 @@ func orOwn(parent, controller string, own map[string]string) (string, error) {
 	return p, nil
 }
 
-// readKeyed reads one "key value" line's value from a flat-keyed file; a
-// missing file or key is 0.
-func readKeyed(file, key string) uint64 {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0
+// makeDir makes a run's cgroup directory. Where this process may not, the
+// error wraps ErrNoCgroup and ends with hint, which says how to get a
+// cgroup. The kernel's answer to mkdir stands in for a permission check
+// before it. A directory that exists already is used, as os.MkdirAll
+// would: run names hold their maker's pid, so one that exists was left by
+// a dead process whose pid this one has now.
+func makeDir(dir, hint string) error {
+	switch err := unix.Mkdir(dir, 0o755); err {
+	case nil, unix.EEXIST:
+		return nil
+	case unix.EACCES, unix.EPERM, unix.EROFS, unix.ENOENT:
+		return fmt.Errorf("%w: mkdir %s as uid %d: %w (%s)", ErrNoCgroup, dir, os.Getuid(), err, hint)
+	default:
+		return fmt.Errorf("cgroup %s: mkdir: %w", dir, err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == key {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// readInt reads a file holding one number; missing or "max" is 0.
-func readInt(file string) int64 {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
 }
 
 // removeDirs removes empty cgroup directories, children before parents as
 // listed. A cgroup whose last process has just been reaped can stay busy
 // for a moment while the kernel finishes with it; rmdir is retried for up
-// to 100 ms. (The library's own Delete walks every cgroup.procs first,
-// which costs more than the rmdir.)
+// to 100 ms. Nothing reads cgroup.procs first: a cgroup with processes
+// fails rmdir with EBUSY, which says the same for one syscall.
 func removeDirs(dirs ...string) error {
 	var errs []error
 	for _, d := range dirs {

@@ -5,6 +5,7 @@ package cgroup
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +56,7 @@ func makerPid(name string) (int, bool) {
 }
 
 // parentDirs are the directories run cgroups beneath parent live in: one
-// on v2, one per controller on v1 (with blkio when withIO).
+// on v2, one per hierarchy on v1 (with blkio's when withIO).
 func parentDirs(parent string, withIO bool) []string {
 	own, err := ownPaths()
 	if err != nil {
@@ -72,9 +73,15 @@ func parentDirs(parent string, withIO bool) []string {
 		if withIO {
 			controllers = v1AllControllers
 		}
+		mounts, _ := v1Mounts()
 		for _, c := range controllers {
-			if p, err := orOwn(parent, string(c), own); err == nil {
-				dirs = append(dirs, filepath.Join(Root, string(c), p))
+			m := mounts[c]
+			if m == nil {
+				continue
+			}
+			// Co-mounted controllers share one directory.
+			if p, err := orOwn(parent, c, own); err == nil && !slices.Contains(dirs, m.path(p)) {
+				dirs = append(dirs, m.path(p))
 			}
 		}
 	}

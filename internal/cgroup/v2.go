@@ -7,24 +7,27 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/containerd/cgroups/v3/cgroup2"
 	"golang.org/x/sys/unix"
 )
 
 // v2 is a run's cgroup in the unified hierarchy.
 type v2 struct {
-	m    *cgroup2.Manager
 	path string
-	fd   int
+	fd   int // the directory, for CLONE_INTO_CGROUP; -1 once closed
 }
 
 // hostLeaf is where newV2 moves the processes of a parent cgroup that must
 // give up holding processes so that it can enable controllers for its
 // children (cgroup v2's no-internal-processes rule).
 const hostLeaf = "sandbox-host"
+
+// v2Hint says how to get a cgroup where this process may not make one.
+const v2Hint = "delegate it: systemd Delegate=yes, or name a writable parent"
 
 func newV2(parent, name string, l Limits) (Group, error) {
 	if parent == "" {
@@ -41,31 +44,97 @@ func newV2(parent, name string, l Limits) (Group, error) {
 		}
 	}
 	dir := filepath.Join(Root, parent)
+	// Checked before enableControllers, which would otherwise move this
+	// process's cgroup's processes for nothing.
 	if unix.Access(dir, unix.W_OK) != nil {
-		return nil, fmt.Errorf("%w: %s is not writable by uid %d (delegate it: systemd Delegate=yes, or name a writable parent)",
-			ErrNoCgroup, dir, os.Getuid())
+		return nil, fmt.Errorf("%w: %s is not writable by uid %d (%s)", ErrNoCgroup, dir, os.Getuid(), v2Hint)
 	}
-	res := resourcesV2(l)
-	if err := enableControllers(dir, res.EnabledControllers()); err != nil {
+	if err := enableControllers(dir, v2Controllers(l)); err != nil {
 		return nil, err
 	}
-	group := filepath.Join(parent, name)
-	m, err := cgroup2.NewManager(Root, group, res)
-	if err != nil {
-		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
+	path := filepath.Join(dir, name)
+	if err := makeDir(path, v2Hint); err != nil {
+		return nil, err
 	}
-	path := filepath.Join(Root, group)
-	// One OOM kill ends the whole run, not just its largest process.
-	if err := os.WriteFile(filepath.Join(path, "memory.oom.group"), []byte("1"), 0); err != nil && l.Memory > 0 {
-		m.Delete()
-		return nil, fmt.Errorf("cgroup %s: memory.oom.group: %w", path, err)
+	g := &v2{path: path, fd: -1}
+	if err := g.set(l); err != nil {
+		g.Delete()
+		return nil, err
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		m.Delete()
+		g.Delete()
 		return nil, fmt.Errorf("open cgroup %s: %w", path, err)
 	}
-	return &v2{m: m, path: path, fd: fd}, nil
+	g.fd = fd
+	return g, nil
+}
+
+// v2Controllers are the controllers the limits l need.
+func v2Controllers(l Limits) []string {
+	var c []string
+	if l.CPUQuota > 0 {
+		c = append(c, "cpu")
+	}
+	if l.Memory > 0 {
+		c = append(c, "memory")
+	}
+	if l.Pids > 0 {
+		c = append(c, "pids")
+	}
+	if l.hasIO() {
+		c = append(c, "io")
+	}
+	return c
+}
+
+// set writes the limits l into the run's new cgroup.
+func (g *v2) set(l Limits) error {
+	if l.CPUQuota > 0 {
+		v := strconv.FormatInt(l.CPUQuota, 10)
+		if l.CPUPeriod > 0 {
+			v += " " + strconv.FormatUint(l.CPUPeriod, 10)
+		}
+		if err := write(g.path, "cpu.max", v); err != nil {
+			return err
+		}
+	}
+	if l.Memory > 0 {
+		// No swap. A kernel without swap support has no swap file, and no
+		// swap to limit through it.
+		if err := write(g.path, "memory.swap.max", "0"); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		if err := write(g.path, "memory.max", strconv.FormatInt(l.Memory, 10)); err != nil {
+			return err
+		}
+	}
+	if l.Pids > 0 {
+		if err := write(g.path, "pids.max", strconv.FormatInt(l.Pids, 10)); err != nil {
+			return err
+		}
+	}
+	if l.hasIO() {
+		for _, d := range l.IODevices {
+			v := d.String()
+			if l.IOReadBPS > 0 {
+				v += " rbps=" + strconv.FormatInt(l.IOReadBPS, 10)
+			}
+			if l.IOWriteBPS > 0 {
+				v += " wbps=" + strconv.FormatInt(l.IOWriteBPS, 10)
+			}
+			if err := write(g.path, "io.max", v); err != nil {
+				return err
+			}
+		}
+	}
+	// One OOM kill ends the whole run, not just its largest process.
+	// Without a memory limit the memory controller may be off here, and
+	// then there is no such file.
+	if err := write(g.path, "memory.oom.group", "1"); err != nil && l.Memory > 0 {
+		return err
+	}
+	return nil
 }
 
 // enableControllers makes dir offer controllers to its children. A cgroup
@@ -85,7 +154,7 @@ func enableControllers(dir string, controllers []string) error {
 	// that makes it a thread root, where memory can never be enabled.
 	err := moveProcsToLeaf(dir)
 	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(want), 0)
+		err = write(dir, "cgroup.subtree_control", want)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: enable %s in %s: %w", ErrNoCgroup, want, dir, err)
@@ -93,18 +162,12 @@ func enableControllers(dir string, controllers []string) error {
 	return nil
 }
 
+// hasControllers reports whether dir offers all of controllers to its
+// children already.
 func hasControllers(dir string, controllers []string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
-	if err != nil {
-		return false
-	}
-	have := strings.Fields(string(b))
+	have := strings.Fields(string(readFile(filepath.Join(dir, "cgroup.subtree_control"))))
 	for _, c := range controllers {
-		found := false
-		for _, h := range have {
-			found = found || h == c
-		}
-		if !found {
+		if !slices.Contains(have, c) {
 			return false
 		}
 	}
@@ -134,7 +197,7 @@ func moveProcsToLeaf(dir string) error {
 		}
 		for _, pid := range pids {
 			// A process that exited meanwhile is no longer there (ESRCH).
-			if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(pid), 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			if err := write(leaf, "cgroup.procs", pid); err != nil && !errors.Is(err, unix.ESRCH) {
 				return fmt.Errorf("move pid %s to %s: %w", pid, leaf, err)
 			}
 		}
@@ -142,39 +205,18 @@ func moveProcsToLeaf(dir string) error {
 	return nil
 }
 
-func resourcesV2(l Limits) *cgroup2.Resources {
-	res := &cgroup2.Resources{}
-	if l.Memory > 0 {
-		zero := int64(0)
-		res.Memory = &cgroup2.Memory{Max: &l.Memory, Swap: &zero}
-	}
-	if l.CPUQuota > 0 {
-		period := l.CPUPeriod
-		res.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&l.CPUQuota, &period)}
-	}
-	if l.Pids > 0 {
-		res.Pids = &cgroup2.Pids{Max: l.Pids}
-	}
-	if l.hasIO() {
-		res.IO = &cgroup2.IO{}
-		for _, d := range l.IODevices {
-			for _, e := range []struct {
-				t    cgroup2.IOType
-				rate int64
-			}{{cgroup2.ReadBPS, l.IOReadBPS}, {cgroup2.WriteBPS, l.IOWriteBPS}} {
-				if e.rate > 0 {
-					res.IO.Max = append(res.IO.Max, cgroup2.Entry{Type: e.t, Major: d.Major, Minor: d.Minor, Rate: uint64(e.rate)})
-				}
-			}
-		}
-	}
-	return res
-}
-
 func (g *v2) Path() string      { return g.path }
 func (g *v2) CloneFD() int      { return g.fd }
-func (g *v2) Add(pid int) error { return g.m.AddProc(uint64(pid)) }
-func (g *v2) Kill() error       { return g.m.Kill() }
+func (g *v2) Add(pid int) error { return write(g.path, "cgroup.procs", strconv.Itoa(pid)) }
+
+// Kill writes cgroup.kill, which kernels before 5.14 lack: there the
+// caller's kill of the sandbox's pid 1 has to do.
+func (g *v2) Kill() error {
+	if err := write(g.path, "cgroup.kill", "1"); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return nil
+}
 
 func (g *v2) Usage() (Usage, error) {
 	u := Usage{
@@ -187,6 +229,9 @@ func (g *v2) Usage() (Usage, error) {
 }
 
 func (g *v2) Delete() error {
-	unix.Close(g.fd)
+	if g.fd >= 0 {
+		unix.Close(g.fd)
+		g.fd = -1
+	}
 	return removeDirs(g.path)
 }

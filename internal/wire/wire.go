@@ -58,6 +58,11 @@ type Config struct {
 	// proxy channel (fd 4) before it execs the program.
 	ProxyPort int
 
+	// Prepare makes the init build the sandbox without a program: Path,
+	// Args, Env and Dir are empty, and the init has /dev/null as stdio.
+	// Once built it sends PreparedMark and waits for a Program.
+	Prepare bool
+
 	// ResetOOMScore says the init inherits a negative oom_score_adj and
 	// must raise it to 0; the launcher knows its own, which the init gets.
 	ResetOOMScore bool
@@ -86,6 +91,19 @@ type Request struct {
 	ID     uint64
 	Kill   bool    // kill the run ID instead of starting one
 	Config *Config `json:",omitempty"`
+
+	// Owner names the Sandbox the request is for, unique in the caller:
+	// its runs' teardown and its pool are tracked under it.
+	Owner string `json:",omitempty"`
+	// Pool is how many sandboxes prepared like Config the spawner keeps
+	// ready for Owner; a start takes one when it can.
+	Pool int `json:",omitempty"`
+	// Sync asks for a Synced reply once Owner's prepared sandboxes are
+	// destroyed and the teardown of its ended runs is done (Close).
+	Sync bool `json:",omitempty"`
+	// Fill asks for Owner's pool of Pool sandboxes prepared like Config
+	// to be filled, and for a Synced reply once it is full (Err: why not).
+	Fill bool `json:",omitempty"`
 }
 
 // Reply kinds.
@@ -93,6 +111,7 @@ const (
 	Started = "started" // the program has been exec'd
 	Failed  = "failed"  // setup failed; Err says why
 	Exited  = "exited"  // the sandbox's init has been reaped
+	Synced  = "synced"  // the Sync request ID is done
 )
 
 // Reply is a message from the spawner to the caller.
@@ -116,6 +135,9 @@ type Exit struct {
 	OOMKills    uint64
 	PidsMax     uint64
 
+	// Pooled says the run took a sandbox prepared ahead.
+	Pooled bool `json:",omitempty"`
+
 	// Limits says what was enforced, and how.
 	Limits []Limit
 
@@ -138,4 +160,18 @@ type Limit struct {
 	Value    string // the limit as set, e.g. "536870912 bytes"
 	Enforced bool
 	By       string // "cgroup v2", "cgroup v1", "RLIMIT_DATA", or why not
+}
+
+// PreparedMark is the byte a prepared init sends when its sandbox is built.
+// A setup error, JSON, never starts with it.
+const PreparedMark = 'P'
+
+// Program is what a prepared init is given to run, with its stdio (and the
+// session's workspace mount, when WorkspaceMount is set) as SCM_RIGHTS.
+type Program struct {
+	Path           string
+	Args           []string
+	Env            []string
+	Dir            string
+	WorkspaceMount bool
 }

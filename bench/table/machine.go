@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// printMachine prints what the figures were taken on and what each row
+// runs.
+func printMachine(bwrapArgv []string, limitsNote string) {
+	var uts unix.Utsname
+	kernel := "unknown"
+	if unix.Uname(&uts) == nil {
+		kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	version := "unknown"
+	if out, err := exec.Command(bwrapArgv[0], "--version").Output(); err == nil {
+		version = strings.TrimSpace(string(out))
+	}
+	uid := fmt.Sprint(os.Getuid())
+	if u, err := user.LookupId(uid); err == nil {
+		uid += " (" + u.Username + ")"
+	}
+	fmt.Printf("machine: kernel %s, %d CPUs, %s, uid %s, %s\n", kernel, runtime.NumCPU(), version, uid, runtime.Version())
+	fmt.Println(limitsNote)
+	fmt.Println()
+	fmt.Println("rows:")
+	fmt.Println("  floor  fork+exec+wait of /bin/true from Go (os/exec), no isolation")
+	fmt.Println("  bwrap  " + strings.Join(bwrapArgv, " "))
+	fmt.Println("         (the sandbox's namespaces and mounts; no cgroup, no seccomp)")
+	fmt.Println("  cold   sandbox.New(sandbox.Options{}).Run(ctx, sandbox.Command(\"/bin/true\")): every namespace,")
+	fmt.Println("         pivot_root, cgroup limits, seccomp, through the spawner")
+	fmt.Println("  warm   the same with Options{Pool: 2}: sandboxes prepared ahead in the spawner, refilled in the")
+	fmt.Println("         background (while the other rows run)")
+	fmt.Println()
+}

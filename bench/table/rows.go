@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/fumehood/sandbox"
+)
+
+// runTimeout bounds one run, so that a hung sandbox fails the tool instead
+// of stalling it.
+const runTimeout = time.Minute
+
+// row is one measured way of running /bin/true.
+type row struct {
+	name string
+	run  func() error
+	sb   *sandbox.Sandbox // nil for the rows that are plain commands
+}
+
+// newRows returns the four rows. The sandbox rows share this process's
+// spawner, as two Sandboxes of one service would.
+func newRows(bwrapArgv []string, opts sandbox.Options) []*row {
+	warmOpts := opts
+	warmOpts.Pool = 2
+	cold, warm := sandbox.New(opts), sandbox.New(warmOpts)
+	return []*row{
+		{name: "floor", run: func() error { return execRun([]string{"/bin/true"}) }},
+		{name: "bwrap", run: func() error { return execRun(bwrapArgv) }},
+		{name: "cold", run: func() error { return sandboxRun(cold) }, sb: cold},
+		{name: "warm", run: func() error { return sandboxRun(warm) }, sb: warm},
+	}
+}
+
+// closeRows closes the rows' Sandboxes.
+func closeRows(rows []*row) error {
+	var errs []error
+	for _, r := range rows {
+		if r.sb != nil {
+			if err := r.sb.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: close: %w", r.name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// execRun starts argv with stdin and stdout on /dev/null and waits for it.
+// Its stderr is ours, passed as the fd itself, so that a failing command
+// says why without a pipe and a copying goroutine slowing every run.
+func execRun(argv []string) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%q: %w", argv, err)
+	}
+	return nil
+}
+
+// sandboxRun runs /bin/true in sb, as a caller would: output captured.
+func sandboxRun(sb *sandbox.Sandbox) error {
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	res, err := sb.Run(ctx, sandbox.Command("/bin/true"))
+	if err == nil {
+		err = res.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("run of /bin/true: %w", err)
+	}
+	return nil
+}

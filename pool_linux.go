@@ -1,0 +1,217 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/fumehood/sandbox/internal/wire"
+)
+
+// owner is what the spawner keeps for one Sandbox of its caller: the
+// teardown of its ended runs, and its pool of prepared sandboxes
+// (Options.Pool).
+//
+// A prepared sandbox is an init launched with cfg.Prepare: it has built
+// everything a cold init builds before the program is known (namespaces,
+// cgroup with its limits, root, hostname, loopback, rlimits) and waits. A
+// start whose config matches the one the pool was prepared with, except
+// for the program, takes one and hands it the program; it then goes on
+// exactly as a cold init would. Each serves one run, and the pool is
+// refilled in the background.
+type owner struct {
+	teardown sync.WaitGroup // launches of this owner not yet torn down
+
+	mu        sync.Mutex
+	template  []byte           // the prepared config, as JSON
+	cfg       *wire.Config     // the same
+	size      int              // how many to keep ready
+	ready     []*handle        // prepared, waiting
+	preparing int              // preparations under way
+	closed    bool             // drained: prepare no more
+	failure   *wire.SetupError // the last preparation's failure; refills wait for a cold start to succeed
+}
+
+// preparedConfig is cfg without its program, to be prepared ahead.
+func preparedConfig(cfg *wire.Config) *wire.Config {
+	p := *cfg
+	p.Path, p.Args, p.Env, p.Dir = "", nil, nil, ""
+	p.Prepare = true
+	return &p
+}
+
+// take returns a prepared sandbox for cfg, or nil when none is ready, and
+// starts refilling the pool to size.
+func (o *owner) take(cfg *wire.Config, size int) *handle {
+	prep := preparedConfig(cfg)
+	template, err := json.Marshal(prep)
+	if err != nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil
+	}
+	if !bytes.Equal(template, o.template) {
+		// The Sandbox's runs differ in more than the program (its
+		// workspace mode, say): what was prepared does not fit.
+		o.discardLocked()
+		o.template, o.cfg, o.failure = template, prep, nil
+	}
+	o.size = size
+	var h *handle
+	if n := len(o.ready); n > 0 {
+		h, o.ready = o.ready[n-1], o.ready[:n-1]
+	}
+	o.refillLocked()
+	return h
+}
+
+// fill fills the pool for cfg to size and waits until it is full, or a
+// preparation failed.
+func (o *owner) fill(cfg *wire.Config, size int) *wire.SetupError {
+	if h := o.take(cfg, size); h != nil {
+		o.mu.Lock()
+		o.ready = append(o.ready, h) // only to start the refill
+		o.mu.Unlock()
+	}
+	for {
+		o.mu.Lock()
+		full, failure, closed := len(o.ready) >= o.size, o.failure, o.closed
+		o.mu.Unlock()
+		switch {
+		case failure != nil:
+			return failure
+		case closed:
+			return &wire.SetupError{Stage: "pool", Op: "fill", Text: "the Sandbox is closed"}
+		case full:
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// coldStarted tells the pool a cold start of its config worked, so a
+// preparation that failed before may be tried again.
+func (o *owner) coldStarted() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failure != nil {
+		o.failure = nil
+		o.refillLocked()
+	}
+}
+
+// refillLocked starts preparations up to size.
+func (o *owner) refillLocked() {
+	for !o.closed && o.failure == nil && o.cfg != nil && len(o.ready)+o.preparing < o.size {
+		o.preparing++
+		go o.prepare(o.cfg, o.template)
+	}
+}
+
+// prepare launches one prepared sandbox and adds it to the pool.
+func (o *owner) prepare(cfg *wire.Config, template []byte) {
+	h, se := launchPrepared(cfg, &o.teardown)
+	if se == nil {
+		se = <-h.prepared
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.preparing--
+	switch {
+	case se != nil:
+		if h != nil {
+			close(h.program)
+		}
+		if bytes.Equal(template, o.template) {
+			o.failure = se
+		}
+	case o.closed || !bytes.Equal(template, o.template):
+		close(h.program)
+	default:
+		o.ready = append(o.ready, h)
+	}
+}
+
+// launchPrepared launches an init that prepares cfg with /dev/null as
+// its stdio.
+func launchPrepared(cfg *wire.Config, teardown *sync.WaitGroup) (*handle, *wire.SetupError) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, &wire.SetupError{Stage: "pool", Op: "open " + os.DevNull, Errno: errnoOf(err), Text: err.Error()}
+	}
+	defer null.Close()
+	c := *cfg // launch may set fields of its config
+	return launch(&c, [3]*os.File{null, null, null}, initFiles{}, false, teardown)
+}
+
+// discardLocked destroys the prepared sandboxes that are ready.
+func (o *owner) discardLocked() {
+	for _, h := range o.ready {
+		close(h.program)
+	}
+	o.ready = nil
+}
+
+// drain destroys the pool and waits until every run and preparation of
+// the owner is torn down.
+func (o *owner) drain() {
+	o.mu.Lock()
+	o.closed = true
+	o.discardLocked()
+	o.mu.Unlock()
+	o.teardown.Wait()
+}
+
+// start hands a prepared sandbox its program and files (stdio, then the
+// workspace mount if any), which it takes over.
+func (h *handle) start(cfg *wire.Config, files []*os.File) {
+	h.program <- programFiles{
+		p:     wire.Program{Path: cfg.Path, Args: cfg.Args, Env: cfg.Env, Dir: cfg.Dir, WorkspaceMount: cfg.WorkspaceMount},
+		files: files,
+	}
+}
+
+// owners are the spawner's owners by name.
+type owners struct {
+	mu sync.Mutex
+	m  map[string]*owner
+}
+
+func (r *owners) get(name string) *owner {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*owner{}
+	}
+	o := r.m[name]
+	if o == nil {
+		o = &owner{}
+		r.m[name] = o
+	}
+	return o
+}
+
+// remove forgets name once it is drained.
+func (r *owners) remove(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, name)
+}
+
+// all returns every owner.
+func (r *owners) all() []*owner {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var l []*owner
+	for _, o := range r.m {
+		l = append(l, o)
+	}
+	return l
+}

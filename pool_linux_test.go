@@ -1,0 +1,176 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// preparedInits are the spawner's children that are inits waiting in a
+// pool.
+func preparedInits() []int {
+	var l []int
+	for _, pid := range childrenOf(spawnerPID()) {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); string(b) == "sandbox-init\x00" {
+			l = append(l, pid)
+		}
+	}
+	return l
+}
+
+// TestPoolServesEachRunOnce: a pooled Sandbox's Runs take prepared
+// sandboxes, each used once: a run sees neither the /tmp nor the processes
+// of the run before it, has its stdio and the session workspace, and the
+// pool is refilled in the background. Close destroys what is prepared and
+// leaves no init, no run cgroup and no spawner child behind.
+func TestPoolServesEachRunOnce(t *testing.T) {
+	requireSandbox(t)
+	s := New(testOpts(Options{Pool: 2}))
+	defer s.Close()
+	if err := s.fillPool(); err != nil {
+		t.Fatalf("fill the pool: %v", err)
+	}
+	if n := len(preparedInits()); n != 2 {
+		t.Fatalf("%d prepared inits wait in the spawner, want 2", n)
+	}
+	if err := s.WriteFile("from-caller", []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pooled := 0
+	for i := range 6 {
+		cmd := Command("/bin/sh", "-c", `cat; cat /workspace/from-caller; echo; ls /tmp; echo $$ > /tmp/mine; sleep 60 & echo run >> /workspace/log`)
+		cmd.Stdin = strings.NewReader("in-" + strconv.Itoa(i) + "\n")
+		res, err := s.Run(ctx, cmd)
+		if err != nil || !res.Success() {
+			t.Fatalf("run %d: %v %v\n%s", i, err, res.Err(), res.Stderr)
+		}
+		if want := "in-" + strconv.Itoa(i) + "\nhello\n"; string(res.Stdout) != want {
+			t.Errorf("run %d printed %q, want %q: another run's /tmp or stdio", i, res.Stdout, want)
+		}
+		if res.Pooled {
+			pooled++
+		}
+		// Let the refill catch up, as a caller's own work between
+		// tool calls would.
+		if err := s.fillPool(); err != nil {
+			t.Fatalf("refill the pool: %v", err)
+		}
+	}
+	if pooled != 6 {
+		t.Errorf("%d of 6 runs were pooled, want all with the pool refilled between them", pooled)
+	}
+	if b, err := s.ReadFile("log"); err != nil || strings.Count(string(b), "run\n") != 6 {
+		t.Errorf("the workspace log = %q, %v; want 6 lines, one per run", b, err)
+	}
+	sp := spawnerPID()
+	prepared := preparedInits()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range prepared {
+		if alive(pid) {
+			t.Errorf("prepared init %d alive after Close", pid)
+		}
+	}
+	if kids := childrenOf(sp); len(kids) != 0 {
+		t.Errorf("the spawner has children after Close: %v", kids)
+	}
+	if cgroupErr() == nil {
+		if left := cgroupsMadeBy(t, sp, os.Getpid()); len(left) != 0 {
+			t.Errorf("run cgroups left after Close: %v", left)
+		}
+	}
+}
+
+// TestPoolConfinesLikeCold: the program of a pooled run is confined as a
+// cold one's is: same namespaces as each other never, no capabilities,
+// no_new_privs, the seccomp filter, the cgroup's limits.
+func TestPoolConfinesLikeCold(t *testing.T) {
+	requireSandbox(t)
+	s := New(testOpts(Options{Pool: 1, Pids: 32}))
+	defer s.Close()
+	if err := s.fillPool(); err != nil {
+		t.Fatalf("fill the pool: %v", err)
+	}
+	script := `grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; id -u; echo pid $$; readlink /proc/self/ns/pid /proc/self/ns/mnt /proc/self/ns/net; cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || echo no-cgroupfs`
+	res, err := s.Run(context.Background(), Command("/bin/sh", "-c", script))
+	if err != nil || !res.Success() {
+		t.Fatalf("%v %v\n%s", err, res.Err(), res.Stderr)
+	}
+	if !res.Pooled {
+		t.Fatal("the run was not pooled after the pool was filled")
+	}
+	out := string(res.Stdout)
+	for _, want := range []string{"CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "\n1000\n", "pid 1\n", "no-cgroupfs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pooled run: %q missing from\n%s", want, out)
+		}
+	}
+	for _, ns := range []string{"pid", "mnt", "net"} {
+		own, _ := os.Readlink("/proc/self/ns/" + ns)
+		if strings.Contains(out, own) {
+			t.Errorf("pooled run shares the caller's %s namespace %s", ns, own)
+		}
+	}
+	if cgroupErr() == nil {
+		found := false
+		for _, l := range res.Limits {
+			found = found || l.Name == "pids" && l.Enforced && strings.HasPrefix(l.By, "cgroup")
+		}
+		if !found {
+			t.Errorf("pooled run's pids limit not enforced by its cgroup: %+v", res.Limits)
+		}
+		// A fork bomb meets the pool's limit as a cold run would.
+		res, err = s.Run(context.Background(), Command("/bin/sh", "-c", `for i in $(seq 64); do sleep 5 & done 2>/dev/null; wait`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.PidsLimitHit {
+			t.Errorf("64 sleeps under Pids 32 did not hit the limit (pooled %v)", res.Pooled)
+		}
+	}
+}
+
+// TestPoolOptionErrors: Pool values that cannot work are refused by New,
+// naming Options.Pool.
+func TestPoolOptionErrors(t *testing.T) {
+	for _, o := range []Options{
+		{Pool: -1},
+		{Pool: maxPool + 1},
+		{Pool: 2, InProcess: true},
+		{Pool: 2, Network: NetworkAllow},
+	} {
+		err := New(o).Err()
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Option != "Options.Pool" || !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("New(%+v).Err() = %v, want an OptionError naming Options.Pool", o, err)
+		}
+	}
+}
+
+// TestPoolTimeoutKeepsOutput: a pooled run ended by its deadline keeps
+// what it printed, as a cold one does.
+func TestPoolTimeoutKeepsOutput(t *testing.T) {
+	requireSandbox(t)
+	s := New(testOpts(Options{Pool: 1}))
+	defer s.Close()
+	if err := s.fillPool(); err != nil {
+		t.Fatalf("fill the pool: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	res, err := s.Run(ctx, Command("/bin/sh", "-c", "echo started; exec sleep 60"))
+	if !errors.Is(err, context.DeadlineExceeded) || res == nil || res.Outcome != Timeout {
+		t.Fatalf("err %v, result %+v; want a Timeout", err, res)
+	}
+	if string(res.Stdout) != "started\n" || !res.Pooled {
+		t.Errorf("stdout %q, pooled %v; want the partial output of a pooled run", res.Stdout, res.Pooled)
+	}
+}
