@@ -358,7 +358,7 @@ var testPool, _ = strconv.Atoi(os.Getenv("SANDBOX_TEST_POOL"))
 // none of its Runs took a prepared sandbox.
 func newTest(t testing.TB, o Options) *Sandbox {
 	o = testOpts(o)
-	pooled := testPool > 0 && o.Pool == 0 && !o.InProcess && o.Network != NetworkAllow
+	pooled := testPool > 0 && o.Pool == 0 && !o.InProcess && o.Network != NetworkAllow && !o.bindsInWorkspace()
 	if pooled {
 		o.Pool = testPool
 	}

@@ -54,6 +54,8 @@ func (o *Options) validate() error {
 		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "needs the spawner, and Options.InProcess asks for none")
 	case o.Pool > 0 && o.Network == NetworkAllow:
 		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "cannot prepare sandboxes with Network: NetworkAllow, whose proxy is made for each run")
+	case o.Pool > 0 && o.bindsInWorkspace():
+		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "cannot prepare sandboxes with a Bind beneath the session's /workspace, which each run is given only at its start")
 	case o.Workspace != "" && o.FreshWorkspace:
 		return optionErr("Options.FreshWorkspace", "true", "conflicts with Options.Workspace %s; set one", o.Workspace)
 	case o.Workspace != "" && o.WorkspaceFrom != "":
@@ -110,6 +112,20 @@ func (o *Options) validate() error {
 		}
 	}
 	return nil
+}
+
+// bindsInWorkspace says whether a Bind's target lies beneath the session
+// workspace, which a prepared sandbox is given only with its program.
+func (o *Options) bindsInWorkspace() bool {
+	if o.Workspace != "" || o.FreshWorkspace {
+		return false
+	}
+	for _, b := range o.Binds {
+		if t := path.Clean(b.target()); t == DefaultDir || strings.HasPrefix(t, DefaultDir+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (b Bind) target() string {

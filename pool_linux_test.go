@@ -146,6 +146,7 @@ func TestPoolOptionErrors(t *testing.T) {
 		{Pool: maxPool + 1},
 		{Pool: 2, InProcess: true},
 		{Pool: 2, Network: NetworkAllow},
+		{Pool: 2, Binds: []Bind{{Source: "/usr", Target: "/workspace/usr"}}},
 	} {
 		err := New(o).Err()
 		var oe *OptionError
