@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/fumehood/sandbox/internal/seccomp"
@@ -58,7 +57,7 @@ func newHandle(kill func()) *handle {
 // (its fd 4; see egress_linux.go). It returns once the init is running;
 // ready and done report the rest. What the run leaves for after done (its
 // cgroup's removal) is counted in teardown until finished.
-func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool, teardown *sync.WaitGroup) (*handle, *wire.SetupError) {
+func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool, teardown *tracker) (*handle, *wire.SetupError) {
 	if se := extra.check(cfg); se != nil {
 		return nil, se
 	}

@@ -24,7 +24,7 @@ import (
 // exactly as a cold init would. Each serves one run, and the pool is
 // refilled in the background.
 type owner struct {
-	teardown sync.WaitGroup // launches of this owner not yet torn down
+	teardown tracker // launches of this owner not yet torn down
 
 	mu        sync.Mutex
 	template  []byte           // the prepared config, as JSON
@@ -111,12 +111,16 @@ func (o *owner) coldStarted() {
 func (o *owner) refillLocked() {
 	for !o.closed && o.failure == nil && o.cfg != nil && len(o.ready)+o.preparing < o.size {
 		o.preparing++
+		// Counted before the goroutine runs, so that a drain
+		// cannot miss a preparation about to launch.
+		o.teardown.Add(1)
 		go o.prepare(o.cfg, o.template)
 	}
 }
 
 // prepare launches one prepared sandbox and adds it to the pool.
 func (o *owner) prepare(cfg *wire.Config, template []byte) {
+	defer o.teardown.Done()
 	h, se := launchPrepared(cfg, &o.teardown)
 	if se == nil {
 		se = <-h.prepared
@@ -141,7 +145,7 @@ func (o *owner) prepare(cfg *wire.Config, template []byte) {
 
 // launchPrepared launches an init that prepares cfg with /dev/null as
 // its stdio.
-func launchPrepared(cfg *wire.Config, teardown *sync.WaitGroup) (*handle, *wire.SetupError) {
+func launchPrepared(cfg *wire.Config, teardown *tracker) (*handle, *wire.SetupError) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, &wire.SetupError{Stage: "pool", Op: "open " + os.DevNull, Errno: errnoOf(err), Text: err.Error()}

@@ -60,7 +60,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 			var sp *spawnerClient
 			if sp, err = theSpawner(); err == nil {
 				s.ws.spawned.Store(true)
-				h, err = sp.start(cfg, st.child, extra, s.ws.owner, s.opts.Pool)
+				h, err = sp.start(ctx, cfg, st.child, extra, s.ws.owner, s.opts.Pool)
 			}
 			if !errors.Is(err, errSpawnerGone) {
 				break

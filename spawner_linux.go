@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,8 +42,9 @@ import (
 const maxMessage = 1 << 20
 
 // errSpawnerGone marks a request that never reached a spawner because it
-// had already died: safe to retry with a new one.
-var errSpawnerGone = errors.New("spawner gone before the request")
+// had already died: safe to retry with a new one. It matches ErrSpawner,
+// for a Run whose retry met the same.
+var errSpawnerGone = fmt.Errorf("%w: gone before the request", ErrSpawner)
 
 // spawnerConnFd is the spawner's end of the socket pair.
 const spawnerConnFd = 3
@@ -117,6 +119,9 @@ func spawnerMain() {
 				reply(wire.Reply{ID: id, Kind: wire.Synced})
 			}(req.ID)
 		default:
+			// Before anything is done: a caller that sees no Accepted
+			// before the spawner dies may give the run to a new one.
+			reply(wire.Reply{ID: req.ID, Kind: wire.Accepted})
 			r := &served{}
 			mu.Lock()
 			runs[req.ID] = r
@@ -267,9 +272,13 @@ type spawnerClient struct {
 // clientRun is one run as the caller sees it through the spawner, or one
 // Sync request waiting for its reply (synced).
 type clientRun struct {
-	h      *handle
-	ready  bool // the ready value has been delivered
-	synced chan struct{}
+	h     *handle
+	ready bool // the ready value has been delivered
+	// accepted is closed when the spawner has read the request, or has
+	// died first (then unreceived is set).
+	accepted   chan struct{}
+	unreceived bool
+	synced     chan struct{}
 
 	syncErr  *wire.SetupError // the Synced reply's error
 	syncLost error            // the spawner died before replying
@@ -351,9 +360,9 @@ func startSpawner() (*spawnerClient, error) {
 	c := &spawnerClient{conn: conn, rc: rc, pid: cmd.Process.Pid, runs: map[uint64]*clientRun{}}
 	go func() {
 		err := c.readLoop()
+		c.fail(err) // at once: new Runs go to a new spawner
 		cmd.Process.Kill()
 		cmd.Wait()
-		c.fail(err)
 		// A spawner that died could not remove its runs' cgroups.
 		cgroup.RemoveStale("", time.Second)
 	}()
@@ -362,16 +371,21 @@ func startSpawner() (*spawnerClient, error) {
 
 // start sends one run of the Sandbox named owner to the spawner, to be
 // taken from a pool of that size when pool > 0.
-func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File, extra initFiles, owner string, pool int) (*handle, error) {
+//
+// It returns once the spawner has read the request. An error matching
+// errSpawnerGone means the spawner died before it did: nothing of the run
+// was started, and a new spawner may take it.
+func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*os.File, extra initFiles, owner string, pool int) (*handle, error) {
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: %w", errSpawnerGone, c.dead)
+		return nil, fmt.Errorf("sandbox: %w: %w", errSpawnerGone, c.dead)
 	}
 	c.next++
 	id := c.next
 	h := newHandle(func() { c.send(wire.Request{ID: id, Kill: true}, nil) })
-	c.runs[id] = &clientRun{h: h}
+	run := &clientRun{h: h, accepted: make(chan struct{})}
+	c.runs[id] = run
 	c.mu.Unlock()
 	fds := []int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}
 	for _, f := range extra.list() {
@@ -381,7 +395,22 @@ func (c *spawnerClient) start(cfg *wire.Config, stdio [3]*os.File, extra initFil
 		c.mu.Lock()
 		delete(c.runs, id)
 		c.mu.Unlock()
+		if errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ENOTCONN) || errors.Is(err, os.ErrClosed) {
+			// It died before our reader noticed: the request never
+			// reached it.
+			c.fail(err)
+			return nil, fmt.Errorf("sandbox: %w: %w", errSpawnerGone, err)
+		}
 		return nil, err
+	}
+	select {
+	case <-run.accepted:
+	case <-ctx.Done():
+		h.kill() // whether or not it was read, it is not to run
+		return nil, fmt.Errorf("sandbox: run: %w", ctx.Err())
+	}
+	if run.unreceived {
+		return nil, fmt.Errorf("sandbox: %w: it died before reading the request", errSpawnerGone)
 	}
 	return h, nil
 }
@@ -497,6 +526,8 @@ func (c *spawnerClient) deliver(r wire.Reply) {
 		return
 	}
 	switch r.Kind {
+	case wire.Accepted:
+		close(run.accepted)
 	case wire.Started, wire.Failed:
 		if !run.ready {
 			run.ready = true
@@ -521,12 +552,22 @@ func (c *spawnerClient) deliver(r wire.Reply) {
 func (c *spawnerClient) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.dead = err
+	if c.dead == nil { // the first cause is the one to report
+		c.dead = err
+	}
 	c.conn.Close()
 	for id, run := range c.runs {
 		if run.synced != nil {
 			run.syncLost = err
 			close(run.synced)
+			delete(c.runs, id)
+			continue
+		}
+		select {
+		case <-run.accepted:
+		default: // never read: start says so, and the run goes elsewhere
+			run.unreceived = true
+			close(run.accepted)
 			delete(c.runs, id)
 			continue
 		}

@@ -108,10 +108,11 @@ type Request struct {
 
 // Reply kinds.
 const (
-	Started = "started" // the program has been exec'd
-	Failed  = "failed"  // setup failed; Err says why
-	Exited  = "exited"  // the sandbox's init has been reaped
-	Synced  = "synced"  // the Sync request ID is done
+	Accepted = "accepted" // the start request has been read, before anything of it was done
+	Started  = "started"  // the program has been exec'd
+	Failed   = "failed"   // setup failed; Err says why
+	Exited   = "exited"   // the sandbox's init has been reaped
+	Synced   = "synced"   // the Sync request ID is done
 )
 
 // Reply is a message from the spawner to the caller.
