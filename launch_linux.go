@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fumehood/sandbox/internal/cgroup"
 	"github.com/fumehood/sandbox/internal/seccomp"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
@@ -177,16 +178,29 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 			usageOf(grp, &exit)
 		}
 		exit.Limits = limits
+		// In the spawner, off the run's return path: the cgroup is
+		// empty, and nothing the caller is told depends on its removal.
+		// An InProcess caller is often a one-shot tool that exits as
+		// soon as Run returns, so there it goes first.
+		if inProcess {
+			removeGroup(grp)
+		}
 		h.done <- exit
-		// Off the run's return path: the cgroup is empty, and nothing
-		// the caller is told depends on its removal.
-		if grp != nil {
-			if err := grp.Delete(); err != nil {
-				fmt.Fprintf(os.Stderr, "sandbox: remove cgroup %s: %v\n", grp.Path(), err)
-			}
+		if !inProcess {
+			removeGroup(grp)
 		}
 	}()
 	return h, nil
+}
+
+// removeGroup removes a run's emptied cgroup, if it had one.
+func removeGroup(grp cgroup.Group) {
+	if grp == nil {
+		return
+	}
+	if err := grp.Delete(); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox: remove cgroup %s: %v\n", grp.Path(), err)
+	}
 }
 
 // initFiles are the files an init gets besides stdio and its config

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fumehood/sandbox/internal/cgroup"
 	"github.com/fumehood/sandbox/internal/wire"
@@ -58,7 +59,9 @@ func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError
 	if !limited {
 		return nil, wanted, nil
 	}
-	sweepStale.Do(func() { cgroup.RemoveStale(cfg.CgroupParent, 0) })
+	// A maker killed a moment ago may leave a cgroup whose processes
+	// are still being reaped: those get a quarter second.
+	sweepStale.Do(func() { cgroup.RemoveStale(cfg.CgroupParent, 250*time.Millisecond) })
 	name := fmt.Sprintf("%s%d-%d", cgroup.NamePrefix, os.Getpid(), runSeq.Add(1))
 	grp, err := cgroup.New(cfg.CgroupParent, name, cgroup.Limits{
 		Memory: cfg.Memory, CPUQuota: cfg.CPUQuota, CPUPeriod: cfg.CPUPeriod, Pids: cfg.Pids,

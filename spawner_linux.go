@@ -149,6 +149,11 @@ func spawnerMain() {
 			o.drain()
 		}
 		active.Wait()
+		// The runs are reaped; their cgroups' removal, which follows,
+		// is counted by their owners.
+		for _, o := range byName.all() {
+			o.drain()
+		}
 		close(reaped)
 	}()
 	select {
@@ -394,8 +399,9 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	if err := c.send(wire.Request{ID: id, Config: cfg, Owner: owner, Pool: pool}, fds); err != nil {
 		c.mu.Lock()
 		delete(c.runs, id)
+		dead := c.dead != nil // its socket closed under our send
 		c.mu.Unlock()
-		if errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ENOTCONN) || errors.Is(err, os.ErrClosed) {
+		if dead || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ENOTCONN) || errors.Is(err, os.ErrClosed) {
 			// It died before our reader noticed: the request never
 			// reached it.
 			c.fail(err)
