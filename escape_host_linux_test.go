@@ -392,11 +392,7 @@ func requireNothingLeft(t *testing.T, marker string) {
 func holdsPreparedInit(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	pids := strings.Fields(string(b))
-	if err != nil || len(pids) != 1 {
-		return false
-	}
-	cmdline, _ := os.ReadFile("/proc/" + pids[0] + "/cmdline")
-	return testPool > 0 && string(cmdline) == "sandbox-init\x00"
+	return testPool > 0 && err == nil && len(pids) == 1 && isPreparedInit(pids[0])
 }
 
 // memAvailable is the host's MemAvailable in bytes.

@@ -3,11 +3,9 @@
 package sandbox
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
+	"reflect"
 	"sync"
-	"time"
 
 	"github.com/fumehood/sandbox/internal/wire"
 )
@@ -27,8 +25,8 @@ type owner struct {
 	teardown tracker // launches of this owner not yet torn down
 
 	mu        sync.Mutex
-	template  []byte           // the prepared config, as JSON
-	cfg       *wire.Config     // the same
+	changed   *sync.Cond       // on mu: a preparation ended, or the pool was drained
+	cfg       *wire.Config     // the config prepared, without a program
 	size      int              // how many to keep ready
 	ready     []*handle        // prepared, waiting
 	preparing int              // preparations under way
@@ -44,26 +42,27 @@ func preparedConfig(cfg *wire.Config) *wire.Config {
 	return &p
 }
 
+// useLocked makes the pool one of size sandboxes prepared like cfg,
+// destroying what was prepared for another config.
+func (o *owner) useLocked(cfg *wire.Config, size int) {
+	if prep := preparedConfig(cfg); !reflect.DeepEqual(prep, o.cfg) {
+		// The Sandbox's runs differ in more than the program: what was
+		// prepared does not fit.
+		o.discardLocked()
+		o.cfg, o.failure = prep, nil
+	}
+	o.size = size
+}
+
 // take returns a prepared sandbox for cfg, or nil when none is ready, and
 // starts refilling the pool to size.
 func (o *owner) take(cfg *wire.Config, size int) *handle {
-	prep := preparedConfig(cfg)
-	template, err := json.Marshal(prep)
-	if err != nil {
-		return nil
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return nil
 	}
-	if !bytes.Equal(template, o.template) {
-		// The Sandbox's runs differ in more than the program (its
-		// workspace mode, say): what was prepared does not fit.
-		o.discardLocked()
-		o.template, o.cfg, o.failure = template, prep, nil
-	}
-	o.size = size
+	o.useLocked(cfg, size)
 	var h *handle
 	if n := len(o.ready); n > 0 {
 		h, o.ready = o.ready[n-1], o.ready[:n-1]
@@ -75,24 +74,22 @@ func (o *owner) take(cfg *wire.Config, size int) *handle {
 // fill fills the pool for cfg to size and waits until it is full, or a
 // preparation failed.
 func (o *owner) fill(cfg *wire.Config, size int) *wire.SetupError {
-	if h := o.take(cfg, size); h != nil {
-		o.mu.Lock()
-		o.ready = append(o.ready, h) // only to start the refill
-		o.mu.Unlock()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.closed {
+		o.useLocked(cfg, size)
+		o.refillLocked()
 	}
 	for {
-		o.mu.Lock()
-		full, failure, closed := len(o.ready) >= o.size, o.failure, o.closed
-		o.mu.Unlock()
 		switch {
-		case failure != nil:
-			return failure
-		case closed:
+		case o.failure != nil:
+			return o.failure
+		case o.closed:
 			return &wire.SetupError{Stage: "pool", Op: "fill", Text: "the Sandbox is closed"}
-		case full:
+		case len(o.ready) >= o.size:
 			return nil
 		}
-		time.Sleep(time.Millisecond)
+		o.changed.Wait()
 	}
 }
 
@@ -114,12 +111,12 @@ func (o *owner) refillLocked() {
 		// Counted before the goroutine runs, so that a drain
 		// cannot miss a preparation about to launch.
 		o.teardown.Add(1)
-		go o.prepare(o.cfg, o.template)
+		go o.prepare(o.cfg)
 	}
 }
 
 // prepare launches one prepared sandbox and adds it to the pool.
-func (o *owner) prepare(cfg *wire.Config, template []byte) {
+func (o *owner) prepare(cfg *wire.Config) {
 	defer o.teardown.Done()
 	h, se := launchPrepared(cfg, &o.teardown)
 	if se == nil {
@@ -127,16 +124,17 @@ func (o *owner) prepare(cfg *wire.Config, template []byte) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	defer o.changed.Broadcast()
 	o.preparing--
 	switch {
 	case se != nil:
 		if h != nil {
 			close(h.program)
 		}
-		if bytes.Equal(template, o.template) {
+		if cfg == o.cfg { // not prepared for a config since replaced
 			o.failure = se
 		}
-	case o.closed || !bytes.Equal(template, o.template):
+	case o.closed || cfg != o.cfg:
 		close(h.program)
 	default:
 		o.ready = append(o.ready, h)
@@ -169,6 +167,7 @@ func (o *owner) drain() {
 	o.mu.Lock()
 	o.closed = true
 	o.discardLocked()
+	o.changed.Broadcast()
 	o.mu.Unlock()
 	o.teardown.Wait()
 }
@@ -197,6 +196,7 @@ func (r *owners) get(name string) *owner {
 	o := r.m[name]
 	if o == nil {
 		o = &owner{}
+		o.changed = sync.NewCond(&o.mu)
 		r.m[name] = o
 	}
 	return o

@@ -17,11 +17,30 @@ import (
 func preparedInits() []int {
 	var l []int
 	for _, pid := range childrenOf(spawnerPID()) {
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); string(b) == "sandbox-init\x00" {
+		if isPreparedInit(strconv.Itoa(pid)) {
 			l = append(l, pid)
 		}
 	}
 	return l
+}
+
+// isPreparedInit says whether pid is an init that has not exec'd a program
+// yet: one waiting in a pool (argv[0] sandbox-init).
+func isPreparedInit(pid string) bool {
+	b, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+	return string(b) == "sandbox-init\x00"
+}
+
+// newFilled is a Sandbox for o, which asks for a pool, with its pool full.
+// It is closed when the test ends (Close may be called before).
+func newFilled(t *testing.T, o Options) *Sandbox {
+	t.Helper()
+	s := New(testOpts(o))
+	t.Cleanup(func() { s.Close() })
+	if err := s.fillPool(); err != nil {
+		t.Fatalf("fill the pool: %v", err)
+	}
+	return s
 }
 
 // TestPoolServesEachRunOnce: a pooled Sandbox's Runs take prepared
@@ -31,11 +50,7 @@ func preparedInits() []int {
 // leaves no init, no run cgroup and no spawner child behind.
 func TestPoolServesEachRunOnce(t *testing.T) {
 	requireSandbox(t)
-	s := New(testOpts(Options{Pool: 2}))
-	defer s.Close()
-	if err := s.fillPool(); err != nil {
-		t.Fatalf("fill the pool: %v", err)
-	}
+	s := newFilled(t, Options{Pool: 2})
 	if n := len(preparedInits()); n != 2 {
 		t.Fatalf("%d prepared inits wait in the spawner, want 2", n)
 	}
@@ -94,11 +109,7 @@ func TestPoolServesEachRunOnce(t *testing.T) {
 // no_new_privs, the seccomp filter, the cgroup's limits.
 func TestPoolConfinesLikeCold(t *testing.T) {
 	requireSandbox(t)
-	s := New(testOpts(Options{Pool: 1, Pids: 32}))
-	defer s.Close()
-	if err := s.fillPool(); err != nil {
-		t.Fatalf("fill the pool: %v", err)
-	}
+	s := newFilled(t, Options{Pool: 1, Pids: 32})
 	script := `grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; id -u; echo pid $$; readlink /proc/self/ns/pid /proc/self/ns/mnt /proc/self/ns/net; cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || echo no-cgroupfs`
 	res, err := s.Run(context.Background(), Command("/bin/sh", "-c", script))
 	if err != nil || !res.Success() {
@@ -160,11 +171,7 @@ func TestPoolOptionErrors(t *testing.T) {
 // what it printed, as a cold one does.
 func TestPoolTimeoutKeepsOutput(t *testing.T) {
 	requireSandbox(t)
-	s := New(testOpts(Options{Pool: 1}))
-	defer s.Close()
-	if err := s.fillPool(); err != nil {
-		t.Fatalf("fill the pool: %v", err)
-	}
+	s := newFilled(t, Options{Pool: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	res, err := s.Run(ctx, Command("/bin/sh", "-c", "echo started; exec sleep 60"))

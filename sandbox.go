@@ -160,7 +160,9 @@ type Options struct {
 	// one; it only starts sooner. When the pool is empty a Run starts
 	// cold. The prepared sandboxes hold their cgroup's memory and pids
 	// until used or until Close. Not with InProcess (the pool lives in the
-	// spawner) or NetworkAllow (each run's proxy is made at its start).
+	// spawner), NetworkAllow (each run's proxy is made at its start) or a
+	// Bind beneath the session's /workspace (which a run is given only at
+	// its start).
 	Pool int
 
 	// Seccomp is the syscall filter of every run; nil means

@@ -36,8 +36,8 @@ type session struct {
 	// tracks its runs' teardown under it; spawned says a Run went there.
 	owner   string
 	spawned atomic.Bool
-	// teardown counts InProcess runs whose cgroup is not yet removed, and
-	// the pool fill New starts.
+	// teardown counts the InProcess runs not yet reaped, and the pool
+	// fill New starts.
 	teardown tracker
 	// runs and pooled count the Runs that started a program, and those
 	// of them that took a prepared sandbox: the tests check with them

@@ -299,13 +299,8 @@ var spawner struct {
 func theSpawner() (*spawnerClient, error) {
 	spawner.mu.Lock()
 	defer spawner.mu.Unlock()
-	if c := spawner.c; c != nil {
-		c.mu.Lock()
-		dead := c.dead
-		c.mu.Unlock()
-		if dead == nil {
-			return c, nil
-		}
+	if c := spawner.c; c.serving() {
+		return c, nil
 	}
 	c, err := startSpawner()
 	if err != nil {
@@ -320,15 +315,20 @@ func currentSpawner() *spawnerClient {
 	spawner.mu.Lock()
 	c := spawner.c
 	spawner.mu.Unlock()
-	if c == nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dead != nil {
+	if !c.serving() {
 		return nil
 	}
 	return c
+}
+
+// serving says whether c is a spawner not yet seen to die.
+func (c *spawnerClient) serving() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead == nil
 }
 
 func startSpawner() (*spawnerClient, error) {

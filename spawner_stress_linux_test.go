@@ -160,12 +160,7 @@ func spawnerDead() bool {
 	spawner.mu.Lock()
 	c := spawner.c
 	spawner.mu.Unlock()
-	if c == nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dead != nil
+	return c != nil && !c.serving()
 }
 
 // requireEcho runs echo word in s and fails the test unless it printed
