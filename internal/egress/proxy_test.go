@@ -301,7 +301,14 @@ func TestConnectTLS(t *testing.T) {
 	c.CloseIdleConnections()
 	rep := waitReport(t, tp.Proxy, 1) // the tunnel ends when both sides closed
 	e := rep[0]
-	if e.Method != "CONNECT" || e.Host != "api.allowed.test" || !e.Allowed || e.Addr != "127.0.0.1:"+p || e.Status != 200 || e.Error != "" {
+	// The client may close before reading the server's close_notify; its
+	// kernel then answers the forwarded alert with a reset, which can
+	// reach the proxy before the client's FIN is read. That is the one
+	// error a clean exchange may end with: a reset of the client's side
+	// once every byte it wrote has gone up.
+	clientReset := strings.HasPrefix(e.Error, "tunnel up: ") && strings.HasSuffix(e.Error, "connection reset by peer") &&
+		e.BytesUp == counts.wrote.Load()
+	if e.Method != "CONNECT" || e.Host != "api.allowed.test" || !e.Allowed || e.Addr != "127.0.0.1:"+p || e.Status != 200 || e.Error != "" && !clientReset {
 		t.Errorf("report = %+v", e)
 	}
 	// The client may close before reading the server's close_notify, so
