@@ -15,7 +15,8 @@
 // when the program could not be run as asked: the options were wrong
 // ([ErrInvalidOption]), this host cannot provide a protection
 // ([ErrNotSupported]), building the sandbox failed ([*SetupError]), the
-// program was not found ([ErrNotFound]), or ctx ended the run.
+// program was not found ([ErrNotFound]), or ctx ended the run. The
+// package writes nothing of its own unless [Options.Logger] is set.
 //
 //	sb := sandbox.New(sandbox.Options{})
 //	defer sb.Close()

@@ -3,9 +3,12 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"syscall"
 	"time"
 
@@ -247,4 +250,36 @@ func ExampleSandbox_Snapshot() {
 	// one
 	// two
 	// <nil>
+}
+
+// Options.Logger hears of each run's start and end (at Debug) and of what
+// went wrong off a run's path, such as a spawner that died (at Warn).
+// Without one the library writes nothing.
+func ExampleOptions_logger() {
+	// Here a text log with only the stable attributes, of which the
+	// example prints the runs' events.
+	var buf bytes.Buffer
+	keep := map[string]bool{slog.LevelKey: true, slog.MessageKey: true, "program": true, "outcome": true, "exit_code": true}
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if !keep[a.Key] {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	opts := anywhere
+	opts.Logger = log
+	sb := sandbox.New(opts)
+	defer sb.Close()
+	sb.Run(context.Background(), sandbox.Command("sh", "-c", "exit 2"))
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(line, "sandbox: run") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// level=DEBUG msg="sandbox: run started" program=sh
+	// level=DEBUG msg="sandbox: run ended" program=sh outcome=exited exit_code=2
 }

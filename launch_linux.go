@@ -58,7 +58,7 @@ func newHandle(kill func()) *handle {
 // (its fd 4; see egress_linux.go). It returns once the init is running;
 // ready and done report the rest. What the run leaves for after done (its
 // cgroup's removal) is counted in teardown until finished.
-func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool, teardown *tracker) (*handle, *wire.SetupError) {
+func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool, teardown *tracker, warn func(string)) (*handle, *wire.SetupError) {
 	if se := extra.check(cfg); se != nil {
 		return nil, se
 	}
@@ -183,23 +183,24 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		// An InProcess caller is often a one-shot tool that exits as
 		// soon as Run returns, so there it goes first.
 		if inProcess {
-			removeGroup(grp)
+			removeGroup(grp, warn)
 		}
 		h.done <- exit
 		if !inProcess {
-			removeGroup(grp)
+			removeGroup(grp, warn)
 		}
 	}()
 	return h, nil
 }
 
-// removeGroup removes a run's emptied cgroup, if it had one.
-func removeGroup(grp cgroup.Group) {
+// removeGroup removes a run's emptied cgroup, if it had one, and tells
+// warn if it could not.
+func removeGroup(grp cgroup.Group, warn func(string)) {
 	if grp == nil {
 		return
 	}
 	if err := grp.Delete(); err != nil {
-		fmt.Fprintf(os.Stderr, "sandbox: remove cgroup %s: %v\n", grp.Path(), err)
+		warn(fmt.Sprintf("remove the run's cgroup %s: %v", grp.Path(), err))
 	}
 }
 

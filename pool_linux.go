@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"sync"
@@ -22,7 +23,8 @@ import (
 // exactly as a cold init would. Each serves one run, and the pool is
 // refilled in the background.
 type owner struct {
-	teardown tracker // launches of this owner not yet torn down
+	teardown tracker      // launches of this owner not yet torn down
+	warn     func(string) // to the Sandbox's Logger
 
 	mu        sync.Mutex
 	changed   *sync.Cond       // on mu: a preparation ended, or the pool was drained
@@ -118,7 +120,7 @@ func (o *owner) refillLocked() {
 // prepare launches one prepared sandbox and adds it to the pool.
 func (o *owner) prepare(cfg *wire.Config) {
 	defer o.teardown.Done()
-	h, se := launchPrepared(cfg, &o.teardown)
+	h, se := launchPrepared(cfg, &o.teardown, o.warn)
 	if se == nil {
 		se = <-h.prepared
 	}
@@ -133,6 +135,7 @@ func (o *owner) prepare(cfg *wire.Config) {
 		}
 		if cfg == o.cfg { // not prepared for a config since replaced
 			o.failure = se
+			o.warn(fmt.Sprintf("preparing a pooled sandbox failed; runs start cold until one of them succeeds: %v", setupError(se, cfg)))
 		}
 	case o.closed || cfg != o.cfg:
 		close(h.program)
@@ -143,14 +146,14 @@ func (o *owner) prepare(cfg *wire.Config) {
 
 // launchPrepared launches an init that prepares cfg with /dev/null as
 // its stdio.
-func launchPrepared(cfg *wire.Config, teardown *tracker) (*handle, *wire.SetupError) {
+func launchPrepared(cfg *wire.Config, teardown *tracker, warn func(string)) (*handle, *wire.SetupError) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, &wire.SetupError{Stage: "pool", Op: "open " + os.DevNull, Errno: errnoOf(err), Text: err.Error()}
 	}
 	defer null.Close()
 	c := *cfg // launch may set fields of its config
-	return launch(&c, [3]*os.File{null, null, null}, initFiles{}, false, teardown)
+	return launch(&c, [3]*os.File{null, null, null}, initFiles{}, false, teardown, warn)
 }
 
 // discardLocked destroys the prepared sandboxes that are ready.
@@ -183,8 +186,9 @@ func (h *handle) start(cfg *wire.Config, files []*os.File) {
 
 // owners are the spawner's owners by name.
 type owners struct {
-	mu sync.Mutex
-	m  map[string]*owner
+	mu   sync.Mutex
+	m    map[string]*owner
+	warn func(owner, text string) // to the Logger of the Sandbox named owner
 }
 
 func (r *owners) get(name string) *owner {
@@ -195,7 +199,11 @@ func (r *owners) get(name string) *owner {
 	}
 	o := r.m[name]
 	if o == nil {
-		o = &owner{}
+		o = &owner{warn: func(text string) {
+			if r.warn != nil {
+				r.warn(name, text)
+			}
+		}}
 		o.changed = sync.NewCond(&o.mu)
 		r.m[name] = o
 	}

@@ -50,7 +50,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	var h *handle
 	if s.opts.InProcess {
 		var se *wire.SetupError
-		if h, se = launch(cfg, st.child, extra, true, &s.ws.teardown); se != nil {
+		if h, se = launch(cfg, st.child, extra, true, &s.ws.teardown, func(text string) { s.log.Warn("sandbox: " + text) }); se != nil {
 			err = setupError(se, cfg)
 		}
 	} else {
@@ -58,13 +58,14 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		// once; one that dies under a run fails that run.
 		for attempt := 0; attempt < 2; attempt++ {
 			var sp *spawnerClient
-			if sp, err = theSpawner(); err == nil {
+			if sp, err = theSpawner(s.log); err == nil {
 				s.ws.spawned.Store(true)
 				h, err = sp.start(ctx, cfg, st.child, extra, s.ws.owner, s.opts.Pool)
 			}
 			if !errors.Is(err, errSpawnerGone) {
 				break
 			}
+			s.log.Warn("sandbox: the spawner died before it read the run; starting it on a new one", "error", err)
 		}
 	}
 	st.closeChild()
@@ -306,10 +307,13 @@ func (st *stdio) close() {
 }
 
 // fillPool has the spawner prepare the Sandbox's pool (Options.Pool) and
-// waits until it is full.
+// waits until it is full. A preparation that fails is logged by the
+// spawner (as are those of later refills); fillPool logs only a spawner
+// that could not be started.
 func (s *Sandbox) fillPool() error {
-	sp, err := theSpawner()
+	sp, err := theSpawner(s.log)
 	if err != nil {
+		s.log.Warn("sandbox: the pool cannot be filled; runs start cold", "error", err)
 		return err
 	}
 	// The spawner prepares the config without its program.

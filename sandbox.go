@@ -3,7 +3,9 @@ package sandbox
 import (
 	"context"
 	"io"
+	"log/slog"
 	"runtime"
+	"time"
 
 	"github.com/fumehood/sandbox/internal/egress"
 )
@@ -201,6 +203,12 @@ type Options struct {
 	// EgressResolver resolves the names Egress allows; nil means
 	// net.DefaultResolver. Tests point it at their own servers.
 	EgressResolver Resolver
+
+	// Logger, if set, receives the library's own events: each run's start
+	// and end (at Debug), a spawner that died or was restarted, pool
+	// preparations that failed and cleanup that could not be finished (at
+	// Warn). Nil means no output. Nothing of a run's output is logged.
+	Logger *slog.Logger
 }
 
 // LimitPolicy says what to do when the resource limits cannot be put in
@@ -276,12 +284,14 @@ type Sandbox struct {
 	err    error           // the Options' first problem, returned by every Run
 	filter *compiledFilter // nil with NoSeccomp
 	egress *egress.Rules   // the parsed Options.Egress; nil unless NetworkAllow
+	log    *slog.Logger    // Options.Logger, or one that discards
 }
 
 // New returns a Sandbox for opts. It checks opts at once; if they are wrong,
 // Err and every Run return an error that names the option.
 func New(opts Options) *Sandbox {
-	s := &Sandbox{opts: opts, ws: newSession()}
+	s := &Sandbox{opts: opts, ws: newSession(), log: opts.logger()}
+	s.ws.logTo(opts.Logger)
 	// A Sandbox dropped without Close still ends its session.
 	runtime.AddCleanup(s, func(ss *session) { ss.close() }, s.ws)
 	s.err = s.opts.validate()
@@ -297,7 +307,7 @@ func New(opts Options) *Sandbox {
 		s.ws.teardown.Add(1) // Close waits for it
 		go func() {
 			defer s.ws.teardown.Done()
-			s.fillPool()
+			s.fillPool() // failures are logged by the spawner, or by fillPool
 		}()
 	}
 	return s
@@ -322,5 +332,10 @@ func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		return nil, err
 	}
 	cmd.used = true
-	return s.run(ctx, cmd)
+	id := runIDs.Add(1)
+	s.log.Debug("sandbox: run started", "run", id, "program", cmd.Path)
+	begin := time.Now()
+	res, err := s.run(ctx, cmd)
+	logRun(s.log, id, cmd, res, err, time.Since(begin))
+	return res, err
 }

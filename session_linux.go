@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,14 @@ var ownerSeq atomic.Uint64
 
 func newSession() *session {
 	return &session{owner: fmt.Sprintf("%d-%d", os.Getpid(), ownerSeq.Add(1))}
+}
+
+// logTo sends what the spawner reports about this session's runs and pool
+// to log, if it is not nil, until Close.
+func (ss *session) logTo(log *slog.Logger) {
+	if log != nil {
+		ownerLogs.Store(ss.owner, log)
+	}
 }
 
 // kept says whether the session's workspace lives in a keeper: neither a
@@ -267,6 +276,7 @@ func (ss *session) close() error {
 			sp.sync(ss.owner)
 		}
 	}
+	ownerLogs.Delete(ss.owner)
 	ss.start.Lock()
 	defer ss.start.Unlock()
 	if ss.root != nil {

@@ -5,12 +5,15 @@ package sandbox
 import (
 	"io"
 	"io/fs"
+	"log/slog"
 	"sync"
 )
 
 type session struct{ teardown sync.WaitGroup }
 
 func (ss *session) close() error { return nil }
+
+func (ss *session) logTo(*slog.Logger) {}
 
 // Snapshot is not available on this system.
 func (s *Sandbox) Snapshot() (*Snapshot, error) { return nil, unsupported() }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
@@ -68,8 +69,11 @@ func spawnerMain() {
 		for unix.Sendmsg(fd, msg, nil, nil, 0) == unix.EINTR {
 		}
 	}
+	// What the caller's Loggers should hear of; the caller has no other
+	// way to learn of what happens here off a run's path.
+	byName.warn = func(owner, text string) { reply(wire.Reply{Kind: wire.Warning, Owner: owner, Text: text}) }
 	if _, err := selfExe(false); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		byName.warn("", err.Error())
 	}
 	buf, oob := make([]byte, maxMessage), make([]byte, unix.CmsgSpace(5*4))
 	for {
@@ -216,7 +220,7 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 	cold := h == nil
 	if cold {
 		var se *wire.SetupError
-		h, se = launch(req.Config, [3]*os.File(files[:3]), extra, false, &o.teardown)
+		h, se = launch(req.Config, [3]*os.File(files[:3]), extra, false, &o.teardown, o.warn)
 		closeFiles(files)
 		if se != nil {
 			fail(se)
@@ -295,17 +299,25 @@ var spawner struct {
 }
 
 // theSpawner returns the process's spawner, starting one if there is none
-// or the last one died.
-func theSpawner() (*spawnerClient, error) {
+// or the last one died; log hears of the start and of the death.
+func theSpawner(log *slog.Logger) (*spawnerClient, error) {
 	spawner.mu.Lock()
 	defer spawner.mu.Unlock()
-	if c := spawner.c; c.serving() {
-		return c, nil
+	old := spawner.c
+	if old.serving() {
+		return old, nil
+	}
+	if old != nil {
+		old.mu.Lock()
+		dead := old.dead
+		old.mu.Unlock()
+		log.Warn("sandbox: the spawner died; starting a new one", "spawner", old.pid, "error", dead)
 	}
 	c, err := startSpawner()
 	if err != nil {
 		return nil, err
 	}
+	log.Debug("sandbox: spawner started", "spawner", c.pid)
 	spawner.c = c
 	return c, nil
 }
@@ -519,6 +531,10 @@ func (c *spawnerClient) readLoop() error {
 }
 
 func (c *spawnerClient) deliver(r wire.Reply) {
+	if r.Kind == wire.Warning {
+		spawnerWarning(r.Owner, r.Text, c.pid)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	run := c.runs[r.ID]

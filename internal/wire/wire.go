@@ -113,6 +113,7 @@ const (
 	Failed   = "failed"   // setup failed; Err says why
 	Exited   = "exited"   // the sandbox's init has been reaped
 	Synced   = "synced"   // the Sync request ID is done
+	Warning  = "warning"  // Text is for the Logger of the Sandbox named Owner (of every one when empty)
 )
 
 // Reply is a message from the spawner to the caller.
@@ -121,6 +122,9 @@ type Reply struct {
 	Kind string
 	Err  *SetupError `json:",omitempty"`
 	Exit *Exit       `json:",omitempty"`
+	// Owner and Text are a Warning's.
+	Owner string `json:",omitempty"`
+	Text  string `json:",omitempty"`
 }
 
 // Exit is how the sandbox's init ended and what it used.
