@@ -175,10 +175,10 @@ func hasControllers(dir string, controllers []string) bool {
 }
 
 // moveProcsToLeaf moves the processes of dir, if it has any and is not the
-// root (which may hold processes), into its host leaf.
+// hierarchy's root (which may hold processes), into its host leaf.
 func moveProcsToLeaf(dir string) error {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil || len(strings.TrimSpace(string(b))) == 0 || filepath.Clean(dir) == Root {
+	if err != nil || len(strings.TrimSpace(string(b))) == 0 || hierarchyRoot(dir) {
 		return err
 	}
 	leaf := filepath.Join(dir, hostLeaf)
@@ -203,6 +203,16 @@ func moveProcsToLeaf(dir string) error {
 		}
 	}
 	return nil
+}
+
+// hierarchyRoot says whether dir is the root of the whole v2 hierarchy,
+// the one cgroup that may hold processes while its children have
+// controllers. The root of a cgroup namespace, such as a container's
+// /sys/fs/cgroup, is not: it is an ordinary cgroup, so it must be emptied
+// first too. Only the true root lacks a cgroup.type file.
+func hierarchyRoot(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "cgroup.type"))
+	return errors.Is(err, os.ErrNotExist)
 }
 
 func (g *v2) Path() string      { return g.path }
