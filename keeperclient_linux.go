@@ -63,7 +63,7 @@ func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keep
 	cmd := &exec.Cmd{
 		Path:        exe,
 		Args:        []string{"sandbox-workspace"},
-		Env:         []string{roleEnv + "=" + roleKeeper, "GOMAXPROCS=1"},
+		Env:         roleEnviron(roleKeeper, "GOMAXPROCS=1"),
 		ExtraFiles:  []*os.File{child},
 		SysProcAttr: attr,
 	}

@@ -111,7 +111,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		Args: []string{"sandbox-init"},
 		// The init is short-lived, sequential and allocates little: no
 		// collector, one P.
-		Env:         []string{roleEnv + "=" + roleInit, "GOGC=off", "GOMAXPROCS=1"},
+		Env:         roleEnviron(roleInit, "GOGC=off", "GOMAXPROCS=1"),
 		Stdin:       stdio[0],
 		Stdout:      stdio[1],
 		Stderr:      stdio[2],

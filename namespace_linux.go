@@ -19,6 +19,14 @@ const (
 	roleInit    = "init"
 )
 
+// roleEnviron is the whole environment of a re-exec as role, with extra.
+// GORACE: a binary built with -race otherwise sleeps a second at every
+// exit, which a probe, a keeper and a spawner all reach while someone
+// waits; a binary built without it ignores the variable.
+func roleEnviron(role string, extra ...string) []string {
+	return append([]string{roleEnv + "=" + role, "GORACE=atexit_sleep_ms=0"}, extra...)
+}
+
 // The re-exec hook. Importing this package installs it: when the process is
 // one of the sandbox's own re-execs, this init takes it over and never
 // returns, so the host program's main never runs there. Package inits of the

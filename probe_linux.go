@@ -57,7 +57,7 @@ func probeClone(exe string, flag uintptr) error {
 	attr := sysProcAttr(hostID(os.Getuid()), hostID(os.Getgid()), false)
 	attr.Cloneflags = unix.CLONE_NEWUSER | flag
 	attr.AmbientCaps = nil
-	cmd := &exec.Cmd{Path: exe, Args: []string{"sandbox-probe"}, Env: []string{roleEnv + "=" + roleProbe}, SysProcAttr: attr}
+	cmd := &exec.Cmd{Path: exe, Args: []string{"sandbox-probe"}, Env: roleEnviron(roleProbe), SysProcAttr: attr}
 	if err := cmd.Run(); err != nil {
 		if ue := usernsUnsupported(err); ue != nil && flag == 0 {
 			return ue

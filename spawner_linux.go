@@ -357,7 +357,7 @@ func startSpawner() (*spawnerClient, error) {
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{"sandbox-spawner"},
-		Env:        []string{roleEnv + "=" + roleSpawner},
+		Env:        roleEnviron(roleSpawner),
 		Stderr:     os.Stderr,
 		ExtraFiles: []*os.File{child},
 	}
