@@ -61,6 +61,11 @@ test:
 	# a cold one, and each such Sandbox must really serve from its pool.
 	echo "+ SANDBOX_TEST_POOL=2 $(GO) test -count=1 -run '$(POOL_TESTS)' ."
 	SANDBOX_TEST_POOL=2 $(GO) test -count=1 -run '$(POOL_TESTS)' .
+	# The container image and Kubernetes manifests, checked offline
+	# against the Kubernetes API types and the toolserver's flags; a
+	# module of its own, so the library's go.mod stays free of k8s.io.
+	echo "+ (cd deploy/validate && $(GO) vet ./... && staticcheck ./... && $(GO) test -count=1 ./...)"
+	(cd deploy/validate && $(GO) vet ./... && "$(STATICCHECK)" ./... && $(GO) test -count=1 ./...)
 	# The libseccomp build: the same policy compiled through libseccomp,
 	# which needs its C library and headers (apt-get as root).
 	if ! pkg-config --exists libseccomp 2>/dev/null; then
@@ -117,15 +122,21 @@ test-rootless:
 	$(GO) test -c -o "$$dir/cli/cli.test" ./cmd/sandbox
 	echo "+ $(GO) build -o $$dir/sandbox ./cmd/sandbox"
 	$(GO) build -o "$$dir/sandbox" ./cmd/sandbox
+	echo "+ $(GO) test -c -o $$dir/sandboxtest/sandboxtest.test ./sandboxtest"
+	$(GO) test -c -o "$$dir/sandboxtest/sandboxtest.test" ./sandboxtest
+	echo "+ $(GO) test -c -o $$dir/toolserver/toolserver.test ./examples/toolserver && $(GO) build -o $$dir/toolserver/toolserver ./examples/toolserver"
+	$(GO) test -c -o "$$dir/toolserver/toolserver.test" ./examples/toolserver
+	$(GO) build -o "$$dir/toolserver/toolserver" ./examples/toolserver
 	if [ -d testdata ]; then cp -r testdata "$$dir/root/"; fi
 	if [ -d cmd/sandbox/testdata ]; then cp -r cmd/sandbox/testdata "$$dir/cli/"; fi
+	if [ -d sandboxtest/testdata ]; then cp -r sandboxtest/testdata "$$dir/sandboxtest/"; fi
 	if ! id -u $(ROOTLESS_USER) >/dev/null 2>&1; then
 		echo "+ useradd -m $(ROOTLESS_USER)"
 		useradd -m $(ROOTLESS_USER)
 	fi
 	mkdir -m 700 "$$dir/tmp"
 	chown $(ROOTLESS_USER): "$$dir/tmp"
-	chmod -R a+rX "$$dir/root" "$$dir/cli" "$$dir/sandbox"
+	chmod -R a+rX "$$dir/root" "$$dir/cli" "$$dir/sandbox" "$$dir/sandboxtest" "$$dir/toolserver"
 	home=$$(getent passwd $(ROOTLESS_USER) | cut -d: -f6)
 	as_user() {
 		runuser -u $(ROOTLESS_USER) -- env HOME="$$home" USER=$(ROOTLESS_USER) TMPDIR="$$dir/tmp" \
@@ -137,6 +148,13 @@ test-rootless:
 	echo "+ (cd $$dir/cli && runuser -u $(ROOTLESS_USER) -- ./cli.test -test.count=1)"
 	(cd "$$dir/cli" && as_user ./cli.test -test.count=1 -test.timeout=10m)
 	echo "ok   cmd/sandbox as $(ROOTLESS_USER)"
+	# sandboxtest builds its Go snippets with the go command, as the user.
+	echo "+ (cd $$dir/sandboxtest && runuser -u $(ROOTLESS_USER) -- ./sandboxtest.test -test.count=1)"
+	(cd "$$dir/sandboxtest" && as_user ./sandboxtest.test -test.count=1 -test.timeout=10m)
+	echo "ok   sandboxtest as $(ROOTLESS_USER)"
+	echo "+ (cd $$dir/toolserver && TOOLSERVER_BIN=$$dir/toolserver/toolserver runuser -u $(ROOTLESS_USER) -- ./toolserver.test -test.count=1)"
+	(cd "$$dir/toolserver" && as_user env TOOLSERVER_BIN="$$dir/toolserver/toolserver" ./toolserver.test -test.count=1 -test.timeout=10m)
+	echo "ok   examples/toolserver as $(ROOTLESS_USER)"
 
 # A Debian kernel booted by qemu under software emulation, so the tests also
 # run on a pure cgroup v2 host (the CI machines are cgroup-hybrid): once as

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,27 +139,20 @@ func TestLoggerSpawnerDeath(t *testing.T) {
 	requireSpawnerGone(t, old)
 }
 
-// TestLoggerPoolFailure: a pool whose preparations fail (a Bind the
-// sandbox's user cannot open) warns this Sandbox's Logger, through the
-// spawner, and not another Sandbox's; the Runs still start, cold.
+// unbuildableBinds cannot be mounted, whoever runs the test: the second
+// target lies beneath the first, which is a file.
+var unbuildableBinds = []Bind{{Source: "/etc/hostname", Target: "/opt/file"}, {Source: "/etc", Target: "/opt/file/etc"}}
+
+// TestLoggerPoolFailure: a pool whose preparations fail (binds that
+// cannot be mounted) warns this Sandbox's Logger, through the spawner, and
+// not another Sandbox's.
 func TestLoggerPoolFailure(t *testing.T) {
 	requireSandbox(t)
-	closed := filepath.Join(t.TempDir(), "closed")
-	if err := os.Mkdir(closed, 0); err != nil {
-		t.Fatal(err)
-	}
-	if os.Getuid() == 0 {
-		// Root's sandboxes run as nobody, which a 0 mode shuts out;
-		// root itself would be let in.
-		if err := os.Chown(closed, 0, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
 	mine, other := &logRecorder{}, &logRecorder{}
-	s := newTest(t, Options{Logger: slog.New(mine), Pool: 1, Binds: []Bind{{Source: closed, Target: "/opt/closed"}}})
+	s := newTest(t, Options{Logger: slog.New(mine), Pool: 1, Binds: unbuildableBinds})
 	bystander := newTest(t, Options{Logger: slog.New(other), Pool: 1})
 	if err := s.fillPool(); err == nil {
-		t.Fatal("a pool with an unreachable Bind was filled")
+		t.Fatal("a pool with binds that cannot be mounted was filled")
 	}
 	if err := bystander.fillPool(); err != nil {
 		t.Fatalf("the bystander's pool: %v", err)
@@ -169,8 +161,8 @@ func TestLoggerPoolFailure(t *testing.T) {
 		t.Fatalf("no warning of the failed preparation reached the Sandbox's Logger:\n%s", mine)
 	}
 	w := mine.find("preparing a pooled sandbox failed")[0]
-	if w.level != slog.LevelWarn || !strings.Contains(w.msg, "/opt/closed") && !strings.Contains(w.msg, closed) {
-		t.Errorf("warning %v %q: want Warn naming the bind", w.level, w.msg)
+	if w.level != slog.LevelWarn || !strings.Contains(w.msg, "/opt/file/etc") {
+		t.Errorf("warning %v %q: want Warn naming the bind's target", w.level, w.msg)
 	}
 	if got := other.find("preparing"); len(got) > 0 {
 		t.Errorf("another Sandbox's Logger heard of this one's pool: %v", got)
@@ -183,11 +175,7 @@ func TestLoggerPoolFailure(t *testing.T) {
 // fills a pool that fails, prints nothing on stderr.
 func TestLoggerSilentByDefault(t *testing.T) {
 	requireSandbox(t)
-	closed := filepath.Join(t.TempDir(), "closed")
-	if err := os.Mkdir(closed, 0); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("/proc/self/exe", closed)
+	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = append(os.Environ(), helperEnv+"=quietcaller")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -204,9 +192,9 @@ func TestLoggerSilentByDefault(t *testing.T) {
 
 func init() {
 	// quietcaller runs, kills the spawner, runs again and fills a pool
-	// with the unreachable Bind args[0], with no Logger, and says on
-	// stdout what it did.
-	helpers["quietcaller"] = func(args []string) int {
+	// with unbuildableBinds, with no Logger, and says on stdout what it
+	// did.
+	helpers["quietcaller"] = func([]string) int {
 		opts := testOpts(Options{})
 		s := New(opts)
 		defer s.Close()
@@ -220,10 +208,7 @@ func init() {
 				waitFor(spawnerDead)
 			}
 		}
-		opts.Pool, opts.Binds = 1, []Bind{{Source: args[0], Target: "/opt/closed"}}
-		if os.Getuid() == 0 {
-			os.Chown(args[0], 0, 0)
-		}
+		opts.Pool, opts.Binds = 1, unbuildableBinds
 		p := New(opts)
 		defer p.Close()
 		pool := "filled"

@@ -1,0 +1,17 @@
+// Package validate checks the toolserver's deployment files offline: the
+// Kubernetes manifests in deploy/kubernetes and the image recipe in
+// deploy/Dockerfile.
+//
+// It is a module of its own so that the library's go.mod does not grow the
+// Kubernetes API modules. Its test is the check CI runs:
+//
+//	cd deploy/validate && go test ./...
+//
+// Every manifest is decoded strictly into the k8s.io/api Go type its kind
+// names (an unknown kind, an unknown or duplicated field, or a value of the
+// wrong type fails, with the file and the field's path), and then the files
+// are checked against each other and against the toolserver's flags: the
+// ports, probes, grace period, security context, autoscaler target and
+// selectors, and the Dockerfile's EXPOSE, USER, ENTRYPOINT and the package
+// it builds. Nothing is fetched at test time: no cluster, no schemas.
+package validate

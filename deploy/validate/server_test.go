@@ -1,0 +1,181 @@
+package validate
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+)
+
+// TestServerTakesTheManifest builds examples/toolserver and starts it, on
+// loopback, with the Deployment's arguments: the server must accept them,
+// answer the probes the Deployment points at, serve every metric the
+// autoscaler asks for as a gauge, and exit 0 on SIGTERM. The static checks
+// hold the files to the agreed flags and names; this holds them to the
+// real server.
+func TestServerTakesTheManifest(t *testing.T) {
+	b, probs := Load(deployDir, repoRoot)
+	if len(b.Deployments) != 1 || len(b.Deployments[0].Obj.Spec.Template.Spec.Containers) == 0 {
+		t.Fatalf("no Deployment to take the arguments from: %v", probs)
+	}
+	ctr := b.Deployments[0].Obj.Spec.Template.Spec.Containers[0]
+
+	bin := filepath.Join(t.TempDir(), "toolserver")
+	build := exec.Command("go", "build", "-o", bin, "./examples/toolserver")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/toolserver: %v\n%s", err, out)
+	}
+
+	addr := freeLoopbackAddr(t)
+	var args []string
+	for _, a := range ctr.Args {
+		if strings.HasPrefix(strings.TrimLeft(a, "-"), "addr") {
+			a = "-addr=" + addr // the same flag, on loopback
+		}
+		args = append(args, a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := exec.CommandContext(ctx, bin, args...)
+	var stderr syncBuffer
+	srv.Stderr = &stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	t.Cleanup(func() {
+		if srv.ProcessState == nil {
+			_ = srv.Process.Kill()
+			<-exited
+		}
+	})
+
+	base := "http://" + addr
+	client := &http.Client{Timeout: 5 * time.Second}
+	probe := ctr.StartupProbe
+	if probe == nil {
+		probe = ctr.LivenessProbe
+	}
+	// Wait for the server as the startup probe would, with room to spare.
+	for {
+		resp, err := client.Get(base + probe.HTTPGet.Path)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			log := stderr.String()
+			if strings.Contains(log, "cannot run sandboxes") {
+				t.Skipf("this host cannot run sandboxes, so the server will not start here:\n%s", log)
+			}
+			t.Fatalf("the server exited (%v) with the Deployment's arguments %q:\n%s", err, args, log)
+		case <-ctx.Done():
+			t.Fatalf("no 200 from %s: %v\n%s", probe.HTTPGet.Path, err, stderr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	for _, p := range []struct {
+		name string
+		path string
+	}{{"livenessProbe", ctr.LivenessProbe.HTTPGet.Path}, {"readinessProbe", ctr.ReadinessProbe.HTTPGet.Path}} {
+		if code := get(t, client, base+p.path, nil); code != http.StatusOK {
+			t.Errorf("%s: GET %s: %d, want 200", p.name, p.path, code)
+		}
+	}
+
+	var metrics bytes.Buffer
+	if code := get(t, client, base+"/metrics", &metrics); code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", code)
+	}
+	for _, h := range b.HPAs {
+		for i, m := range h.Obj.Spec.Metrics {
+			if m.Type != autoscalingv2.PodsMetricSourceType || m.Pods == nil {
+				continue
+			}
+			name := m.Pods.Metric.Name
+			if !strings.Contains(metrics.String(), "# TYPE "+name+" gauge\n") {
+				t.Errorf("%s: spec.metrics[%d].pods.metric.name %q: /metrics has no such gauge:\n%s", h.File, i, name, metrics.String())
+			}
+		}
+	}
+
+	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("after SIGTERM the server exited with %v, want 0:\n%s", err, stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("the server did not exit after SIGTERM:\n%s", stderr.String())
+	}
+}
+
+// get fetches url into body (if not nil) and returns the status code.
+func get(t *testing.T, c *http.Client, url string, body io.Writer) int {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if body == nil {
+		body = io.Discard
+	}
+	if _, err := io.Copy(body, resp.Body); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode
+}
+
+// freeLoopbackAddr returns a loopback address with a port nothing listens
+// on at the moment. The server takes its address as a flag, as in the
+// Deployment, so the port is chosen here and released for it.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// syncBuffer is a bytes.Buffer that the process's stderr copier and the
+// test may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}

@@ -1,0 +1,365 @@
+package validate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// The deployment files, seen from this directory.
+const (
+	deployDir = ".."
+	repoRoot  = "../.."
+)
+
+// TestDeployFiles is the check CI runs: the real files decode strictly and
+// agree with each other and with the toolserver.
+func TestDeployFiles(t *testing.T) {
+	b, probs := Load(deployDir, repoRoot)
+	probs = append(probs, Check(b)...)
+	for _, p := range probs {
+		t.Error(p)
+	}
+	// The checks above pass vacuously on files that were not read: make
+	// sure every kind was.
+	counts := map[string]int{
+		"Deployment":              len(b.Deployments),
+		"Service":                 len(b.Services),
+		"HorizontalPodAutoscaler": len(b.HPAs),
+		"PodDisruptionBudget":     len(b.PDBs),
+		"NetworkPolicy":           len(b.NetworkPolicies),
+	}
+	for kind, n := range counts {
+		if n == 0 {
+			t.Errorf("no %s was loaded from %s/kubernetes", kind, deployDir)
+		}
+	}
+	if b.Dockerfile == nil || b.Kustomization == nil {
+		t.Errorf("Dockerfile loaded: %v, kustomization.yaml loaded: %v", b.Dockerfile != nil, b.Kustomization != nil)
+	}
+}
+
+// load reads the real files, which must have no problems: a case could
+// not tell the problem its change makes from those, and TestDeployFiles
+// fails on them.
+func load(t *testing.T) *Bundle {
+	t.Helper()
+	b, probs := Load(deployDir, repoRoot)
+	if b.Dockerfile == nil || len(b.Deployments) != 1 || len(b.Services) == 0 || len(b.HPAs) == 0 ||
+		len(b.PDBs) == 0 || len(b.NetworkPolicies) == 0 || b.Kustomization == nil {
+		t.Fatalf("the deployment files did not load: %v", probs)
+	}
+	if probs = append(probs, Check(b)...); len(probs) > 0 {
+		t.Skipf("the deployment files have %d problems already (TestDeployFiles lists them)", len(probs))
+	}
+	return b
+}
+
+// want fails unless probs has a problem in file whose field starts with
+// field.
+func want(t *testing.T, probs []Problem, file, field string) {
+	t.Helper()
+	for _, p := range probs {
+		if p.File == file && strings.HasPrefix(p.Field, field) {
+			t.Logf("caught: %s", p)
+			return
+		}
+	}
+	t.Errorf("no problem in %s at %q; the problems: %q", file, field, probs)
+}
+
+const (
+	depFile = "kubernetes/deployment.yaml"
+	ctr0    = "spec.template.spec.containers[0]"
+	podSC   = "spec.template.spec.securityContext"
+)
+
+func container(b *Bundle) *corev1.Container {
+	return &b.Deployments[0].Obj.Spec.Template.Spec.Containers[0]
+}
+
+// setArg replaces the container argument for flag, or appends it.
+func setArg(b *Bundle, flag, arg string) {
+	c := container(b)
+	for i, a := range c.Args {
+		if strings.HasPrefix(a, "-"+flag+"=") || a == "-"+flag {
+			c.Args[i] = arg
+			return
+		}
+	}
+	c.Args = append(c.Args, arg)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestChecksCatch breaks the loaded manifests one way at a time and
+// expects each break to be reported against the file and field at fault.
+func TestChecksCatch(t *testing.T) {
+	cases := []struct {
+		name        string
+		mutate      func(b *Bundle)
+		file, field string
+	}{
+		{"service targetPort", func(b *Bundle) {
+			b.Services[0].Obj.Spec.Ports[0].TargetPort = intstr.FromInt32(9090)
+		}, "kubernetes/service.yaml", "spec.ports[0].targetPort"},
+		{"service targetPort name", func(b *Bundle) {
+			b.Services[0].Obj.Spec.Ports[0].TargetPort = intstr.FromString("metrics")
+		}, "kubernetes/service.yaml", "spec.ports[0].targetPort"},
+		{"-addr port", func(b *Bundle) { setArg(b, "addr", "-addr=:9090") }, depFile, ctr0 + ".ports"},
+		{"-addr port not exposed", func(b *Bundle) { setArg(b, "addr", "-addr=:9090") }, "Dockerfile", "EXPOSE"},
+		{"container port", func(b *Bundle) { container(b).Ports[0].ContainerPort = 8081 }, depFile, ctr0 + ".ports"},
+		{"liveness path", func(b *Bundle) { container(b).LivenessProbe.HTTPGet.Path = "/health" }, depFile, ctr0 + ".livenessProbe.httpGet.path"},
+		{"readiness path", func(b *Bundle) { container(b).ReadinessProbe.HTTPGet.Path = "/healthz" }, depFile, ctr0 + ".readinessProbe.httpGet.path"},
+		{"readiness port", func(b *Bundle) { container(b).ReadinessProbe.HTTPGet.Port = intstr.FromInt32(9999) }, depFile, ctr0 + ".readinessProbe.httpGet.port"},
+		{"no readiness probe", func(b *Bundle) { container(b).ReadinessProbe = nil }, depFile, ctr0 + ".readinessProbe"},
+		{"grace period", func(b *Bundle) {
+			b.Deployments[0].Obj.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr(int64(12))
+		}, depFile, "spec.template.spec.terminationGracePeriodSeconds"},
+		{"shutdown timeout", func(b *Bundle) { setArg(b, "shutdown-timeout", "-shutdown-timeout=40s") }, depFile, "spec.template.spec.terminationGracePeriodSeconds"},
+		{"hpa target", func(b *Bundle) { b.HPAs[0].Obj.Spec.ScaleTargetRef.Name = "other" }, "kubernetes/hpa.yaml", "spec.scaleTargetRef"},
+		{"hpa metric misspelt", func(b *Bundle) {
+			b.HPAs[0].Obj.Spec.Metrics[0].Pods.Metric.Name = "toolserver_run_in_flight"
+		}, "kubernetes/hpa.yaml", "spec.metrics[0].pods.metric.name"},
+		{"hpa without the in-flight metric", func(b *Bundle) {
+			b.HPAs[0].Obj.Spec.Metrics = b.HPAs[0].Obj.Spec.Metrics[1:]
+		}, "kubernetes/hpa.yaml", "spec.metrics"},
+		{"hpa target unreachable", func(b *Bundle) {
+			b.HPAs[0].Obj.Spec.Metrics[0].Pods.Target.AverageValue = ptr(resource.MustParse("10"))
+		}, "kubernetes/hpa.yaml", "spec.metrics[0].pods.target.averageValue"},
+		{"hostUsers true", func(b *Bundle) { b.Deployments[0].Obj.Spec.Template.Spec.HostUsers = ptr(true) }, depFile, "spec.template.spec.hostUsers"},
+		{"hostUsers unset", func(b *Bundle) { b.Deployments[0].Obj.Spec.Template.Spec.HostUsers = nil }, depFile, "spec.template.spec.hostUsers"},
+		{"procMount Default", func(b *Bundle) {
+			container(b).SecurityContext.ProcMount = ptr(corev1.DefaultProcMount)
+		}, depFile, ctr0 + ".securityContext.procMount"},
+		{"seccomp RuntimeDefault", func(b *Bundle) {
+			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.SeccompProfile.Type = corev1.SeccompProfileTypeRuntimeDefault
+		}, depFile, podSC + ".seccompProfile.type"},
+		{"seccomp RuntimeDefault on the container", func(b *Bundle) {
+			container(b).SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+		}, depFile, ctr0 + ".securityContext.seccompProfile.type"},
+		{"seccomp unset", func(b *Bundle) {
+			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.SeccompProfile = nil
+		}, depFile, podSC + ".seccompProfile"},
+		{"apparmor RuntimeDefault", func(b *Bundle) {
+			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.AppArmorProfile.Type = corev1.AppArmorProfileTypeRuntimeDefault
+		}, depFile, podSC + ".appArmorProfile.type"},
+		{"runAsNonRoot false", func(b *Bundle) {
+			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.RunAsNonRoot = ptr(false)
+		}, depFile, podSC + ".runAsNonRoot"},
+		{"runAsUser not the image's", func(b *Bundle) {
+			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.RunAsUser = ptr(int64(1000))
+		}, depFile, podSC + ".runAsUser"},
+		{"capabilities kept", func(b *Bundle) {
+			container(b).SecurityContext.Capabilities.Drop = []corev1.Capability{"NET_RAW"}
+		}, depFile, ctr0 + ".securityContext.capabilities.drop"},
+		{"capability added", func(b *Bundle) {
+			container(b).SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
+		}, depFile, ctr0 + ".securityContext.capabilities.add"},
+		{"privilege escalation", func(b *Bundle) {
+			container(b).SecurityContext.AllowPrivilegeEscalation = ptr(true)
+		}, depFile, ctr0 + ".securityContext.allowPrivilegeEscalation"},
+		{"writable root", func(b *Bundle) {
+			container(b).SecurityContext.ReadOnlyRootFilesystem = ptr(false)
+		}, depFile, ctr0 + ".securityContext.readOnlyRootFilesystem"},
+		{"deployment selector", func(b *Bundle) {
+			b.Deployments[0].Obj.Spec.Selector.MatchLabels = map[string]string{"app": "other"}
+		}, depFile, "spec.selector"},
+		{"service selector", func(b *Bundle) {
+			b.Services[0].Obj.Spec.Selector = map[string]string{"app": "other"}
+		}, "kubernetes/service.yaml", "spec.selector"},
+		{"pdb selector", func(b *Bundle) {
+			b.PDBs[0].Obj.Spec.Selector.MatchLabels = map[string]string{"app": "other"}
+		}, "kubernetes/pdb.yaml", "spec.selector"},
+		{"pdb blocks drains", func(b *Bundle) {
+			b.PDBs[0].Obj.Spec.MaxUnavailable = ptr(intstr.FromInt32(0))
+		}, "kubernetes/pdb.yaml", "spec.maxUnavailable"},
+		{"networkpolicy selector", func(b *Bundle) {
+			b.NetworkPolicies[0].Obj.Spec.PodSelector.MatchLabels = map[string]string{"app": "other"}
+		}, "kubernetes/networkpolicy.yaml", "spec.podSelector"},
+		{"networkpolicy port", func(b *Bundle) {
+			b.NetworkPolicies[0].Obj.Spec.Ingress[0].Ports[0].Port = ptr(intstr.FromInt32(9090))
+		}, "kubernetes/networkpolicy.yaml", "spec.ingress"},
+		{"networkpolicy blocks -egress", func(b *Bundle) { setArg(b, "egress", "-egress=pypi.org") }, "kubernetes/networkpolicy.yaml", "spec.egress"},
+		{"memory limit", func(b *Bundle) {
+			container(b).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1Gi")
+		}, depFile, ctr0 + ".resources.limits.memory"},
+		{"cpu limit", func(b *Bundle) {
+			container(b).Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
+		}, depFile, ctr0 + ".resources.limits.cpu"},
+		{"no requests", func(b *Bundle) { container(b).Resources.Requests = nil }, depFile, ctr0 + ".resources.requests"},
+		{"replicas beside an hpa", func(b *Bundle) { b.Deployments[0].Obj.Spec.Replicas = ptr(int32(3)) }, depFile, "spec.replicas"},
+		{"flag misspelt", func(b *Bundle) { setArg(b, "max-concurrent", "-max-concurent=4") }, depFile, ctr0 + ".args["},
+		{"flag value", func(b *Bundle) { setArg(b, "max-timeout", "-max-timeout=sixty") }, depFile, ctr0 + ".args["},
+		{"no -max-concurrent", func(b *Bundle) {
+			c := container(b)
+			var args []string
+			for _, a := range c.Args {
+				if !strings.HasPrefix(a, "-max-concurrent") {
+					args = append(args, a)
+				}
+			}
+			c.Args = args
+		}, depFile, ctr0 + ".args"},
+		{"command replaces the entrypoint", func(b *Bundle) { container(b).Command = []string{"/bin/sh", "-c"} }, depFile, ctr0 + ".command"},
+		{"kustomization leaves a file out", func(b *Bundle) {
+			b.Kustomization.Resources = b.Kustomization.Resources[1:]
+		}, "kubernetes/kustomization.yaml", "resources"},
+		{"kustomization image", func(b *Bundle) { b.Kustomization.Images[0].Name = "toolsrv" }, "kubernetes/kustomization.yaml", "images[0].name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := load(t)
+			tc.mutate(b)
+			want(t, Check(b), tc.file, tc.field)
+		})
+	}
+}
+
+// TestDockerfileChecksCatch changes one line of the real Dockerfile at a
+// time and expects the change to be reported.
+func TestDockerfileChecksCatch(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join(deployDir, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, old, new string
+		file, field    string
+	}{
+		{"EXPOSE", "EXPOSE 8080", "EXPOSE 9090", "Dockerfile", "EXPOSE"},
+		{"USER not the manifests'", "USER 65532:65532", "USER 1000:1000", depFile, podSC + ".runAsUser"},
+		{"USER a name", "USER 65532:65532", "USER nonroot", "Dockerfile", "USER"},
+		{"USER root", "USER 65532:65532", "USER 0", "Dockerfile", "USER"},
+		{"no USER", "USER 65532:65532\n", "\n", "Dockerfile", "USER"},
+		{"package missing", "./examples/toolserver", "./examples/toolsrv", "Dockerfile", "RUN"},
+		{"cgo", "CGO_ENABLED=0 go build", "CGO_ENABLED=1 go build", "Dockerfile", "RUN"},
+		{"shell-form ENTRYPOINT", `ENTRYPOINT ["/toolserver"]`, `ENTRYPOINT /toolserver`, "Dockerfile", "ENTRYPOINT"},
+		{"binary copied elsewhere", "COPY --from=build /toolserver /toolserver", "COPY --from=build /toolserver /usr/local/bin/toolserver", "Dockerfile", "ENTRYPOINT"},
+		{"built elsewhere", "-o /toolserver ./examples", "-o /server ./examples", "Dockerfile", "COPY"},
+		{"CMD -addr", `"-addr=:8080"`, `"-addr=:9090"`, "Dockerfile", "CMD"},
+		{"CMD flag misspelt", `"-log-format=json"`, `"-logformat=json"`, "Dockerfile", "CMD"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := load(t)
+			if n := strings.Count(string(text), tc.old); n != 1 {
+				t.Fatalf("the Dockerfile has %q %d times, want once: update this case", tc.old, n)
+			}
+			d, err := parseDockerfile(strings.Replace(string(text), tc.old, tc.new, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Dockerfile = d
+			want(t, Check(b), tc.file, tc.field)
+		})
+	}
+}
+
+// copyDeploy copies the Dockerfile and the manifests into a temporary
+// deploy directory, with edit applied to the file named file.
+func copyDeploy(t *testing.T, file string, edit func(string) string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "kubernetes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"Dockerfile"}
+	entries, err := os.ReadDir(filepath.Join(deployDir, "kubernetes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		names = append(names, "kubernetes/"+e.Name())
+	}
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(deployDir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(data)
+		if n == file {
+			if s2 := edit(s); s2 == s {
+				t.Fatalf("the edit changed nothing in %s: update this case", n)
+			} else {
+				s = s2
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// replaceOnce returns an edit replacing old, which must occur once.
+func replaceOnce(t *testing.T, old, new string) func(string) string {
+	return func(s string) string {
+		if n := strings.Count(s, old); n != 1 {
+			t.Fatalf("%q occurs %d times, want once: update this case", old, n)
+		}
+		return strings.Replace(s, old, new, 1)
+	}
+}
+
+// TestStrictDecoding edits the manifests' text and expects Load to refuse
+// what the API server would refuse, naming the file and the field.
+func TestStrictDecoding(t *testing.T) {
+	cases := []struct {
+		name, file, old, new string
+		wantField            string // "" when the problem concerns the file as a whole
+		wantMsg              string
+	}{
+		{"unknown field", depFile, "procMount: Unmasked", "procMout: Unmasked",
+			ctr0 + ".securityContext.procMout", "unknown field"},
+		{"field in the wrong case", depFile, "procMount: Unmasked", "ProcMount: Unmasked",
+			ctr0 + ".securityContext.ProcMount", "unknown field"},
+		{"field at the wrong level", depFile, "      hostUsers: false", "      hostUser: false",
+			"spec.template.spec.hostUser", "unknown field"},
+		{"unknown kind", "kubernetes/pdb.yaml", "kind: PodDisruptionBudget", "kind: PodDisruptionBudgt",
+			"kind", "not a kind"},
+		{"old apiVersion", "kubernetes/hpa.yaml", "apiVersion: autoscaling/v2", "apiVersion: autoscaling/v2beta2",
+			"kind", "not a kind"},
+		{"wrong type", depFile, "containerPort: 8080", `containerPort: "eighty"`,
+			"spec.template.spec.containers.ports.containerPort", "wants int32"},
+		{"duplicate key", depFile, "      hostUsers: false\n", "      hostUsers: false\n      hostUsers: true\n",
+			"", "already set"},
+		{"kustomization field", "kubernetes/kustomization.yaml", "resources:", "resource:",
+			"resource", "unknown field"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyDeploy(t, tc.file, replaceOnce(t, tc.old, tc.new))
+			_, probs := Load(dir, repoRoot)
+			for _, p := range probs {
+				if p.File == tc.file && p.Field == tc.wantField && strings.Contains(p.Msg, tc.wantMsg) {
+					t.Logf("caught: %s", p)
+					return
+				}
+			}
+			t.Errorf("want a problem in %s at %q saying %q; got %v", tc.file, tc.wantField, tc.wantMsg, probs)
+		})
+	}
+	t.Run("manifest outside the kustomization", func(t *testing.T) {
+		dir := copyDeploy(t, "", nil)
+		extra := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"
+		if err := os.WriteFile(filepath.Join(dir, "kubernetes", "extra.yaml"), []byte(extra), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, probs := Load(dir, repoRoot)
+		probs = append(probs, Check(b)...)
+		var kind, kust bool
+		for _, p := range probs {
+			kind = kind || (p.File == "kubernetes/extra.yaml" && p.Field == "kind")
+			kust = kust || (p.File == "kubernetes/kustomization.yaml" && strings.Contains(p.Msg, "extra.yaml"))
+		}
+		if !kind || !kust {
+			t.Errorf("want the ConfigMap refused (%v) and the kustomization to miss it (%v); got %v", kind, kust, probs)
+		}
+	})
+}

@@ -1,0 +1,226 @@
+// Toolserver is a small HTTP service that runs an agent's tool calls in
+// sandboxes: POST a command (or code with a language), with limits and a
+// network policy within the server's maxima, and get the Result back as
+// JSON, or the output as it comes followed by the Result, as JSON lines.
+//
+//	go run ./examples/toolserver -addr 127.0.0.1:8080
+//	curl -s localhost:8080/v1/runs -H 'Content-Type: application/json' \
+//		-d '{"command":["sh","-c","echo hello"],"limits":{"timeout":"5s","memory":"64M"}}'
+//	curl -sN localhost:8080/v1/runs -H 'Content-Type: application/json' \
+//		-d '{"language":"python","code":"print(6*7)","stream":true}'
+//
+// The request (see runRequest in request.go):
+//
+//	command       argv, e.g. ["sh","-c","ls"]; or:
+//	code          a program's text, with
+//	language      "sh", "bash" or "python" (python3); a language whose
+//	              interpreter this host lacks gets 501, naming it
+//	stdin, env    the program's standard input; {"NAME":"value"}
+//	limits        timeout ("5s" or seconds; default -default-timeout),
+//	              memory and output ("64M" or bytes), cpus, pids; an
+//	              omitted limit is the server's maximum, and a value above
+//	              it is refused (400) with the field and the maximum
+//	network       "none" (default) or "allow" with egress, a list of
+//	              entries from the server's -egress list
+//	seccomp_kill  end the run at the first refused syscall
+//	stream        true: NDJSON events as the program writes (as does
+//	              Accept: application/x-ndjson)
+//
+// The answer carries the run's id (also in the X-Run-Id header), its cause
+// (the outcome as a metric label: exited, signaled, timeout, canceled,
+// out_of_memory, seccomp_kill; or error) and the Result's fields with the
+// names cmd/sandbox --json uses. A refused request gets a JSON error that
+// names the field at fault; 429 with Retry-After when every slot is busy
+// and the queue is full; 503 while shutting down.
+//
+// Each run gets its own sandbox with an empty /workspace: requests share
+// nothing. GET /metrics serves Prometheus text metrics, GET /healthz and
+// GET /readyz serve probes, and SIGTERM or SIGINT kills the runs in flight,
+// answers them, closes every sandbox and exits 0.
+//
+// At start it runs "true" in a sandbox with the default limits, and fails if
+// that fails: on a host without a writable cgroup (an unprivileged user on a
+// cgroup v1 host, or without a delegated v2 subtree) unless given
+// -best-effort, which lets rlimits stand in for the limits.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fumehood/sandbox"
+)
+
+// config is the server's settings, from its flags.
+type config struct {
+	addr                       string
+	maxConcurrent, maxQueue    int
+	defaultTimeout, maxTimeout time.Duration
+	maxMemory, maxPids         int64
+	maxOutput                  int64
+	maxCPUs                    float64
+	egress                     []string
+	bestEffort                 bool
+	pool                       int
+	logFormat                  string
+	shutdownTimeout            time.Duration
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "toolserver:", err)
+		os.Exit(2)
+	}
+	log := newLogger(cfg.logFormat)
+	if err := serve(cfg, log); err != nil {
+		log.Error("toolserver failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{maxMemory: 512 << 20, maxCPUs: 1, maxPids: 256, maxOutput: 1 << 20}
+	fs := flag.NewFlagSet("toolserver", flag.ContinueOnError)
+	fs.StringVar(&c.addr, "addr", ":8080", "listen on `ADDR`, host:port")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent", runtime.NumCPU(), "runs at once")
+	fs.IntVar(&c.maxQueue, "max-queue", 16, "requests waiting for a slot; beyond them: 429")
+	fs.DurationVar(&c.defaultTimeout, "default-timeout", 10*time.Second, "a run's timeout when the request gives none")
+	fs.DurationVar(&c.maxTimeout, "max-timeout", 60*time.Second, "the longest timeout a request may ask for")
+	fs.Func("max-memory", "the most memory a run may ask for, `SIZE` in bytes or with K, M, G (default 512M)", sizeFlag(&c.maxMemory))
+	fs.Func("max-output", "the most output kept per stream of a run, `SIZE` (default 1M)", sizeFlag(&c.maxOutput))
+	fs.Float64Var(&c.maxCPUs, "max-cpus", c.maxCPUs, "the most CPUs' worth of time a run may ask for")
+	fs.Int64Var(&c.maxPids, "max-pids", c.maxPids, "the most processes and threads a run may ask for")
+	fs.Func("egress", "comma-separated `LIST` of hosts a request may allow (network \"allow\"), as in sandbox.Options.Egress; empty: only \"none\"",
+		func(s string) error {
+			c.egress = nil
+			for e := range strings.SplitSeq(s, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					c.egress = append(c.egress, e)
+				}
+			}
+			return nil
+		})
+	fs.BoolVar(&c.bestEffort, "best-effort", false, "where no writable cgroup exists, run with rlimits standing in for the limits")
+	fs.IntVar(&c.pool, "pool", 0, "keep `N` sandboxes prepared for requests with the default limits")
+	fs.StringVar(&c.logFormat, "log-format", "json", "logs to stderr as `json` or text")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long to wait for the runs in flight to be killed and answered")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: toolserver takes only flags", fs.Arg(0))
+	}
+	return c, c.check()
+}
+
+// check refuses flag values the server cannot work with, naming the flag.
+func (c *config) check() error {
+	switch {
+	case c.maxConcurrent < 1:
+		return fmt.Errorf("-max-concurrent %d: must be at least 1", c.maxConcurrent)
+	case c.maxQueue < 0:
+		return fmt.Errorf("-max-queue %d: must not be negative", c.maxQueue)
+	case c.defaultTimeout <= 0 || c.maxTimeout <= 0 || c.shutdownTimeout <= 0:
+		return errors.New("-default-timeout, -max-timeout and -shutdown-timeout must be positive")
+	case c.defaultTimeout > c.maxTimeout:
+		return fmt.Errorf("-default-timeout %s: above -max-timeout %s", c.defaultTimeout, c.maxTimeout)
+	case c.maxMemory < 1<<20:
+		return fmt.Errorf("-max-memory %d: must be at least 1M", c.maxMemory)
+	case !(c.maxCPUs >= 0.01 && c.maxCPUs <= 1024):
+		return fmt.Errorf("-max-cpus %v: must be from 0.01 to 1024", c.maxCPUs)
+	case c.maxPids < 1:
+		return fmt.Errorf("-max-pids %d: must be at least 1", c.maxPids)
+	case c.pool < 0 || c.pool > 64:
+		return fmt.Errorf("-pool %d: must be from 0 to 64", c.pool)
+	case c.logFormat != "json" && c.logFormat != "text":
+		return fmt.Errorf("-log-format %q: want json or text", c.logFormat)
+	}
+	if len(c.egress) > 0 {
+		// The library checks the entries' syntax.
+		sb := sandbox.New(sandbox.Options{FreshWorkspace: true, Network: sandbox.NetworkAllow, Egress: c.egress})
+		defer sb.Close()
+		if err := sb.Err(); err != nil {
+			return fmt.Errorf("-egress: %w", err)
+		}
+	}
+	return nil
+}
+
+func sizeFlag(v *int64) func(string) error {
+	return func(s string) error {
+		n, err := parseSize(s)
+		*v = n
+		return err
+	}
+}
+
+func newLogger(format string) *slog.Logger {
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+}
+
+// serve runs the server until SIGTERM or SIGINT, then shuts it down: no
+// new runs (503, and /readyz says 503), the runs in flight killed and
+// answered, every sandbox closed.
+func serve(cfg *config, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s := newServer(cfg, log)
+	defer s.close()
+	if err := s.selfTest(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second, // the request; the answer has a deadline per run
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	// Tests and scripts read the address here (with -addr 127.0.0.1:0).
+	log.Info("listening", "addr", ln.Addr().String(), "max_concurrent", cfg.maxConcurrent, "max_queue", cfg.maxQueue,
+		"best_effort", cfg.bestEffort, "pool", cfg.pool)
+	failed := make(chan error, 1)
+	go func() { failed <- srv.Serve(ln) }()
+	select {
+	case err := <-failed:
+		return err
+	case <-ctx.Done():
+	}
+	stop() // a second signal kills the process at once
+	log.Info("shutting down", "in_flight", s.metrics.inFlight.Load(), "queued", s.metrics.queued.Load())
+
+	// Refuse new runs and cancel the ones in flight; Shutdown then waits
+	// for their handlers, which answer once their sandboxes are closed.
+	// The pooled Sandbox is closed last.
+	s.drain()
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: runs still in flight after -shutdown-timeout %s: %w", cfg.shutdownTimeout, err)
+	}
+	s.close()
+	log.Info("stopped", "runs", s.metrics.total())
+	return nil
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fumehood/sandbox"
+)
+
+// durationBuckets are the upper bounds, in seconds, of the run duration
+// histogram: from a pooled start (a few ms) to -max-timeout's default.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// rejectReasons label toolserver_rejected_total.
+var rejectReasons = []string{"full", "invalid", "shutting_down"}
+
+// metrics are the server's counters, in the Prometheus text format 0.0.4,
+// written by hand to keep the example free of dependencies.
+type metrics struct {
+	inFlight, queued atomic.Int64
+
+	mu       sync.Mutex
+	causes   []string         // every cause, in the order they are written
+	runs     map[string]int64 // by cause
+	rejected map[string]int64 // by reason
+	buckets  []int64          // buckets[i] counts the runs of at most durationBuckets[i] seconds
+	count    int64
+	sum      float64 // seconds
+}
+
+func newMetrics() *metrics {
+	m := &metrics{runs: map[string]int64{}, rejected: map[string]int64{}, buckets: make([]int64, len(durationBuckets))}
+	// Every cause is written from the start, at 0, so that rates work
+	// from the first scrape.
+	for o := sandbox.Exited; o.String() != "unknown"; o++ {
+		m.causes = append(m.causes, strings.ReplaceAll(o.String(), " ", "_"))
+	}
+	m.causes = append(m.causes, "error")
+	return m
+}
+
+// observe counts a finished run.
+func (m *metrics) observe(cause string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.runs[cause]++
+	m.count++
+	m.sum += d.Seconds()
+	for i, le := range durationBuckets {
+		if d.Seconds() <= le {
+			m.buckets[i]++
+		}
+	}
+}
+
+// reject counts a refused request.
+func (m *metrics) reject(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rejected[reason]++
+}
+
+// total is the number of runs finished.
+func (m *metrics) total() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.count
+}
+
+func (m *metrics) serve(w http.ResponseWriter, r *http.Request) {
+	var b bytes.Buffer
+	m.mu.Lock()
+	header(&b, "toolserver_runs_total", "counter", "Runs finished, by how they ended.")
+	for _, c := range m.causes {
+		fmt.Fprintf(&b, "toolserver_runs_total{cause=%q} %d\n", c, m.runs[c])
+	}
+	header(&b, "toolserver_run_duration_seconds", "histogram", "Duration of runs, sandbox set-up and removal included.")
+	for i, le := range durationBuckets {
+		fmt.Fprintf(&b, "toolserver_run_duration_seconds_bucket{le=%q} %d\n", strconv.FormatFloat(le, 'g', -1, 64), m.buckets[i])
+	}
+	fmt.Fprintf(&b, "toolserver_run_duration_seconds_bucket{le=\"+Inf\"} %d\n", m.count)
+	fmt.Fprintf(&b, "toolserver_run_duration_seconds_sum %s\n", strconv.FormatFloat(m.sum, 'g', -1, 64))
+	fmt.Fprintf(&b, "toolserver_run_duration_seconds_count %d\n", m.count)
+	header(&b, "toolserver_rejected_total", "counter", "Requests refused, by reason.")
+	for _, r := range rejectReasons {
+		fmt.Fprintf(&b, "toolserver_rejected_total{reason=%q} %d\n", r, m.rejected[r])
+	}
+	m.mu.Unlock()
+	header(&b, "toolserver_runs_in_flight", "gauge", "Runs holding a slot.")
+	fmt.Fprintf(&b, "toolserver_runs_in_flight %d\n", m.inFlight.Load())
+	header(&b, "toolserver_runs_queued", "gauge", "Requests waiting for a slot.")
+	fmt.Fprintf(&b, "toolserver_runs_queued %d\n", m.queued.Load())
+
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write(b.Bytes())
+}
+
+func header(b *bytes.Buffer, name, typ, help string) {
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/fumehood/sandbox"
+)
+
+// server answers the HTTP API. Its slots bound the runs at once; requests
+// beyond them wait in a queue of at most -max-queue, and beyond that are
+// refused with 429.
+type server struct {
+	cfg       *config
+	log       *slog.Logger
+	metrics   *metrics
+	languages map[string]language
+	slots     chan struct{}
+	// stopping ends when shutdown begins: it cancels the runs in flight
+	// and turns away the requests in the queue.
+	stopping context.Context
+	drain    context.CancelFunc
+	// pooled is the Sandbox of the default limits with -pool, else nil.
+	pooled *sandbox.Sandbox
+}
+
+var (
+	errFull         = errors.New("too many runs: every slot is busy and the queue is full; retry later")
+	errShuttingDown = errors.New("the server is shutting down")
+)
+
+func newServer(cfg *config, log *slog.Logger) *server {
+	s := &server{cfg: cfg, log: log, metrics: newMetrics(), languages: hostLanguages(),
+		slots: make(chan struct{}, cfg.maxConcurrent)}
+	s.stopping, s.drain = context.WithCancel(context.Background())
+	for name, l := range s.languages {
+		if l.missing != "" {
+			log.Warn("language not available", "language", name, "reason", l.missing)
+		}
+	}
+	if cfg.pool > 0 {
+		opts := s.options(s.defaultLimits(), nil, log)
+		opts.Pool = cfg.pool
+		s.pooled = sandbox.New(opts)
+	}
+	return s
+}
+
+// close closes the pooled Sandbox, if any, once no run uses it. A second
+// close does nothing.
+func (s *server) close() {
+	if s.pooled != nil {
+		s.pooled.Close()
+	}
+}
+
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	// Without a method in the pattern, so that a wrong method gets a
+	// JSON error like every other refusal.
+	mux.HandleFunc("/v1/runs", s.handleRun)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if s.stopping.Err() != nil {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	mux.HandleFunc("GET /metrics", s.metrics.serve)
+	return mux
+}
+
+func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
+	id := rand.Text()
+	w.Header().Set("X-Run-Id", id)
+	spec, aerr := s.admit(w, r)
+	if aerr != nil {
+		s.refuse(w, id, aerr)
+		return
+	}
+	switch err := s.acquire(r.Context()); {
+	case errors.Is(err, errFull):
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, id, &apiError{status: http.StatusTooManyRequests, msg: err.Error()})
+		return
+	case errors.Is(err, errShuttingDown):
+		s.refuse(w, id, &apiError{status: http.StatusServiceUnavailable, msg: err.Error()})
+		return
+	case err != nil:
+		s.log.Info("request abandoned in the queue", "id", id, "err", err)
+		return
+	}
+	s.run(w, r, id, spec)
+}
+
+// admit checks the method, the content type and the body of a request,
+// and that the server is not shutting down.
+func (s *server) admit(w http.ResponseWriter, r *http.Request) (*runSpec, *apiError) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return nil, &apiError{status: http.StatusMethodNotAllowed, msg: r.Method + " " + r.URL.Path + ": only POST"}
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, &apiError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
+			msg: "Content-Type: want application/json, not " + strings.TrimSpace(r.Header.Get("Content-Type"))}
+	}
+	if s.stopping.Err() != nil {
+		return nil, &apiError{status: http.StatusServiceUnavailable, msg: errShuttingDown.Error()}
+	}
+	req, aerr := decodeRequest(http.MaxBytesReader(w, r.Body, maxBody))
+	if aerr != nil {
+		return nil, aerr
+	}
+	spec, aerr := s.cfg.validate(req, s.languages)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if strings.Contains(r.Header.Get("Accept"), "application/x-ndjson") {
+		spec.stream = true
+	}
+	return spec, nil
+}
+
+// acquire takes a slot for a run, waiting in the queue if there is room
+// in it. It fails with errFull, errShuttingDown, or the error of ctx when
+// the client goes away while waiting.
+func (s *server) acquire(ctx context.Context) error {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		if s.metrics.queued.Add(1) > int64(s.cfg.maxQueue) {
+			s.metrics.queued.Add(-1)
+			return errFull
+		}
+		defer s.metrics.queued.Add(-1)
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stopping.Done():
+			return errShuttingDown
+		}
+	}
+	if s.stopping.Err() != nil {
+		<-s.slots
+		return errShuttingDown
+	}
+	s.metrics.inFlight.Add(1)
+	return nil
+}
+
+func (s *server) release() {
+	s.metrics.inFlight.Add(-1)
+	<-s.slots
+}
+
+// errorBody is the answer to a refused request.
+type errorBody struct {
+	ID    string `json:"id"`
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"` // the request field at fault, e.g. "limits.memory"
+}
+
+// refuse answers a request that did not run, counts and logs it.
+func (s *server) refuse(w http.ResponseWriter, id string, e *apiError) {
+	reason := "invalid"
+	switch e.status {
+	case http.StatusTooManyRequests:
+		reason = "full"
+	case http.StatusServiceUnavailable:
+		reason = "shutting_down"
+	}
+	s.metrics.reject(reason)
+	s.log.Info("rejected", "id", id, "reason", reason, "status", e.status, "field", e.field, "err", e.msg)
+	writeJSON(w, e.status, errorBody{ID: id, Error: e.msg, Field: e.field})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v) // a failed write means the client is gone
+}
