@@ -182,7 +182,7 @@ func orOwn(parent, controller string, own map[string]string) (string, error) {
 // would: run names hold their maker's pid, so one that exists was left by
 // a dead process whose pid this one has now.
 func makeDir(dir, hint string) error {
-	switch err := unix.Mkdir(dir, 0o755); err {
+	switch err := retryEINTR(func() error { return unix.Mkdir(dir, 0o755) }); err {
 	case nil, unix.EEXIST:
 		return nil
 	case unix.EACCES, unix.EPERM, unix.EROFS, unix.ENOENT:

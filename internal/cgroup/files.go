@@ -18,13 +18,28 @@ func write(dir, name, value string) error {
 	file := dir + "/" + name
 	fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err == nil {
-		_, err = unix.Write(fd, []byte(value))
+		err = retryEINTR(func() error {
+			_, err := unix.Write(fd, []byte(value))
+			return err
+		})
 		unix.Close(fd)
 	}
 	if err != nil {
 		return fmt.Errorf("cgroup %s: write %s: %w", file, value, err)
 	}
 	return nil
+}
+
+// retryEINTR calls f again while it fails with EINTR. Some cgroup writes
+// give up when a signal is pending (a v1 memory limit being shrunk), and
+// the Go runtime signals its threads to preempt them: CI met
+// "interrupted system call" from a run's cgroup set-up.
+func retryEINTR(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // readFile returns the contents of a cgroup file that holds one record

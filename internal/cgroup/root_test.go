@@ -85,3 +85,16 @@ func TestHierarchyRoot(t *testing.T) {
 		t.Errorf("the root of a cgroup namespace has no cgroup.type, so it would be taken for the hierarchy's root:\n%s", out)
 	}
 }
+
+func TestRetryEINTR(t *testing.T) {
+	calls := 0
+	err := retryEINTR(func() error {
+		if calls++; calls < 3 {
+			return unix.EINTR
+		}
+		return unix.EBUSY
+	})
+	if err != unix.EBUSY || calls != 3 {
+		t.Errorf("retryEINTR = %v after %d calls, want EBUSY after 3", err, calls)
+	}
+}
