@@ -207,29 +207,42 @@ func loopbackUp() error {
 	return nil
 }
 
-func setRlimits(cfg *wire.Config) error {
-	limits := []struct {
-		name     string
-		resource int
-		value    uint64
-	}{
-		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0},
+// rlimit is one resource limit the init sets.
+type rlimit struct {
+	name     string
+	resource int
+	value    uint64
+}
+
+// rlimitsOf lists the limits to set: no core files, then what cfg limits,
+// RLIMIT_NOFILE last.
+func rlimitsOf(cfg *wire.Config) []rlimit {
+	l := []rlimit{{"RLIMIT_CORE", unix.RLIMIT_CORE, 0}}
+	for _, r := range []rlimit{
 		{"RLIMIT_FSIZE (Options.MaxFileSize)", unix.RLIMIT_FSIZE, uint64(cfg.MaxFileSize)},
 		{"RLIMIT_DATA (Options.Memory, best effort)", unix.RLIMIT_DATA, cfg.RlimitData},
 		{"RLIMIT_NPROC (Options.Pids, best effort)", unix.RLIMIT_NPROC, cfg.RlimitNproc},
-	}
-	for _, l := range limits {
-		if l.value == 0 && l.resource != unix.RLIMIT_CORE {
-			continue // not limited
+	} {
+		if r.value != 0 { // 0: not limited
+			l = append(l, r)
 		}
-		if err := unix.Setrlimit(l.resource, &unix.Rlimit{Cur: l.value, Max: l.value}); err != nil {
+	}
+	return append(l, rlimit{"RLIMIT_NOFILE (Options.MaxOpenFiles)", unix.RLIMIT_NOFILE, cfg.NoFile})
+}
+
+func setRlimits(cfg *wire.Config) error {
+	for _, l := range rlimitsOf(cfg) {
+		var err error
+		if l.resource == unix.RLIMIT_NOFILE {
+			// syscall.Setrlimit, not unix's: it also stops the Go
+			// runtime from restoring its saved soft limit on exec.
+			err = syscall.Setrlimit(l.resource, &syscall.Rlimit{Cur: l.value, Max: l.value})
+		} else {
+			err = unix.Setrlimit(l.resource, &unix.Rlimit{Cur: l.value, Max: l.value})
+		}
+		if err != nil {
 			return &initError{Stage: "rlimit", Op: l.name, Path: strconv.FormatUint(l.value, 10), Err: err}
 		}
-	}
-	// syscall.Setrlimit, not unix's: it also stops the Go runtime from
-	// restoring its saved soft limit on exec.
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
-		return &initError{Stage: "rlimit", Op: "RLIMIT_NOFILE (Options.MaxOpenFiles)", Path: strconv.FormatUint(cfg.NoFile, 10), Err: err}
 	}
 	return nil
 }
@@ -251,20 +264,7 @@ func enterDir(dir string) error {
 // otherwise the first executable regular file of that name in PATH. ENOENT
 // means not found, EACCES found but not executable.
 func lookPath(name string, env []string) (string, error) {
-	candidates := []string{name}
-	if !strings.Contains(name, "/") {
-		candidates = nil
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-				for _, dir := range strings.Split(v, ":") {
-					if dir == "" {
-						dir = "."
-					}
-					candidates = append(candidates, path.Join(dir, name))
-				}
-			}
-		}
-	}
+	candidates := programCandidates(name, env)
 	errno := unix.ENOENT
 	for _, c := range candidates {
 		var st unix.Stat_t
@@ -278,6 +278,26 @@ func lookPath(name string, env []string) (string, error) {
 		return c, nil
 	}
 	return "", &initError{Stage: "exec", Op: "look up program", Path: name, Err: errno}
+}
+
+// programCandidates are the paths where name may be found: name itself
+// if it has a slash, else name in each directory of env's PATH.
+func programCandidates(name string, env []string) []string {
+	if strings.Contains(name, "/") {
+		return []string{name}
+	}
+	var candidates []string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			for _, dir := range strings.Split(v, ":") {
+				if dir == "" {
+					dir = "."
+				}
+				candidates = append(candidates, path.Join(dir, name))
+			}
+		}
+	}
+	return candidates
 }
 
 // dropPrivileges empties every capability set of this thread (the one

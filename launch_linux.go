@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/fumehood/sandbox/internal/cgroup"
+	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/seccomp"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
@@ -86,57 +87,73 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		}
 		return nil, se
 	}
-	msg, err := json.Marshal(cfg)
-	if err != nil {
-		return fail(&wire.SetupError{Stage: "start", Op: "encode config", Text: err.Error()})
-	}
 	attr := sysProcAttr(cfg.HostUID, cfg.HostGID, cfg.HostNetwork)
-	// On cgroup v2 the init is cloned straight into its cgroup; on v1 it
-	// is added once started, and only then gets its config, so nothing of
-	// the sandbox runs outside the cgroup.
-	placeAfterStart := grp != nil && grp.CloneFD() < 0
-	if grp != nil && !placeAfterStart {
-		attr.UseCgroupFD, attr.CgroupFD = true, grp.CloneFD()
-	}
-	// A config that fits the socket's buffer goes in before the clone, so
-	// the init finds it waiting when its runtime is up.
-	early := len(msg) <= 64<<10 && !placeAfterStart
-	if early {
-		if se := sendConfig(parent, msg, !cfg.Prepare); se != nil {
+	// Without a runtime of its own in the child when it can be planned
+	// (planned_linux.go); an InProcess caller may be large, and a fork of
+	// it would copy its page tables, so it re-execs.
+	var (
+		proc  *os.Process
+		plan  *forkplan.Plan
+		msg   []byte
+		early bool
+	)
+	if !inProcess {
+		proc, plan, se = startPlanned(cfg, stdio, child, extra, grp, attr.Cloneflags)
+		if se != nil {
 			return fail(se)
 		}
 	}
-	cmd := &exec.Cmd{
-		Path: exe,
-		Args: []string{"sandbox-init"},
-		// The init is short-lived, sequential and allocates little: no
-		// collector, one P.
-		Env:         roleEnviron(roleInit, "GOGC=off", "GOMAXPROCS=1"),
-		Stdin:       stdio[0],
-		Stdout:      stdio[1],
-		Stderr:      stdio[2],
-		ExtraFiles:  append([]*os.File{child}, extra.list()...),
-		SysProcAttr: attr,
-	}
-	err = cmd.Start()
-	if err != nil {
-		return fail(&wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()})
-	}
-	child.Close()
-	if placeAfterStart {
-		if err := grp.Add(cmd.Process.Pid); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return fail(&wire.SetupError{Stage: "cgroup", Op: "add init", Path: grp.Path(), Errno: errnoOf(err), Text: err.Error()})
+	if plan == nil {
+		if msg, err = json.Marshal(cfg); err != nil {
+			return fail(&wire.SetupError{Stage: "start", Op: "encode config", Text: err.Error()})
+		}
+		// On cgroup v2 the init is cloned straight into its cgroup; on v1
+		// it is added once started, and only then gets its config, so
+		// nothing of the sandbox runs outside the cgroup.
+		placeAfterStart := grp != nil && grp.CloneFD() < 0
+		if grp != nil && !placeAfterStart {
+			attr.UseCgroupFD, attr.CgroupFD = true, grp.CloneFD()
+		}
+		// A config that fits the socket's buffer goes in before the
+		// clone, so the init finds it waiting when its runtime is up.
+		early = len(msg) <= 64<<10 && !placeAfterStart
+		if early {
+			if se := sendConfig(parent, msg, !cfg.Prepare); se != nil {
+				return fail(se)
+			}
+		}
+		cmd := &exec.Cmd{
+			Path: exe,
+			Args: []string{"sandbox-init"},
+			// The init is short-lived, sequential and allocates little:
+			// no collector, one P.
+			Env:         roleEnviron(roleInit, "GOGC=off", "GOMAXPROCS=1"),
+			Stdin:       stdio[0],
+			Stdout:      stdio[1],
+			Stderr:      stdio[2],
+			ExtraFiles:  append([]*os.File{child}, extra.list()...),
+			SysProcAttr: attr,
+		}
+		if err = cmd.Start(); err != nil {
+			return fail(&wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()})
+		}
+		proc = cmd.Process
+		if placeAfterStart {
+			if err := grp.Add(proc.Pid); err != nil {
+				proc.Kill()
+				proc.Wait()
+				return fail(&wire.SetupError{Stage: "cgroup", Op: "add init", Path: grp.Path(), Errno: errnoOf(err), Text: err.Error()})
+			}
 		}
 	}
+	child.Close()
 	// Killing pid 1 makes the kernel kill every other process in its PID
 	// namespace, daemons included; cgroup.kill (v2) gets them all at once.
 	h := newHandle(func() {
 		if grp != nil {
 			grp.Kill()
 		}
-		cmd.Process.Kill()
+		proc.Kill()
 	})
 	if cfg.Prepare {
 		h.prepared, h.program = make(chan *wire.SetupError, 1), make(chan programFiles)
@@ -145,20 +162,20 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 	go func() {
 		defer teardown.Done()
 		var se *wire.SetupError
-		if !early {
+		if plan == nil && !early {
 			se = sendConfig(parent, msg, !cfg.Prepare)
 		}
 		if se == nil && cfg.Prepare {
 			se = awaitPrepared(parent)
 			h.prepared <- se
 			if se == nil {
-				se = giveProgram(parent, h, cmd.Process)
+				se = giveProgram(parent, h, proc)
 			}
 		}
 		var sv *supervisor
 		if se == nil {
 			var l *seccomp.Listener
-			l, se = readVerdict(parent)
+			l, se = readVerdict(parent, plan)
 			if l != nil {
 				var kill func()
 				if cfg.SeccompKill {
@@ -169,15 +186,15 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		}
 		h.ready <- se
 		parent.Close()
-		cmd.Wait() // the status is in ProcessState whatever the error
-		exit := exitOf(cmd.ProcessState)
+		ps, _ := proc.Wait() // the status is in ps whatever the error
+		exit := exitOf(ps)
 		if sv != nil {
 			sv.stop(&exit)
 		}
 		if grp != nil {
 			usageOf(grp, &exit)
 		}
-		exit.Limits = limits
+		exit.Limits, exit.Planned = limits, plan != nil
 		// In the spawner, off the run's return path: the cgroup is
 		// empty, and nothing the caller is told depends on its removal.
 		// An InProcess caller is often a one-shot tool that exits as
@@ -282,8 +299,10 @@ func sendConfig(conn *os.File, msg []byte, end bool) *wire.SetupError {
 }
 
 // readVerdict waits for the init: EOF alone means the program runs. A
-// filter's listener comes first, as one marked byte carrying the fd.
-func readVerdict(conn *os.File) (*seccomp.Listener, *wire.SetupError) {
+// filter's listener comes first, as one marked byte carrying the fd. A
+// failure is a wire.SetupError in JSON from the Go init, or a failure
+// record of plan from a planned one.
+func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *wire.SetupError) {
 	var (
 		reply    []byte
 		listener *seccomp.Listener
@@ -329,6 +348,13 @@ func readVerdict(conn *os.File) (*seccomp.Listener, *wire.SetupError) {
 	}
 	if len(reply) == 0 {
 		return listener, nil
+	}
+	if plan != nil {
+		f, err := plan.ParseFailure(reply)
+		if err != nil {
+			return fail(&wire.SetupError{Stage: "start", Op: "read init status", Text: err.Error()})
+		}
+		return fail(&wire.SetupError{Stage: f.Where.Stage, Op: f.Where.Op, Path: f.Where.Path, Errno: int(f.Errno)})
 	}
 	var se wire.SetupError
 	if err := json.Unmarshal(reply, &se); err != nil {

@@ -29,6 +29,10 @@ var rootfsSkip = map[string]bool{"proc": true, "dev": true, "sys": true, "tmp": 
 // devices are the host device nodes bound into /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
+// devLinks are the symlinks of /dev.
+var devLinks = map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+	"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+
 // Paths in /proc hidden the way runc hides them: files behind /dev/null,
 // directories behind an empty read-only tmpfs, and trees made read-only.
 var (
@@ -378,33 +382,42 @@ func (b *rootBuilder) buildEtc(srcs map[string]int) error {
 	if err != nil {
 		return err
 	}
-	files := map[string]string{
-		"passwd": fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\n"+
-			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", SandboxUID, SandboxGID, DefaultDir),
-		"group":         fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", SandboxGID),
-		"hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + b.cfg.Hostname + "\n",
-		"hostname":      b.cfg.Hostname + "\n",
-		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n",
-	}
-	// Only the host's network has a resolver to name; elsewhere a
-	// resolv.conf would invite queries that cannot be answered.
-	if b.cfg.HostNetwork {
-		files["nsswitch.conf"] = strings.Replace(files["nsswitch.conf"], "hosts: files", "hosts: files dns", 1)
-		if conf, err := os.ReadFile("/etc/resolv.conf"); err == nil {
-			files["resolv.conf"] = string(conf)
+	for _, f := range etcFiles(b.cfg) {
+		if err := writeAt(etc, f.name, f.content); err != nil {
+			return &initError{Stage: "mount", Op: "write", Path: "/etc/" + f.name, Err: err}
 		}
 	}
-	for name, content := range files {
-		if err := writeAt(etc, name, content); err != nil {
-			return &initError{Stage: "mount", Op: "write", Path: "/etc/" + name, Err: err}
-		}
-	}
-	for name, fd := range srcs {
-		if err := b.bind(fd, "/etc/"+name, roAttrs); err != nil {
+	for _, name := range sortedKeys(srcs) {
+		if err := b.bind(srcs[name], "/etc/"+name, roAttrs); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// etcFile is one file of the generated /etc.
+type etcFile struct{ name, content string }
+
+// etcFiles are the files of the minimal /etc: the sandbox user, loopback
+// names, and the files-only name service.
+func etcFiles(cfg *wire.Config) []etcFile {
+	nsswitch := "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n"
+	files := []etcFile{
+		{"passwd", fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\n"+
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", SandboxUID, SandboxGID, DefaultDir)},
+		{"group", fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", SandboxGID)},
+		{"hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + cfg.Hostname + "\n"},
+		{"hostname", cfg.Hostname + "\n"},
+	}
+	// Only the host's network has a resolver to name; elsewhere a
+	// resolv.conf would invite queries that cannot be answered.
+	if cfg.HostNetwork {
+		nsswitch = strings.Replace(nsswitch, "hosts: files", "hosts: files dns", 1)
+		if conf, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+			files = append(files, etcFile{"resolv.conf", string(conf)})
+		}
+	}
+	return append(files, etcFile{"nsswitch.conf", nsswitch})
 }
 
 func writeAt(dirfd int, name, content string) error {
@@ -509,9 +522,7 @@ func (b *rootBuilder) buildDev(devs []int) error {
 			return err
 		}
 	}
-	links := map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
-		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
-	for name, to := range links {
+	for name, to := range devLinks {
 		if err := unix.Symlinkat(to, dev, name); err != nil {
 			return &initError{Stage: "mount", Op: "symlink", Path: "/dev/" + name, Err: err}
 		}

@@ -112,7 +112,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	res.UserTime = time.Duration(exit.UserNS)
 	res.SystemTime = time.Duration(exit.SysNS)
 	res.MaxRSS = exit.MaxRSSKiB << 10
-	res.Pooled = exit.Pooled
+	res.Pooled, res.planned = exit.Pooled, exit.Planned
 	if se == nil {
 		s.ws.runs.Add(1)
 		if res.Pooled {

@@ -142,6 +142,8 @@ type Exit struct {
 
 	// Pooled says the run took a sandbox prepared ahead.
 	Pooled bool `json:",omitempty"`
+	// Planned says the init was a planned one, not the Go init.
+	Planned bool `json:",omitempty"`
 
 	// Limits says what was enforced, and how.
 	Limits []Limit

@@ -1,0 +1,2 @@
+// Empty: it lets start_linux.go declare the runtime fork hooks it links to
+// without bodies.

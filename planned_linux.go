@@ -1,0 +1,762 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/fumehood/sandbox/internal/cgroup"
+	"github.com/fumehood/sandbox/internal/forkplan"
+	"github.com/fumehood/sandbox/internal/seccomp"
+	"github.com/fumehood/sandbox/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// The planned init: the same steps as the Go init (init_linux.go,
+// mount_linux.go), compiled before the clone into a forkplan.Plan that the
+// cloned child runs with raw system calls, without a runtime and without an
+// exec of its own. A Go init costs a start of the whole caller's binary
+// (its loader, runtime and package inits) per sandbox; the plan costs
+// nothing but the system calls.
+//
+// What the Go init decides as it goes, the plan decides ahead from facts of
+// the host (which system directories are symlinks, what /etc provides) and
+// from a model of the tree it builds. A config it cannot decide ahead (a
+// Rootfs, a bind beneath a host tree, an egress proxy, a prepared init)
+// goes to the Go init.
+
+// The child's fds once the plan has placed them.
+const (
+	planConnFd      = 3 // the socket to the launcher; close-on-exec
+	planSyncFd      = 4 // the launcher's go-ahead, once the id maps are written
+	planWorkspaceFd = 5 // the session's workspace mount, when there is one
+)
+
+// hostFacts is what a plan takes from the host; read once per process.
+type hostFacts struct {
+	entries      []entry         // the host's system directories (fd unused)
+	etc          map[string]bool // ld.so.cache and alternatives, by name: is a directory
+	lastCap      int
+	waitKillable bool // SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19)
+	root         bool
+	err          error
+}
+
+var (
+	hostFactsOnce sync.Once
+	theHostFacts  hostFacts
+)
+
+func readHostFacts() *hostFacts {
+	hostFactsOnce.Do(func() {
+		f := &theHostFacts
+		f.root = os.Geteuid() == 0
+		f.etc = map[string]bool{}
+		for _, name := range hostSystemDirs {
+			st, err := os.Lstat("/" + name)
+			if err != nil {
+				continue
+			}
+			e := entry{name: name}
+			if st.Mode()&os.ModeSymlink != 0 {
+				if e.link, err = os.Readlink("/" + name); err != nil {
+					f.err = err
+					return
+				}
+			} else if !st.IsDir() {
+				f.err = fmt.Errorf("/%s is neither a directory nor a symlink", name)
+				return
+			}
+			f.entries = append(f.entries, e)
+		}
+		for _, name := range []string{"ld.so.cache", "alternatives"} {
+			if st, err := os.Stat("/etc/" + name); err == nil {
+				f.etc[name] = st.IsDir()
+			}
+		}
+		if f.lastCap, f.err = lastCap(); f.err != nil {
+			return
+		}
+		var u unix.Utsname
+		if f.err = unix.Uname(&u); f.err != nil {
+			return
+		}
+		f.waitKillable = kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 19)
+	})
+	return &theHostFacts
+}
+
+// kernelAtLeast compares a kernel release ("6.1.0-18-amd64") with major.minor.
+func kernelAtLeast(release string, major, minor int) bool {
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+// planFds are the launcher's fds the child starts from.
+type planFds struct {
+	stdio      [3]int
+	conn, sync int
+	workspace  int // -1 without a session workspace
+}
+
+// nodeKind is what the model knows of a path beneath the new root.
+type nodeKind int
+
+const (
+	nodeDir    nodeKind = iota + 1 // a directory the plan made, in its own tmpfs
+	nodeFile                       // a file the plan made
+	nodeOpaque                     // a mount of something else (a host tree, proc): its insides are unknown
+	nodeLink                       // a symlink the plan made
+)
+
+// planner compiles one config.
+type planner struct {
+	p     *forkplan.Plan
+	cfg   *wire.Config
+	facts *hostFacts
+	tree  map[string]nodeKind // by absolute path inside the sandbox
+	root  forkplan.Slot       // the new root's mount
+	ok    bool
+}
+
+// planInit compiles cfg into the steps of a planned init, or returns false
+// when cfg needs the Go init.
+func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, bool) {
+	if cfg.Rootfs != "" || cfg.ProxyPort != 0 || cfg.Prepare {
+		return nil, false
+	}
+	facts := readHostFacts()
+	if facts.err != nil {
+		return nil, false
+	}
+	// Whether a bind makes a directory or a file is decided here; the
+	// child opens the sources as the sandbox user, and fails as the Go
+	// init would if it cannot. A source that is not there goes to the Go
+	// init, for its error.
+	bindDirs := make([]bool, len(cfg.Binds))
+	for i, bd := range cfg.Binds {
+		st, err := os.Stat(bd.Source)
+		if err != nil {
+			return nil, false
+		}
+		bindDirs[i] = st.IsDir()
+	}
+	if cfg.Workspace != "" {
+		if st, err := os.Stat(cfg.Workspace); err != nil || !st.IsDir() {
+			return nil, false
+		}
+	}
+	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, tree: map[string]nodeKind{"/": nodeDir}, ok: true}
+	b.placeFds(fds)
+	b.identity()
+	b.buildRoot(bindDirs)
+	if !b.ok {
+		return nil, false
+	}
+	b.process()
+	b.exec()
+	return b.p, true
+}
+
+func (b *planner) call(w forkplan.Where, trap uintptr, args ...forkplan.Arg) *forkplan.Step {
+	return b.p.Call(w, trap, args...)
+}
+
+func (b *planner) slot() forkplan.Slot { return b.p.Slot(0) }
+
+func (b *planner) close(s forkplan.Slot) {
+	b.call(forkplan.Where{Stage: "process", Op: "close"}, unix.SYS_CLOSE, forkplan.In(s))
+}
+
+// placeFds moves the child's inherited fds into the planned layout and
+// closes every other fd it inherited from the launcher.
+func (b *planner) placeFds(fds planFds) {
+	type move struct {
+		from, to int
+		cloexec  bool
+	}
+	moves := []move{{fds.stdio[0], 0, false}, {fds.stdio[1], 1, false}, {fds.stdio[2], 2, false},
+		{fds.conn, planConnFd, true}, {fds.sync, planSyncFd, true}}
+	if fds.workspace >= 0 {
+		moves = append(moves, move{fds.workspace, planWorkspaceFd, true})
+	}
+	// First above every source and target, so that no move overwrites a
+	// source still to be moved.
+	above := planWorkspaceFd + 1
+	for _, m := range moves {
+		above = max(above, m.from+1)
+	}
+	w := forkplan.Where{Stage: "process", Op: "place fds"}
+	tmp := make([]forkplan.Slot, len(moves))
+	for i, m := range moves {
+		tmp[i] = b.slot()
+		b.call(w, unix.SYS_FCNTL, forkplan.Val(m.from), forkplan.Val(unix.F_DUPFD_CLOEXEC), forkplan.Val(above)).Save(tmp[i])
+	}
+	for i, m := range moves {
+		flags := 0
+		if m.cloexec {
+			flags = unix.O_CLOEXEC
+		}
+		b.call(w, unix.SYS_DUP3, forkplan.In(tmp[i]), forkplan.Val(m.to), forkplan.Val(flags))
+	}
+	b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(planWorkspaceFd+1), forkplan.Val(^uint(0)), forkplan.Val(0))
+}
+
+// identity waits for the launcher's id maps, becomes the sandbox user and
+// keeps only initCaps, as the Go init is started.
+func (b *planner) identity() {
+	w := func(op string) forkplan.Where { return forkplan.Where{Stage: "process", Op: op} }
+	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
+	// One byte: the maps are written (and on cgroup v1, the child is in
+	// its cgroup). EOF: the launcher is gone.
+	b.call(w("wait for the launcher"), unix.SYS_READ, forkplan.Val(planSyncFd), forkplan.Buf(make([]byte, 1)), forkplan.Val(1)).Want(1)
+	b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planSyncFd))
+	if b.facts.root {
+		b.call(w("setgroups"), unix.SYS_SETGROUPS, forkplan.Val(0), forkplan.Val(0))
+	}
+	b.call(w("setresgid"), unix.SYS_SETRESGID, forkplan.Val(SandboxGID), forkplan.Val(SandboxGID), forkplan.Val(SandboxGID))
+	b.call(w("setresuid"), unix.SYS_SETRESUID, forkplan.Val(SandboxUID), forkplan.Val(SandboxUID), forkplan.Val(SandboxUID))
+	// A change of ids clears the parent-death signal: set it again, then
+	// check that the launcher did not die before (its end of the socket
+	// would read as EOF instead of EAGAIN).
+	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
+	b.call(w("check the launcher lives"), unix.SYS_RECVFROM, forkplan.Val(planConnFd), forkplan.Buf(make([]byte, 1)), forkplan.Val(1),
+		forkplan.Val(unix.MSG_DONTWAIT|unix.MSG_PEEK), forkplan.Val(0), forkplan.Val(0)).Want(1).PassOn(uintptr(unix.EAGAIN))
+	var mask uint32
+	for _, c := range initCaps {
+		mask |= 1 << c
+	}
+	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := &[2]unix.CapUserData{{Effective: mask, Permitted: mask, Inheritable: 0}}
+	b.call(forkplan.Where{Stage: "capabilities", Op: "capset"}, unix.SYS_CAPSET, forkplan.Ptr(hdr), forkplan.Ptr(data))
+	b.call(w("setsid"), unix.SYS_SETSID)
+	if b.cfg.ResetOOMScore {
+		const p = "/proc/self/oom_score_adj"
+		fd := b.slot()
+		b.call(forkplan.Where{Stage: "process", Op: "write", Path: p}, unix.SYS_OPENAT, forkplan.Val(unix.AT_FDCWD), forkplan.Str(p),
+			forkplan.Val(unix.O_WRONLY|unix.O_CLOEXEC)).Save(fd)
+		b.call(forkplan.Where{Stage: "process", Op: "write", Path: p}, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf([]byte("0")), forkplan.Val(1))
+		b.close(fd)
+	}
+	b.call(w("prctl PR_SET_DUMPABLE"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_DUMPABLE), forkplan.Val(0))
+}
+
+// open adds an O_PATH open of a host path.
+func (b *planner) open(p, op string, flags int) forkplan.Slot {
+	s := b.slot()
+	b.call(forkplan.Where{Stage: "mount", Op: op, Path: p}, unix.SYS_OPENAT, forkplan.Val(unix.AT_FDCWD), forkplan.Str(p),
+		forkplan.Val(unix.O_PATH|unix.O_CLOEXEC|flags)).Save(s)
+	return s
+}
+
+func (b *planner) buildRoot(bindDirs []bool) {
+	cfg := b.cfg
+	// Open every source first, as the Go init does: the staging mount
+	// hides part of the host tree.
+	type source struct {
+		name string
+		fd   forkplan.Slot
+	}
+	var entries []source
+	for _, e := range b.facts.entries {
+		if e.link == "" {
+			entries = append(entries, source{e.name, b.open("/"+e.name, "open source", unix.O_NOFOLLOW)})
+		}
+	}
+	devs := make([]forkplan.Slot, len(devices))
+	for i, d := range devices {
+		devs[i] = b.open("/dev/"+d, "open source", 0)
+	}
+	binds := make([]forkplan.Slot, len(cfg.Binds))
+	for i, bd := range cfg.Binds {
+		binds[i] = b.open(bd.Source, fmt.Sprintf("open source (Options.Binds[%d])", i), 0)
+	}
+	workspace := forkplan.Slot(-1)
+	if cfg.Workspace != "" {
+		workspace = b.open(cfg.Workspace, "open source (Options.Workspace)", 0)
+	}
+	etcNames := sortedKeys(b.facts.etc)
+	etcSrc := make([]forkplan.Slot, len(etcNames))
+	for i, name := range etcNames {
+		etcSrc[i] = b.open("/etc/"+name, "open source", 0)
+	}
+
+	b.call(forkplan.Where{Stage: "mount", Op: "make / private"}, unix.SYS_MOUNT, forkplan.Str(""), forkplan.Str("/"), forkplan.Str(""),
+		forkplan.Val(unix.MS_REC|unix.MS_PRIVATE), forkplan.Str(""))
+	b.root = b.newFS("tmpfs", rwAttrs, "mode=0755", "size=4m", "nr_inodes=4096")
+	b.call(forkplan.Where{Stage: "mount", Op: "attach new root", Path: stagingDir}, unix.SYS_MOVE_MOUNT, forkplan.In(b.root), forkplan.Str(""),
+		forkplan.Val(unix.AT_FDCWD), forkplan.Str(stagingDir), forkplan.Val(unix.MOVE_MOUNT_F_EMPTY_PATH))
+	for _, e := range b.facts.entries {
+		if e.link != "" {
+			b.call(forkplan.Where{Stage: "mount", Op: "symlink", Path: "/" + e.name}, unix.SYS_SYMLINKAT, forkplan.Str(e.link),
+				forkplan.In(b.root), forkplan.Str(e.name))
+			b.tree["/"+e.name] = nodeLink
+		}
+	}
+	for _, e := range entries {
+		b.bind(e.fd, true, "/"+e.name, roAttrs)
+	}
+	b.buildEtc(etcNames, etcSrc)
+	b.buildProc(devs[0])
+	b.buildDev(devs)
+	b.mountNew("/tmp", "tmpfs", rwAttrs, "mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.TmpSize)))
+	b.tree["/tmp"] = nodeDir
+	switch {
+	case workspace >= 0:
+		b.bind(workspace, true, DefaultDir, rwAttrs)
+	case cfg.WorkspaceMount:
+		t := b.target(DefaultDir, false)
+		b.call(forkplan.Where{Stage: "mount", Op: "attach", Path: DefaultDir}, unix.SYS_MOVE_MOUNT, forkplan.Val(planWorkspaceFd), forkplan.Str(""),
+			forkplan.In(t), forkplan.Str(""), forkplan.Val(unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH))
+		b.call(forkplan.Where{Stage: "mount", Op: "close"}, unix.SYS_CLOSE, forkplan.Val(planWorkspaceFd))
+		b.close(t)
+		b.tree[DefaultDir] = nodeOpaque
+	default:
+		b.mountNew(DefaultDir, "tmpfs", rwAttrs, "mode=0755", fmt.Sprintf("size=%d", cfg.WorkspaceSize),
+			fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.WorkspaceSize)),
+			fmt.Sprintf("uid=%d", SandboxUID), fmt.Sprintf("gid=%d", SandboxGID))
+		b.tree[DefaultDir] = nodeDir
+	}
+	for i, bd := range cfg.Binds {
+		attrs := uint64(roAttrs)
+		if bd.Writable {
+			attrs = rwAttrs
+		}
+		b.bind(binds[i], bindDirs[i], bd.Target, attrs)
+	}
+	b.setAttrs(b.root, roAttrs, false, forkplan.Where{Stage: "mount", Op: "make root read-only"})
+	// Sources are closed before the pivot: nothing of the host tree may
+	// stay reachable through an fd.
+	for _, s := range slices.Concat([]forkplan.Slot{workspace}, devs, binds, etcSrc) {
+		if s >= 0 {
+			b.close(s)
+		}
+	}
+	for _, e := range entries {
+		b.close(e.fd)
+	}
+	w := func(op string) forkplan.Where { return forkplan.Where{Stage: "pivot_root", Op: op} }
+	b.call(w("chdir new root"), unix.SYS_FCHDIR, forkplan.In(b.root))
+	b.call(w("pivot_root"), unix.SYS_PIVOT_ROOT, forkplan.Str("."), forkplan.Str("."))
+	b.call(w("detach old root"), unix.SYS_UMOUNT2, forkplan.Str("."), forkplan.Val(unix.MNT_DETACH))
+	b.call(w("chdir /"), unix.SYS_CHDIR, forkplan.Str("/"))
+	b.close(b.root)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// newFS adds the steps of a detached mount of a new fstype filesystem.
+func (b *planner) newFS(fstype string, attrs int, opts ...string) forkplan.Slot {
+	fs, m := b.slot(), b.slot()
+	b.call(forkplan.Where{Stage: "mount", Op: "fsopen " + fstype}, unix.SYS_FSOPEN, forkplan.Str(fstype), forkplan.Val(unix.FSOPEN_CLOEXEC)).Save(fs)
+	for _, o := range opts {
+		w := forkplan.Where{Stage: "mount", Op: "fsconfig " + fstype + " " + o}
+		if k, v, hasValue := strings.Cut(o, "="); hasValue {
+			b.call(w, unix.SYS_FSCONFIG, forkplan.In(fs), forkplan.Val(unix.FSCONFIG_SET_STRING), forkplan.Str(k), forkplan.Str(v), forkplan.Val(0))
+		} else {
+			b.call(w, unix.SYS_FSCONFIG, forkplan.In(fs), forkplan.Val(unix.FSCONFIG_SET_FLAG), forkplan.Str(k), forkplan.Val(0), forkplan.Val(0))
+		}
+	}
+	b.call(forkplan.Where{Stage: "mount", Op: "fsconfig create " + fstype}, unix.SYS_FSCONFIG, forkplan.In(fs),
+		forkplan.Val(unix.FSCONFIG_CMD_CREATE), forkplan.Val(0), forkplan.Val(0), forkplan.Val(0))
+	b.call(forkplan.Where{Stage: "mount", Op: "fsmount " + fstype}, unix.SYS_FSMOUNT, forkplan.In(fs), forkplan.Val(unix.FSMOUNT_CLOEXEC),
+		forkplan.Val(attrs)).Save(m)
+	b.close(fs)
+	return m
+}
+
+func (b *planner) setAttrs(fd forkplan.Slot, attrs uint64, recursive bool, w forkplan.Where) {
+	flags := unix.AT_EMPTY_PATH
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
+	b.call(w, unix.SYS_MOUNT_SETATTR, forkplan.In(fd), forkplan.Str(""), forkplan.Val(flags),
+		forkplan.Ptr(&unix.MountAttr{Attr_set: attrs}), forkplan.Val(unsafe.Sizeof(unix.MountAttr{})))
+}
+
+// cloneTree adds the steps of a detached recursive copy of the mount at src.
+func (b *planner) cloneTree(src forkplan.Slot, attrs uint64, what string) forkplan.Slot {
+	m := b.slot()
+	b.call(forkplan.Where{Stage: "mount", Op: "bind", Path: what}, unix.SYS_OPEN_TREE, forkplan.In(src), forkplan.Str(""),
+		forkplan.Val(unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)).Save(m)
+	if attrs != 0 {
+		b.setAttrs(m, attrs, true, forkplan.Where{Stage: "mount", Op: "set flags of bind", Path: what})
+	}
+	return m
+}
+
+// attach moves the detached mount m onto target t and closes m; with
+// keep, m stays open to build beneath it.
+func (b *planner) attach(m, t forkplan.Slot, what string, keep bool) {
+	b.call(forkplan.Where{Stage: "mount", Op: "attach", Path: what}, unix.SYS_MOVE_MOUNT, forkplan.In(m), forkplan.Str(""),
+		forkplan.In(t), forkplan.Str(""), forkplan.Val(unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH))
+	if !keep {
+		b.close(m)
+	}
+}
+
+// target adds the steps that create p beneath the new root (a directory,
+// or an empty file), with its missing parents, and open it. A path the
+// model cannot decide (beneath a host tree or a symlink) makes the config
+// unplannable.
+func (b *planner) target(p string, file bool) forkplan.Slot {
+	p = path.Clean("/" + p)
+	if _, ok := b.tree[p]; !ok {
+		b.create(p, file)
+	}
+	t := b.slot()
+	b.call(forkplan.Where{Stage: "mount", Op: "resolve target", Path: p}, unix.SYS_OPENAT2, forkplan.In(b.root), forkplan.Str(p),
+		forkplan.Ptr(&unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}),
+		forkplan.Val(unix.SizeofOpenHow)).Save(t)
+	return t
+}
+
+// create adds the steps that create p, whose parent is made first if the
+// model has it not.
+func (b *planner) create(p string, file bool) {
+	dir := path.Dir(p)
+	switch b.tree[dir] {
+	case 0:
+		b.create(dir, false)
+	case nodeDir:
+	default:
+		b.ok = false // beneath a host tree, a mount of proc or a symlink
+		return
+	}
+	rel := strings.TrimPrefix(p, "/")
+	w := forkplan.Where{Stage: "mount", Op: "create target", Path: p}
+	if file {
+		fd := b.slot()
+		b.call(w, unix.SYS_OPENAT, forkplan.In(b.root), forkplan.Str(rel),
+			forkplan.Val(unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC), forkplan.Val(0o644)).Save(fd)
+		b.close(fd)
+		b.tree[p] = nodeFile
+		return
+	}
+	b.call(w, unix.SYS_MKDIRAT, forkplan.In(b.root), forkplan.Str(rel), forkplan.Val(0o755))
+	b.tree[p] = nodeDir
+}
+
+// bind adds the steps of a bind of the source at src onto target.
+func (b *planner) bind(src forkplan.Slot, srcIsDir bool, target string, attrs uint64) {
+	t := b.target(target, !srcIsDir)
+	m := b.cloneTree(src, attrs, target)
+	b.attach(m, t, target, false)
+	b.close(t)
+	b.tree[path.Clean("/"+target)] = nodeOpaque
+}
+
+// mountNew adds the steps of a new filesystem attached at target.
+func (b *planner) mountNew(target, fstype string, attrs int, opts ...string) {
+	t := b.target(target, false)
+	m := b.newFS(fstype, attrs, opts...)
+	b.attach(m, t, target, false)
+	b.close(t)
+}
+
+func (b *planner) buildEtc(names []string, srcs []forkplan.Slot) {
+	t := b.target("/etc", false)
+	for _, f := range etcFiles(b.cfg) {
+		p := "/etc/" + f.name
+		fd := b.slot()
+		w := forkplan.Where{Stage: "mount", Op: "write", Path: p}
+		b.call(w, unix.SYS_OPENAT, forkplan.In(t), forkplan.Str(f.name),
+			forkplan.Val(unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC), forkplan.Val(0o644)).Save(fd)
+		b.call(w, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf([]byte(f.content)), forkplan.Val(len(f.content))).Want(uintptr(len(f.content)))
+		b.close(fd)
+		b.tree[p] = nodeFile
+	}
+	b.close(t)
+	for i, name := range names {
+		b.bind(srcs[i], b.facts.etc[name], "/etc/"+name, roAttrs)
+	}
+}
+
+func (b *planner) buildProc(devNull forkplan.Slot) {
+	t := b.target("/proc", false)
+	proc := b.newFS("proc", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	b.attach(proc, t, "/proc", true)
+	b.close(t)
+	b.tree["/proc"] = nodeOpaque
+	const attrs = roAttrs | unix.MOUNT_ATTR_NOEXEC
+	hide := func(name string, mount func(fd forkplan.Slot, what string) forkplan.Slot) {
+		what := "/proc/" + name
+		fd := b.slot()
+		// A path this kernel does not have is skipped with its steps.
+		open := b.call(forkplan.Where{Stage: "mount", Op: "resolve", Path: what}, unix.SYS_OPENAT2, forkplan.In(proc), forkplan.Str(name),
+			forkplan.Ptr(&unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}),
+			forkplan.Val(unix.SizeofOpenHow)).Save(fd)
+		before := b.p.Len()
+		m := mount(fd, what)
+		b.attach(m, fd, what, false)
+		b.close(fd)
+		open.SkipOn(uintptr(unix.ENOENT), b.p.Len()-before)
+	}
+	for _, name := range procMaskedFiles {
+		hide(name, func(_ forkplan.Slot, what string) forkplan.Slot { return b.cloneTree(devNull, attrs, what) })
+	}
+	for _, name := range procMaskedDirs {
+		hide(name, func(forkplan.Slot, string) forkplan.Slot { return b.newFS("tmpfs", attrs, "size=0", "mode=0555") })
+	}
+	for _, name := range procReadOnly {
+		hide(name, func(fd forkplan.Slot, what string) forkplan.Slot { return b.cloneTree(fd, attrs, what) })
+	}
+	b.close(proc)
+}
+
+func (b *planner) buildDev(devs []forkplan.Slot) {
+	t := b.target("/dev", false)
+	dev := b.newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "mode=0755", "size=64k", "nr_inodes=64")
+	b.attach(dev, t, "/dev", true)
+	b.close(t)
+	in := func(name string, file bool) forkplan.Slot {
+		w := forkplan.Where{Stage: "mount", Op: "create target", Path: "/dev/" + name}
+		if file {
+			fd := b.slot()
+			b.call(w, unix.SYS_OPENAT, forkplan.In(dev), forkplan.Str(name),
+				forkplan.Val(unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC), forkplan.Val(0o644)).Save(fd)
+			b.close(fd)
+		} else {
+			b.call(w, unix.SYS_MKDIRAT, forkplan.In(dev), forkplan.Str(name), forkplan.Val(0o755))
+		}
+		t := b.slot()
+		b.call(forkplan.Where{Stage: "mount", Op: "resolve target", Path: "/dev/" + name}, unix.SYS_OPENAT, forkplan.In(dev), forkplan.Str(name),
+			forkplan.Val(unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW)).Save(t)
+		return t
+	}
+	for i, name := range devices {
+		t := in(name, true)
+		// Device nodes need a mount without nodev.
+		m := b.cloneTree(devs[i], unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "/dev/"+name)
+		b.attach(m, t, "/dev/"+name, false)
+		b.close(t)
+	}
+	for _, fs := range []struct {
+		name string
+		opts []string
+	}{
+		{"pts", []string{"devpts", "ptmxmode=0666", "mode=0620"}},
+		{"shm", []string{"tmpfs", "mode=1777", fmt.Sprintf("size=%d", b.cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(b.cfg.TmpSize))}},
+	} {
+		t := in(fs.name, false)
+		m := b.newFS(fs.opts[0], unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, fs.opts[1:]...)
+		b.attach(m, t, "/dev/"+fs.name, false)
+		b.close(t)
+	}
+	for _, name := range sortedKeys(devLinks) {
+		b.call(forkplan.Where{Stage: "mount", Op: "symlink", Path: "/dev/" + name}, unix.SYS_SYMLINKAT, forkplan.Str(devLinks[name]),
+			forkplan.In(dev), forkplan.Str(name))
+	}
+	b.setAttrs(dev, unix.MOUNT_ATTR_RDONLY, false, forkplan.Where{Stage: "mount", Op: "make read-only", Path: "/dev"})
+	b.close(dev)
+	b.tree["/dev"] = nodeOpaque
+}
+
+// process adds what the Go init does between the pivot and the program:
+// hostname, loopback, rlimits, the working directory, dropping every
+// privilege, and the filter.
+func (b *planner) process() {
+	cfg := b.cfg
+	b.call(forkplan.Where{Stage: "hostname", Op: "sethostname", Path: cfg.Hostname}, unix.SYS_SETHOSTNAME,
+		forkplan.Buf([]byte(cfg.Hostname)), forkplan.Val(len(cfg.Hostname)))
+	if !cfg.HostNetwork {
+		w := forkplan.Where{Stage: "network", Op: "bring lo up"}
+		fd := b.slot()
+		b.call(forkplan.Where{Stage: "network", Op: "socket"}, unix.SYS_SOCKET, forkplan.Val(unix.AF_INET),
+			forkplan.Val(unix.SOCK_DGRAM|unix.SOCK_CLOEXEC), forkplan.Val(0)).Save(fd)
+		ifr, err := unix.NewIfreq("lo")
+		if err != nil {
+			b.ok = false
+			return
+		}
+		// The flags a new namespace's lo can change are all clear: up is
+		// the only one to set.
+		ifr.SetUint16(unix.IFF_UP)
+		b.call(w, unix.SYS_IOCTL, forkplan.In(fd), forkplan.Val(unix.SIOCSIFFLAGS), forkplan.Ptr(ifr))
+		b.close(fd)
+	}
+	for _, l := range rlimitsOf(cfg) {
+		b.call(forkplan.Where{Stage: "rlimit", Op: l.name, Path: strconv.FormatUint(l.value, 10)}, unix.SYS_PRLIMIT64, forkplan.Val(0),
+			forkplan.Val(l.resource), forkplan.Ptr(&unix.Rlimit{Cur: l.value, Max: l.value}), forkplan.Val(0))
+	}
+	b.call(forkplan.Where{Stage: "chdir", Op: "chdir (Cmd.Dir)", Path: cfg.Dir}, unix.SYS_CHDIR, forkplan.Str(cfg.Dir))
+	// A directory outside the root (reached through an inherited fd) reads
+	// back as "(unreachable)/...".
+	cwd := make([]byte, unix.PathMax)
+	check := forkplan.Where{Stage: "chdir", Op: "check Cmd.Dir inside the root", Path: cfg.Dir}
+	b.call(check, unix.SYS_GETCWD, forkplan.Buf(cwd), forkplan.Val(len(cwd)))
+	b.p.Check(check, &cwd[0], '/', uintptr(unix.EXDEV))
+	w := func(op, path string) forkplan.Where { return forkplan.Where{Stage: "capabilities", Op: op, Path: path} }
+	for c := 0; c <= b.facts.lastCap; c++ {
+		b.call(w("drop bounding set", strconv.Itoa(c)), unix.SYS_PRCTL, forkplan.Val(unix.PR_CAPBSET_DROP), forkplan.Val(c))
+	}
+	b.call(w("clear ambient set", ""), unix.SYS_PRCTL, forkplan.Val(unix.PR_CAP_AMBIENT), forkplan.Val(unix.PR_CAP_AMBIENT_CLEAR_ALL), forkplan.Val(0),
+		forkplan.Val(0), forkplan.Val(0))
+	b.call(w("capset", ""), unix.SYS_CAPSET, forkplan.Ptr(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}),
+		forkplan.Ptr(&[2]unix.CapUserData{}))
+	b.call(w("prctl PR_SET_NO_NEW_PRIVS", ""), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_NO_NEW_PRIVS), forkplan.Val(1), forkplan.Val(0),
+		forkplan.Val(0), forkplan.Val(0))
+	b.call(forkplan.Where{Stage: "process", Op: "prctl PR_SET_PDEATHSIG"}, unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
+	b.call(forkplan.Where{Stage: "process", Op: "close_range"}, unix.SYS_CLOSE_RANGE, forkplan.Val(3), forkplan.Val(^uint(0)),
+		forkplan.Val(unix.CLOSE_RANGE_CLOEXEC))
+	b.filter()
+}
+
+// filter adds the filter's load, last before the exec as in the Go init,
+// and the hand-over of its listener.
+func (b *planner) filter() {
+	cfg := b.cfg
+	if cfg.Seccomp == nil {
+		return
+	}
+	w := forkplan.Where{Stage: "seccomp", Op: "load filter"}
+	raw, err := seccomp.Decode(cfg.Seccomp)
+	if err != nil || len(raw) == 0 {
+		b.ok = false
+		return
+	}
+	prog := &unix.SockFprog{Len: uint16(len(raw)), Filter: (*unix.SockFilter)(unsafe.Pointer(&raw[0]))}
+	flags := 0
+	if cfg.SeccompListen {
+		flags |= unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
+		if b.facts.waitKillable {
+			flags |= unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+		}
+	}
+	lfd := b.slot()
+	// prog points to raw, and msg below to the rest: keeping the outer
+	// value keeps it all.
+	b.call(w, unix.SYS_SECCOMP, forkplan.Val(unix.SECCOMP_SET_MODE_FILTER), forkplan.Val(flags), forkplan.Ptr(prog)).Save(lfd)
+	if !cfg.SeccompListen {
+		return
+	}
+	// One marked byte carrying the fd, as readVerdict takes it.
+	oob := unix.UnixRights(-1)
+	b.p.Store(lfd, (*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])))
+	mark := []byte{listenerMark}
+	iov := &unix.Iovec{Base: &mark[0], Len: 1}
+	msg := &unix.Msghdr{Iov: iov, Iovlen: 1, Control: &oob[0]}
+	msg.SetControllen(len(oob))
+	b.call(forkplan.Where{Stage: "seccomp", Op: "send listener"}, unix.SYS_SENDMSG, forkplan.Val(planConnFd), forkplan.Ptr(msg),
+		forkplan.Val(unix.MSG_NOSIGNAL)).Want(1)
+	b.close(lfd)
+}
+
+// exec adds the program's execve, tried at each place PATH gives as the Go
+// init's lookPath does: a missing file goes on to the next, one that
+// cannot be executed is remembered (EACCES), and the last step fails with
+// ENOENT or that.
+func (b *planner) exec() {
+	cfg := b.cfg
+	argv, envv := forkplan.Strs(cfg.Args), forkplan.Strs(cfg.Env)
+	seen := b.p.Slot(uintptr(unix.ENOENT))
+	for _, c := range programCandidates(cfg.Path, cfg.Env) {
+		b.call(forkplan.Where{Stage: "exec", Op: "execve", Path: c}, unix.SYS_EXECVE, forkplan.Str(c), argv, envv).
+			PassOn(uintptr(unix.ENOENT), uintptr(unix.ENOTDIR)).NoteOn(uintptr(unix.EACCES), seen)
+	}
+	b.p.Fail(forkplan.Where{Stage: "exec", Op: "look up program", Path: cfg.Path}, seen)
+}
+
+// startPlanned clones the planned init of cfg with the namespaces in
+// flags, writes its id maps, puts it in grp, and lets it go. It returns a
+// nil plan, having started nothing, when cfg needs the Go init.
+func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra initFiles, grp cgroup.Group, flags uintptr) (*os.Process, *forkplan.Plan, *wire.SetupError) {
+	syncR, syncW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, &wire.SetupError{Stage: "start", Op: "pipe", Errno: errnoOf(err), Text: err.Error()}
+	}
+	defer syncW.Close()
+	fds := planFds{conn: int(conn.Fd()), sync: int(syncR.Fd()), workspace: -1}
+	for i, f := range stdio {
+		fds.stdio[i] = int(f.Fd())
+	}
+	if extra.workspace != nil {
+		fds.workspace = int(extra.workspace.Fd())
+	}
+	plan, ok := planInit(cfg, fds)
+	if !ok {
+		syncR.Close()
+		return nil, nil, nil
+	}
+	clone := forkplan.Clone{Flags: uint64(flags), CgroupFD: -1}
+	if grp != nil {
+		clone.CgroupFD = grp.CloneFD()
+	}
+	syscall.ForkLock.Lock()
+	pid, err := plan.Start(clone)
+	syscall.ForkLock.Unlock()
+	// The child has its copies of the fds by now.
+	runtime.KeepAlive(stdio)
+	runtime.KeepAlive(conn)
+	runtime.KeepAlive(extra)
+	syncR.Close()
+	if err != nil {
+		return nil, nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()}
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil { // not on Linux: the pid is only looked up
+		return nil, nil, &wire.SetupError{Stage: "clone", Op: "find init", Text: err.Error()}
+	}
+	abort := func(se *wire.SetupError) (*os.Process, *forkplan.Plan, *wire.SetupError) {
+		proc.Kill()
+		proc.Wait()
+		return nil, nil, se
+	}
+	if err := writeIDMaps(pid, cfg.HostUID, cfg.HostGID, readHostFacts().root); err != nil {
+		return abort(&wire.SetupError{Stage: "clone", Op: "write id maps", Errno: errnoOf(err), Text: err.Error()})
+	}
+	if grp != nil && clone.CgroupFD < 0 {
+		if err := grp.Add(pid); err != nil {
+			return abort(&wire.SetupError{Stage: "cgroup", Op: "add init", Path: grp.Path(), Errno: errnoOf(err), Text: err.Error()})
+		}
+	}
+	if _, err := syncW.Write([]byte{1}); err != nil {
+		return abort(&wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()})
+	}
+	return proc, plan, nil
+}
+
+// writeIDMaps maps the sandbox user and group of the user namespace of pid
+// to hostUID and hostGID. A root launcher allows setgroups, so that the
+// init can drop root's groups; any other must deny it to map its gid.
+func writeIDMaps(pid, hostUID, hostGID int, root bool) error {
+	setgroups := "deny"
+	if root {
+		setgroups = "allow"
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	for _, f := range []struct{ name, content string }{
+		{"uid_map", fmt.Sprintf("%d %d 1\n", SandboxUID, hostUID)},
+		{"setgroups", setgroups},
+		{"gid_map", fmt.Sprintf("%d %d 1\n", SandboxGID, hostGID)},
+	} {
+		if err := os.WriteFile(dir+f.name, []byte(f.content), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}

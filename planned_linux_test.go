@@ -1,0 +1,124 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The planned init (planned_linux.go) and the Go init must build the same
+// sandbox and fail the same way. An InProcess Run always takes the Go init.
+
+// runBoth runs cmd with opts under each init and returns their results and
+// errors, checking that each took the init it was meant to.
+func runBoth(t *testing.T, opts Options, cmd func() *Cmd) (planned, goInit *Result, errPlanned, errGo error) {
+	t.Helper()
+	for _, inProcess := range []bool{false, true} {
+		o := opts
+		o.InProcess = inProcess
+		s := newTest(t, o)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := s.Run(ctx, cmd())
+		cancel()
+		s.Close()
+		if inProcess {
+			goInit, errGo = res, err
+		} else {
+			planned, errPlanned = res, err
+		}
+		if err == nil && res.planned == inProcess {
+			t.Errorf("InProcess=%v: planned = %v", inProcess, res.planned)
+		}
+	}
+	return
+}
+
+func TestPlannedInitBuildsTheSameSandbox(t *testing.T) {
+	requireSandbox(t)
+	data := sharedTempDir(t)
+	if err := os.WriteFile(filepath.Join(data, "f"), []byte("bound\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	marker := "PLANNED_MARK=" + t.Name()
+	opts := Options{Env: []string{marker}, Binds: []Bind{{Source: data, Target: "/opt/planned/data"}, {Source: data, Target: "/srv/rw", Writable: true}}}
+	script := `id; grep -E '^(Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups)' /proc/self/status; hostname; cat /etc/hostname /etc/passwd /etc/hosts
+ls -AlL / /dev /etc /proc/1/fd | cut -d' ' -f1,3,4; ls -A / /dev /etc /tmp /workspace; cat /opt/planned/data/f; touch /opt/planned/data/x 2>&1
+cut -d' ' -f5,6,9 /proc/self/mountinfo; ulimit -a; pwd; cat /proc/net/dev | cut -c1-10; ls /proc/self/ns | wc -l; env | sort`
+	cmd := func() *Cmd { return Command("/bin/sh", "-c", script) }
+	planned, goInit, errP, errG := runBoth(t, opts, cmd)
+	if errP != nil || errG != nil {
+		t.Fatalf("planned: %v; Go init: %v", errP, errG)
+	}
+	if !planned.Success() || string(planned.Stdout) != string(goInit.Stdout) || string(planned.Stderr) != string(goInit.Stderr) {
+		t.Errorf("the two inits built different sandboxes:\nplanned (%v):\n%s%s\nGo init (%v):\n%s%s",
+			planned.Err(), planned.Stdout, planned.Stderr, goInit.Err(), goInit.Stdout, goInit.Stderr)
+	}
+	requireNothingLeft(t, marker)
+}
+
+func TestPlannedInitFailsTheSameWay(t *testing.T) {
+	requireSandbox(t)
+	marker := "PLANNED_MARK=" + t.Name()
+	cases := []struct {
+		name string
+		opts Options
+		cmd  func() *Cmd
+	}{
+		{"missing program", Options{}, func() *Cmd { return Command("no-such-program-xyz") }},
+		{"missing program by path", Options{}, func() *Cmd { return Command("/usr/bin/no-such-program-xyz") }},
+		{"not executable", Options{}, func() *Cmd { return Command("/etc/passwd") }},
+		{"a directory", Options{}, func() *Cmd { return Command("/usr/bin") }},
+		{"missing Cmd.Dir", Options{}, func() *Cmd { c := Command("true"); c.Dir = "/no/such/dir"; return c }},
+		{"Cmd.Dir outside the root", Options{}, func() *Cmd { c := Command("true"); c.Dir = "/proc/self/fd/1"; return c }},
+	}
+	if os.Getuid() == 0 {
+		dir := t.TempDir() // its parent is 0700 root: the sandbox uid cannot reach it
+		cases = append(cases, struct {
+			name string
+			opts Options
+			cmd  func() *Cmd
+		}{"bind source unreachable", Options{Binds: []Bind{{Source: dir, Target: "/data"}}}, func() *Cmd { return Command("true") }})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.Env = []string{marker}
+			planned, goInit, errP, errG := runBoth(t, c.opts, c.cmd)
+			if errP == nil || errG == nil {
+				t.Fatalf("planned: %v; Go init: %v; want both to fail", errP, errG)
+			}
+			if errP.Error() != errG.Error() || errors.Is(errP, ErrNotFound) != errors.Is(errG, ErrNotFound) ||
+				errors.Is(errP, os.ErrPermission) != errors.Is(errG, os.ErrPermission) {
+				t.Errorf("planned: %v\nGo init: %v\nwant the same error", errP, errG)
+			}
+			if (planned == nil) != (goInit == nil) || planned != nil && planned.ExitCode != goInit.ExitCode {
+				t.Errorf("results differ: planned %+v, Go init %+v", planned, goInit)
+			}
+			t.Logf("%v", errP)
+		})
+	}
+	requireNothingLeft(t, marker)
+}
+
+// A config the plan cannot decide ahead goes to the Go init, and works.
+func TestPlannedInitFallsBack(t *testing.T) {
+	requireSandbox(t)
+	data := sharedTempDir(t)
+	if err := os.WriteFile(filepath.Join(data, "f"), []byte("bound\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// /usr/share lies inside the host's /usr: the plan cannot know it is
+	// there, the Go init looks and finds it.
+	res := run(t, Options{Binds: []Bind{{Source: data, Target: "/usr/share"}}}, Command("cat", "/usr/share/f"))
+	if !res.Success() || string(res.Stdout) != "bound\n" || res.planned {
+		t.Errorf("bind over /usr/share: %v, stdout %q, planned %v; want bound, from the Go init", res.Err(), res.Stdout, res.planned)
+	}
+	res = run(t, Options{Binds: []Bind{{Source: data, Target: "/srv/data"}}}, Command("cat", "/srv/data/f"))
+	if !res.Success() || string(res.Stdout) != "bound\n" || !res.planned {
+		t.Errorf("bind at /srv/data: %v, stdout %q, planned %v; want bound, from the plan", res.Err(), res.Stdout, res.planned)
+	}
+}
