@@ -22,6 +22,11 @@ import (
 // the inherited process state, drops every capability, sets no_new_privs and
 // execs the program in its own place.
 //
+// This Go init is the caller's binary re-exec'd. Most runs do not need it:
+// the spawner compiles the same steps into a plan that the cloned child
+// runs with raw system calls (planned_linux.go). It remains for what a plan
+// cannot decide ahead, and for pooled and InProcess runs.
+//
 // The init does not stay as pid 1 to fork the program: the program becomes
 // pid 1. Measured on the CI machine, keeping a Go init as reaper brought no
 // gain in start latency (research/perf-anchors.md, "full-init") and would
