@@ -29,6 +29,21 @@ var rootfsSkip = map[string]bool{"proc": true, "dev": true, "sys": true, "tmp": 
 // devices are the host device nodes bound into /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
+// devFS is a filesystem mounted in /dev.
+type devFS struct {
+	name, fstype string
+	opts         []string
+}
+
+// devFilesystems are /dev's own filesystems, in the order they are
+// mounted: a private devpts and a tmpfs /dev/shm.
+func devFilesystems(cfg *wire.Config) []devFS {
+	return []devFS{
+		{"pts", "devpts", []string{"ptmxmode=0666", "mode=0620"}},
+		{"shm", "tmpfs", []string{"mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.TmpSize))}},
+	}
+}
+
 // devLinks are the symlinks of /dev.
 var devLinks = map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
 	"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
@@ -506,19 +521,16 @@ func (b *rootBuilder) buildDev(devs []int) error {
 			return err
 		}
 	}
-	for name, opts := range map[string][]string{
-		"pts": {"devpts", "ptmxmode=0666", "mode=0620"},
-		"shm": {"tmpfs", "mode=1777", fmt.Sprintf("size=%d", b.cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(b.cfg.TmpSize))},
-	} {
-		t, err := b.targetIn(dev, name, false)
+	for _, fs := range devFilesystems(b.cfg) {
+		t, err := b.targetIn(dev, fs.name, false)
 		if err != nil {
 			return err
 		}
-		mfd, err := newFS(opts[0], unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, opts[1:]...)
+		mfd, err := newFS(fs.fstype, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, fs.opts...)
 		if err != nil {
 			return err
 		}
-		if err := attach(mfd, t, "/dev/"+name); err != nil {
+		if err := attach(mfd, t, "/dev/"+fs.name); err != nil {
 			return err
 		}
 	}

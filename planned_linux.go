@@ -555,15 +555,9 @@ func (b *planner) buildDev(devs []forkplan.Slot) {
 		b.attach(m, t, "/dev/"+name, false)
 		b.close(t)
 	}
-	for _, fs := range []struct {
-		name string
-		opts []string
-	}{
-		{"pts", []string{"devpts", "ptmxmode=0666", "mode=0620"}},
-		{"shm", []string{"tmpfs", "mode=1777", fmt.Sprintf("size=%d", b.cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(b.cfg.TmpSize))}},
-	} {
+	for _, fs := range devFilesystems(b.cfg) {
 		t := in(fs.name, false)
-		m := b.newFS(fs.opts[0], unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, fs.opts[1:]...)
+		m := b.newFS(fs.fstype, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, fs.opts...)
 		b.attach(m, t, "/dev/"+fs.name, false)
 		b.close(t)
 	}
