@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"runtime"
@@ -11,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/fumehood/sandbox/internal/cgroup"
@@ -224,8 +225,10 @@ func (b *planner) placeFds(fds planFds) {
 func (b *planner) identity() {
 	w := func(op string) forkplan.Where { return forkplan.Where{Stage: "process", Op: op} }
 	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
-	// One byte: the maps are written (and on cgroup v1, the child is in
-	// its cgroup). EOF: the launcher is gone.
+	// Out, one byte: the child runs; the launcher learns its pid and
+	// writes its maps. In, one byte: the maps are written (and on cgroup
+	// v1, the child is in its cgroup). EOF: the launcher is gone.
+	b.call(w("tell the launcher"), unix.SYS_WRITE, forkplan.Val(planSyncFd), forkplan.Buf([]byte{1}), forkplan.Val(1)).Want(1)
 	b.call(w("wait for the launcher"), unix.SYS_READ, forkplan.Val(planSyncFd), forkplan.Buf(make([]byte, 1)), forkplan.Val(1)).Want(1)
 	b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planSyncFd))
 	if b.facts.root {
@@ -255,7 +258,13 @@ func (b *planner) identity() {
 		b.call(forkplan.Where{Stage: "process", Op: "write", Path: p}, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf([]byte("0")), forkplan.Val(1))
 		b.close(fd)
 	}
-	b.call(w("prctl PR_SET_DUMPABLE"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_DUMPABLE), forkplan.Val(0))
+	// Dumpable is the address space's: a child sharing the launcher's
+	// would make the launcher non-dumpable, and nothing would be gained,
+	// since its memory is the launcher's, which the same users can reach.
+	// The program's exec sets it anew either way.
+	if !forkplan.SharesMemory {
+		b.call(w("prctl PR_SET_DUMPABLE"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_DUMPABLE), forkplan.Val(0))
+	}
 }
 
 // open adds an O_PATH open of a host path.
@@ -679,12 +688,15 @@ func (b *planner) exec() {
 // flags, writes its id maps, puts it in grp, and lets it go. It returns a
 // nil plan, having started nothing, when cfg needs the Go init.
 func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra initFiles, grp cgroup.Group, flags uintptr) (*os.Process, *forkplan.Plan, *wire.SetupError) {
-	syncR, syncW, err := os.Pipe()
+	// The sync socket: the child says on it that it runs, and waits on it
+	// for its id maps.
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, &wire.SetupError{Stage: "start", Op: "pipe", Errno: errnoOf(err), Text: err.Error()}
+		return nil, nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: errnoOf(err), Text: err.Error()}
 	}
-	defer syncW.Close()
-	fds := planFds{conn: int(conn.Fd()), sync: int(syncR.Fd()), workspace: -1}
+	syncP, syncC := os.NewFile(uintptr(sp[0]), "sync-parent"), os.NewFile(uintptr(sp[1]), "sync-child")
+	defer syncP.Close()
+	fds := planFds{conn: int(conn.Fd()), sync: int(syncC.Fd()), workspace: -1}
 	for i, f := range stdio {
 		fds.stdio[i] = int(f.Fd())
 	}
@@ -693,27 +705,45 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 	}
 	plan, ok := planInit(cfg, fds)
 	if !ok {
-		syncR.Close()
+		syncC.Close()
 		return nil, nil, nil
 	}
-	clone := forkplan.Clone{Flags: uint64(flags), CgroupFD: -1}
+	var pidTo int32
+	clone := forkplan.Clone{Flags: uint64(flags), CgroupFD: -1, Shared: true, PidTo: &pidTo}
 	if grp != nil {
 		clone.CgroupFD = grp.CloneFD()
 	}
-	syscall.ForkLock.Lock()
-	pid, err := plan.Start(clone)
-	syscall.ForkLock.Unlock()
-	// The child has its copies of the fds by now.
-	runtime.KeepAlive(stdio)
-	runtime.KeepAlive(conn)
-	runtime.KeepAlive(extra)
-	syncR.Close()
-	if err != nil {
-		return nil, nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()}
+	// A shared child's Start returns once it has exec'd, so it is served
+	// from here meanwhile, and the result waits in started.
+	type result struct {
+		pid int
+		err error
 	}
-	proc, err := os.FindProcess(pid)
-	if err != nil { // not on Linux: the pid is only looked up
-		return nil, nil, &wire.SetupError{Stage: "clone", Op: "find init", Text: err.Error()}
+	started := make(chan result, 1)
+	go func() {
+		pid, err := plan.Start(clone)
+		// The child has its copies of the fds by now.
+		runtime.KeepAlive(stdio)
+		runtime.KeepAlive(conn)
+		runtime.KeepAlive(extra)
+		syncC.Close()
+		started <- result{pid, err}
+	}()
+	// The child's first byte: it runs. EOF instead: the clone failed, or
+	// the child failed before, and its failure record is on conn.
+	if !readByte(syncP) {
+		res := <-started
+		if res.err != nil {
+			return nil, nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(res.err), Text: res.err.Error()}
+		}
+		proc, se := findProcess(res.pid)
+		return proc, plan, se
+	}
+	pid := int(atomic.LoadInt32(&pidTo))
+	proc, se := findProcess(pid)
+	if se != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return nil, nil, se
 	}
 	abort := func(se *wire.SetupError) (*os.Process, *forkplan.Plan, *wire.SetupError) {
 		proc.Kill()
@@ -728,10 +758,26 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 			return abort(&wire.SetupError{Stage: "cgroup", Op: "add init", Path: grp.Path(), Errno: errnoOf(err), Text: err.Error()})
 		}
 	}
-	if _, err := syncW.Write([]byte{1}); err != nil {
+	if _, err := syncP.Write([]byte{1}); err != nil {
 		return abort(&wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()})
 	}
 	return proc, plan, nil
+}
+
+// readByte reads one byte from f, and says whether there was one.
+func readByte(f *os.File) bool {
+	_, err := io.ReadFull(f, make([]byte, 1))
+	return err == nil
+}
+
+// findProcess is the child with pid, which this process has not yet
+// waited for.
+func findProcess(pid int) (*os.Process, *wire.SetupError) {
+	proc, err := os.FindProcess(pid)
+	if err != nil { // not on Linux: the pid is only looked up
+		return nil, &wire.SetupError{Stage: "clone", Op: "find init", Text: err.Error()}
+	}
+	return proc, nil
 }
 
 // writeIDMaps maps the sandbox user and group of the user namespace of pid

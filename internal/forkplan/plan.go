@@ -14,6 +14,10 @@
 // cloned child itself, instead of in a re-exec of the whole program, whose
 // runtime start and package inits cost more than everything the init does.
 //
+// A child may share the caller's memory until it execs (Clone.Shared), as
+// a vfork child does, on a stack of its own: the clone then copies no page
+// tables, and the caller's threads take no copy-on-write faults after it.
+//
 // A step's result may be saved in a slot (an fd, usually) and used as a
 // later step's argument. A failing step ends the child: it writes a Failure
 // record naming the step and its errno to the plan's report fd and exits

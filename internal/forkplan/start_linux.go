@@ -26,6 +26,26 @@ func afterForkInChild()
 type Clone struct {
 	Flags    uint64 // CLONE_* flags (namespaces); CLONE_INTO_CGROUP is set from CgroupFD
 	CgroupFD int    // a cgroup v2 directory to clone into, or -1
+
+	// Shared asks for a child that shares the caller's memory, as a vfork
+	// child does, where SharesMemory says it can: Start then returns only
+	// once the child has exec'd or exited. A step that changes something
+	// of the whole address space (PR_SET_DUMPABLE) changes it for the
+	// caller too.
+	Shared bool
+
+	// PidTo, when set, receives the child's pid before the child runs
+	// (CLONE_PARENT_SETTID): a goroutine serving a Shared child, while
+	// Start waits, learns it there once the child has told it to look.
+	PidTo *int32
+}
+
+// childArgs is what the child runs: run's arguments.
+type childArgs struct {
+	ops      []op
+	slots    []uintptr
+	rec      *record
+	reportFd uintptr
 }
 
 // cloneArgs is struct clone_args (linux/sched.h), up to cgroup.
@@ -34,23 +54,35 @@ type cloneArgs struct {
 }
 
 // Start clones a child with c and runs the plan in it. It returns the
-// child's pid once cloned; the plan's outcome shows in the child's fds and
-// exit. The caller must hold syscall.ForkLock, so that no fd made without
-// close-on-exec in another goroutine leaks into the child beyond the
-// plan's close steps.
+// child's pid once cloned, or for a Shared child once it has exec'd or
+// exited; the plan's outcome shows in the child's fds and exit. An fd that
+// another goroutine makes without close-on-exec meanwhile may reach the
+// child: a plan closes what it does not use before it execs.
 func (p *Plan) Start(c Clone) (int, error) {
 	args := &cloneArgs{flags: c.Flags, exitSignal: uint64(unix.SIGCHLD)}
 	if c.CgroupFD >= 0 {
 		args.flags |= unix.CLONE_INTO_CGROUP
 		args.cgroup = uint64(c.CgroupFD)
 	}
+	if c.PidTo != nil {
+		args.flags |= unix.CLONE_PARENT_SETTID
+		args.parentTID = uint64(uintptr(unsafe.Pointer(c.PidTo)))
+	}
 	// Everything the child touches is allocated here, before the clone.
-	slots := append([]uintptr(nil), p.slots...)
-	rec := &record{mark: FailureMark}
-	pid, errno := forkAndRun(args, p.ops, slots, rec, uintptr(p.reportFd))
-	// The child's copy of the address space has its own; these only need
-	// to live until the clone.
+	ca := &childArgs{ops: p.ops, slots: append([]uintptr(nil), p.slots...), rec: &record{mark: FailureMark}, reportFd: uintptr(p.reportFd)}
+	var (
+		pid   uintptr
+		errno syscall.Errno
+	)
+	if c.Shared {
+		pid, errno = forkShared(args, ca)
+	} else {
+		pid, errno = forkAndRun(args, ca)
+	}
+	// A copying child has its own copy of all this; a shared one is done
+	// with it once forkShared returns.
 	keepAlive(p.keep)
+	keepAlive(c.PidTo)
 	if errno != 0 {
 		return -1, errno
 	}
@@ -67,7 +99,7 @@ func keepAlive(any) {}
 //go:noinline
 //go:norace
 //go:nocheckptr
-func forkAndRun(args *cloneArgs, ops []op, slots []uintptr, rec *record, reportFd uintptr) (uintptr, syscall.Errno) {
+func forkAndRun(args *cloneArgs, c *childArgs) (uintptr, syscall.Errno) {
 	beforeFork()
 	pid, _, errno := syscall.RawSyscall6(unix.SYS_CLONE3, uintptr(unsafe.Pointer(args)), unsafe.Sizeof(*args), 0, 0, 0, 0)
 	if errno != 0 || pid != 0 {
@@ -75,7 +107,7 @@ func forkAndRun(args *cloneArgs, ops []op, slots []uintptr, rec *record, reportF
 		return pid, errno
 	}
 	afterForkInChild()
-	run(ops, slots, rec, reportFd)
+	run(c.ops, c.slots, c.rec, c.reportFd)
 	return 0, 0 // not reached: run ends the child
 }
 

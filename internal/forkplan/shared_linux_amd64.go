@@ -1,0 +1,85 @@
+package forkplan
+
+import (
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// SharesMemory says whether a Clone with Shared set gets a child that
+// shares the caller's memory (on amd64), or a copy of it (elsewhere).
+const SharesMemory = true
+
+// The runtime's system call hooks, as package syscall uses them around a
+// blocking call: between them the goroutine's P may go to another thread,
+// so a shared clone, whose caller waits until the child execs, does not
+// hold one.
+
+//go:linkname entersyscall runtime.entersyscall
+func entersyscall()
+
+//go:linkname exitsyscall runtime.exitsyscall
+func exitsyscall()
+
+// cloneShared is in clone_linux_amd64.s.
+func cloneShared(args *cloneArgs, size uintptr, c *childArgs) (pid uintptr, errno syscall.Errno)
+
+// childStackSize is a shared child's stack: run and the runtime's signal
+// reset need well under a page of it.
+const childStackSize = 16 << 10
+
+// childStack is a shared child's stack. A child uses it until it execs or
+// exits, which is when its clone returns, so one Start at a time does.
+type childStack [childStackSize]byte
+
+var childStacks = sync.Pool{New: func() any { return new(childStack) }}
+
+// forkShared clones a child that shares this process's memory and runs c
+// on its own stack, and waits, as vfork does, until the child has exec'd
+// or exited: then the memory is this process's alone again.
+//
+// Sharing spares the copy of the page tables and, above all, the
+// copy-on-write faults the parent's other threads would take on every page
+// they write after a copying clone.
+func forkShared(args *cloneArgs, c *childArgs) (uintptr, syscall.Errno) {
+	stack := childStacks.Get().(*childStack)
+	args.flags |= unix.CLONE_VM | unix.CLONE_VFORK
+	args.stack, args.stackSize = uint64(uintptr(unsafe.Pointer(&stack[0]))), childStackSize
+	pid, errno := cloneSharedBlocked(args, c)
+	keepAlive(c)
+	childStacks.Put(stack)
+	return pid, errno
+}
+
+// cloneSharedBlocked makes the clone with every signal blocked, so that
+// the child starts with them blocked, until childMain has reset their
+// handlers: a Go handler run in the child would act on the parent's
+// thread state. The thread stays in a system call throughout.
+//
+//go:noinline
+//go:norace
+//go:nocheckptr
+func cloneSharedBlocked(args *cloneArgs, c *childArgs) (uintptr, syscall.Errno) {
+	all, old := ^uint64(0), uint64(0)
+	entersyscall()
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&old)), 8, 0, 0)
+	pid, errno := cloneShared(args, unsafe.Sizeof(*args), c)
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
+	exitsyscall()
+	return pid, errno
+}
+
+// childMain is the shared child, on its own stack: it resets the signal
+// handlers and mask as package syscall's vfork child does, then runs the
+// steps. It must not write anything the parent uses.
+//
+//lint:ignore U1000 called from clone_linux_amd64.s
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func childMain(c *childArgs) {
+	afterForkInChild()
+	run(c.ops, c.slots, c.rec, c.reportFd)
+}
