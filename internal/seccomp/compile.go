@@ -5,9 +5,9 @@
 // The program checks the architecture first (a foreign one kills the
 // process), refuses the x32 ABI on x86-64, answers syscall numbers above
 // the highest one the policy knows with Unknown (ENOSYS, so programs fall
-// back gracefully), and finds the others in a binary decision tree, where
-// each listed syscall's rules are tried in order; a syscall no rule allows
-// gets Default.
+// back gracefully), and finds the others by a binary search over runs of
+// consecutive syscalls that fare alike (a syscall's rules are tried in
+// order; a syscall no rule allows gets Default).
 package seccomp
 
 import (
@@ -118,12 +118,27 @@ func Compile(f Filter) ([]bpf.Instruction, error) {
 		a.jumpIf(bpf.JumpGreaterOrEqual, x32Bit, kill, a.here())
 	}
 	a.jumpIf(bpf.JumpGreaterThan, f.MaxNr, unknown, a.here())
+	// Where each syscall goes: a syscall whose first rule has no
+	// conditions goes straight to that rule's action, shared by all such
+	// syscalls; one with conditions to its own checks; one without rules
+	// to Default.
+	actions := map[Action]label{f.Default: deflt}
 	rules := map[uint32]label{}
 	for _, nr := range nrs {
-		rules[nr] = a.newLabel()
+		if r := byNr[nr][0]; len(r.Conds) == 0 {
+			if _, ok := actions[r.Action]; !ok {
+				actions[r.Action] = a.newLabel()
+			}
+			rules[nr] = actions[r.Action]
+		} else {
+			rules[nr] = a.newLabel()
+		}
 	}
-	a.tree(nrs, rules, deflt)
+	a.ranges(spans(f.MaxNr, rules, deflt))
 	for _, nr := range nrs {
+		if len(byNr[nr][0].Conds) == 0 {
+			continue
+		}
 		a.bind(rules[nr])
 		last := len(byNr[nr]) - 1
 		for i, r := range byNr[nr] {
@@ -141,6 +156,18 @@ func Compile(f Filter) ([]bpf.Instruction, error) {
 			}
 		}
 	}
+	// In a fixed order, so that the program is the same every time.
+	shared := make([]Action, 0, len(actions))
+	for act := range actions {
+		if act != f.Default {
+			shared = append(shared, act)
+		}
+	}
+	sort.Slice(shared, func(i, j int) bool { return shared[i] < shared[j] })
+	for _, act := range shared {
+		a.bind(actions[act])
+		a.emit(bpf.RetConstant{Val: uint32(act)})
+	}
 	a.bind(kill)
 	a.emit(bpf.RetConstant{Val: uint32(KillProcess)})
 	a.bind(unknown)
@@ -154,22 +181,56 @@ func Compile(f Filter) ([]bpf.Instruction, error) {
 	return prog, err
 }
 
-// tree emits a binary search over nrs (sorted; the syscall number is in A)
-// jumping to rules[nr] on a match and to deflt otherwise.
-func (a *asm) tree(nrs []uint32, rules map[uint32]label, deflt label) {
-	if len(nrs) <= 4 {
-		for _, nr := range nrs {
-			a.jumpIf(bpf.JumpEqual, nr, rules[nr], a.here())
+// span is a run of consecutive syscall numbers, from first, that all go
+// to the same label.
+type span struct {
+	first uint32
+	to    label
+}
+
+// spans divides 0 to maxNr into runs that go to the same label: a
+// syscall's in rules, or deflt. A policy's allowed syscalls lie in long
+// runs, so there are far fewer runs than syscalls.
+func spans(maxNr uint32, rules map[uint32]label, deflt label) []span {
+	var out []span
+	for nr := uint32(0); nr <= maxNr; nr++ {
+		to, ok := rules[nr]
+		if !ok {
+			to = deflt
 		}
-		a.jump(deflt)
+		if len(out) == 0 || out[len(out)-1].to != to {
+			out = append(out, span{nr, to})
+		}
+	}
+	return out
+}
+
+// ranges emits a binary search over ss (sorted, covering every number the
+// program lets through; the syscall number is in A) that jumps to the
+// label of the span holding it. Each comparison halves the spans; a side
+// with one span left jumps to its label directly.
+func (a *asm) ranges(ss []span) {
+	if len(ss) == 1 {
+		a.jump(ss[0].to)
 		return
 	}
-	mid := len(nrs) / 2
-	right := a.newLabel()
-	a.jumpIf(bpf.JumpGreaterOrEqual, nrs[mid], right, a.here())
-	a.tree(nrs[:mid], rules, deflt)
-	a.bind(right)
-	a.tree(nrs[mid:], rules, deflt)
+	mid := len(ss) / 2
+	side := func(half []span) label {
+		if len(half) == 1 {
+			return half[0].to
+		}
+		return a.newLabel()
+	}
+	left, right := side(ss[:mid]), side(ss[mid:])
+	a.jumpIf(bpf.JumpGreaterOrEqual, ss[mid].first, right, left)
+	if mid > 1 {
+		a.bind(left)
+		a.ranges(ss[:mid])
+	}
+	if len(ss)-mid > 1 {
+		a.bind(right)
+		a.ranges(ss[mid:])
+	}
 }
 
 // conds emits the checks of one rule's conditions, jumping to fail at the
