@@ -355,9 +355,13 @@ func startSpawner() (*spawnerClient, error) {
 	}
 	conn, child := os.NewFile(uintptr(fds[0]), "spawner"), os.NewFile(uintptr(fds[1]), "spawner-child")
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{"sandbox-spawner"},
-		Env:        roleEnviron(roleSpawner),
+		Path: "/proc/self/exe",
+		Args: []string{"sandbox-spawner"},
+		// Its live heap is small, and each run allocates a request and a
+		// plan: letting the heap grow by 4x the live heap between
+		// collections instead of 1x makes them a quarter as frequent
+		// (at the default, the collector took 1.5% of all CPU).
+		Env:        roleEnviron(roleSpawner, "GOGC=400"),
 		Stderr:     os.Stderr,
 		ExtraFiles: []*os.File{child},
 	}

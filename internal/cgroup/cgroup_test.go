@@ -275,3 +275,45 @@ func exists(file string) bool {
 	_, err := os.Stat(file)
 	return err == nil
 }
+
+// A v1 run without a CPU quota gets no directory in the cpu hierarchy
+// (unless it is co-mounted with cpuacct, which counts the run's CPU time),
+// and none in blkio without io limits; its CPU time is still counted.
+func TestV1MakesOnlyTheHierarchiesItNeeds(t *testing.T) {
+	if Detect() != V1 {
+		t.Skipf("no cgroup v1 here (%v)", Detect())
+	}
+	g, name := newGroup(t, Limits{Memory: 64 << 20, Pids: 16})
+	defer g.Delete()
+	v := g.(*v1)
+	mounts, err := v1Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.cpu != "" || v.blkio != "" {
+		t.Errorf("cpu %q, blkio %q: want neither without a quota or io limits", v.cpu, v.blkio)
+	}
+	for _, c := range []string{"cpu", "blkio"} {
+		if mounts[c] == nil || mounts[c] == mounts["cpuacct"] || mounts[c] == mounts["memory"] || mounts[c] == mounts["pids"] {
+			continue // not mounted, or co-mounted with one the run needs
+		}
+		found := false
+		filepath.WalkDir(mounts[c].dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() && d.Name() == name {
+				found = true
+			}
+			return nil
+		})
+		if found {
+			t.Errorf("a directory %s was made in the %s hierarchy", name, c)
+		}
+	}
+	cmd := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done")
+	startIn(t, g, cmd)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := g.Usage(); err != nil || u.CPU <= 0 {
+		t.Errorf("usage %+v (%v): no CPU time counted", u, err)
+	}
+}

@@ -13,18 +13,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// v1Controllers are the v1 hierarchies a run's cgroup is made in; blkio
-// too when the run has io limits.
+// v1Controllers are the v1 hierarchies a run's cgroup may be made in;
+// v1AllControllers adds blkio, for io limits.
 var (
 	v1Controllers    = []string{"memory", "cpu", "cpuacct", "pids"}
 	v1AllControllers = append(v1Controllers[:len(v1Controllers):len(v1Controllers)], "blkio")
 )
 
+// v1ControllersFor are the hierarchies a run with limits l needs: cpu
+// only for a quota, which is all a run's cpu cgroup would hold (cpuacct
+// counts its CPU time), and blkio only for io limits. Each directory
+// costs a mkdir, a write of the init's pid and an rmdir in every run.
 func v1ControllersFor(l Limits) []string {
-	if l.hasIO() {
-		return v1AllControllers
+	var cs []string
+	for _, c := range v1AllControllers {
+		switch {
+		case c == "cpu" && l.CPUQuota <= 0:
+		case c == "blkio" && !l.hasIO():
+		default:
+			cs = append(cs, c)
+		}
 	}
-	return v1Controllers
+	return cs
 }
 
 // v1Hint says how to get a cgroup where this process may not make one.
