@@ -113,15 +113,60 @@ for f in $delegated; do
 done
 chown -R sbxtest:sbxtest $cg/sbxtest/shell || fail "chown -R $cg/sbxtest/shell"
 
+# hang_report: what every process is doing, for a run that outlived its
+# own -test.timeout: a test binary whose runtime is wedged cannot time
+# itself out. Each process's state, and each thread's wait channel and
+# kernel stack, then SIGQUIT to the Go processes among them (the test
+# binary and its spawner), which print their goroutines. The report goes
+# to the kernel log at a level the console shows, not to the console's
+# tty: a run stuck writing to that tty would hold a report back too.
+hang_report() {
+	# Unlimited: /dev/kmsg allows 10 lines per 5 s by default.
+	echo on >/proc/sys/kernel/printk_devkmsg
+	{
+		echo "vm: === a run outlived its -test.timeout; the processes:"
+		for d in /proc/[0-9]*; do
+			pid=${d#/proc/}
+			# Kernel threads have no command line.
+			[ -s "$d/cmdline" ] || continue
+			echo "vm: pid $pid ($(cat "$d/comm" 2>/dev/null)) $(grep -E '^(State|PPid|Threads):' "$d/status" 2>/dev/null | tr '\t\n' '  ')"
+			for t in "$d"/task/*; do
+				echo "vm:   task ${t##*/} $(grep '^State:' "$t/status" 2>/dev/null | tr '\t' ' ') wchan=$(cat "$t/wchan" 2>/dev/null)"
+				sed 's/^/vm:     /' "$t/stack" 2>/dev/null
+			done
+		done
+	} | while IFS= read -r line; do
+		echo "<2>$line" >/dev/kmsg
+	done
+	for d in /proc/[0-9]*; do
+		case $(readlink "$d/exe" 2>/dev/null) in
+		/tests/sandbox.test* | /memfd:*) kill -QUIT "${d#/proc/}" 2>/dev/null ;;
+		esac
+	done
+}
+
+# watched CMD...: CMD, with hang_report after /vmtest/hang-after seconds.
+watched() {
+	(
+		sleep "$(cat /vmtest/hang-after)"
+		hang_report
+	) &
+	watchdog=$!
+	"$@"
+	rc=$?
+	kill $watchdog 2>/dev/null
+	return $rc
+}
+
 # ---- the runs --------------------------------------------------------------
 
 echo "vm: === run root (uid 0, cgroup /root-tests), uptime $(up) s"
-in_cgroup $cg/root-tests /vmtest/run-tests root
+watched in_cgroup $cg/root-tests /vmtest/run-tests root
 root_rc=$?
 echo "vm: run root exited $root_rc, uptime $(up) s"
 
 echo "vm: === run rootless (uid 1001 sbxtest, delegated cgroup /sbxtest, in /sbxtest/shell), uptime $(up) s"
-in_cgroup $cg/sbxtest/shell su -s /bin/sh sbxtest -c '/vmtest/run-tests rootless'
+watched in_cgroup $cg/sbxtest/shell su -s /bin/sh sbxtest -c '/vmtest/run-tests rootless'
 rootless_rc=$?
 echo "vm: run rootless exited $rootless_rc, uptime $(up) s"
 

@@ -16,6 +16,9 @@
 #   VM_TIMEOUT    wall-clock limit for the whole VM, seconds or with an
 #                 s/m/h suffix (default 45m); qemu is killed when it passes
 #   VM_TEST_TIMEOUT  -test.timeout of each of the two runs (default 40m)
+#   VM_HANG_AFTER seconds after which a run still going gets a report of
+#                 every process's state in the console log (default: its
+#                 -test.timeout plus 90)
 #   VM_KERNEL_PKG pin the kernel package (default: what linux-image-amd64
 #                 depends on)
 #   VM_MODULES    extra kernel modules to load in the VM, by name
@@ -278,6 +281,10 @@ install -m 0755 "$vmdir/run-tests.sh" "$root/vmtest/run-tests"
 # mangle a regex with spaces or quotes.
 printf '%s\n' "$tests" >"$root/vmtest/tests-regex"
 printf '%s\n' "$test_timeout" >"$root/vmtest/test-timeout"
+# A run still going this long after its -test.timeout has not been ended
+# by Go's own timeout: the VM's init then prints what every process is
+# doing (see hang_report in init-stage2.sh).
+seconds "${VM_HANG_AFTER:-$(($(seconds "$test_timeout") + 90))}" >"$root/vmtest/hang-after"
 
 # Extra modules (VM_MODULES), with the modules they depend on, in load order.
 : >"$root/vmtest/modules"
