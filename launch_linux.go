@@ -41,6 +41,11 @@ type handle struct {
 	// program, or for program to be closed, which destroys it.
 	prepared chan *wire.SetupError
 	program  chan programFiles
+
+	// For a prepared planned init only: where its program lands, and the
+	// program encoded for it when it was taken from the pool.
+	block *programBlock
+	msg   []byte
 }
 
 // programFiles is the program a prepared init is to run, and its files:
@@ -48,6 +53,7 @@ type handle struct {
 type programFiles struct {
 	p     wire.Program
 	files []*os.File
+	msg   []byte // for a prepared planned init: p, encoded for its block
 }
 
 func newHandle(kill func()) *handle {
@@ -94,11 +100,12 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 	var (
 		proc  *os.Process
 		plan  *forkplan.Plan
+		pp    *plannedProgram // a prepared planned init's
 		msg   []byte
 		early bool
 	)
 	if !inProcess {
-		proc, plan, se = startPlanned(cfg, stdio, child, extra, grp, attr.Cloneflags)
+		proc, plan, pp, se = startPlanned(cfg, stdio, child, extra, grp, attr.Cloneflags)
 		if se != nil {
 			return fail(se)
 		}
@@ -157,6 +164,9 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 	})
 	if cfg.Prepare {
 		h.prepared, h.program = make(chan *wire.SetupError, 1), make(chan programFiles)
+		if pp != nil {
+			h.block = pp.block
+		}
 	}
 	teardown.Add(1)
 	go func() {
@@ -165,10 +175,18 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		if plan == nil && !early {
 			se = sendConfig(parent, msg, !cfg.Prepare)
 		}
+		var given *wire.Program // a prepared planned init's program
 		if se == nil && cfg.Prepare {
-			se = awaitPrepared(parent)
+			se = awaitPrepared(parent, plan)
 			h.prepared <- se
-			if se == nil {
+			switch {
+			case se != nil:
+				if pp != nil {
+					pp.sock.Close()
+				}
+			case pp != nil:
+				given, se = pp.give(h, proc)
+			default:
 				se = giveProgram(parent, h, proc)
 			}
 		}
@@ -183,6 +201,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 				}
 				sv = supervise(l, cfg.Seccomp, kill)
 			}
+			nameProgram(se, given)
 		}
 		h.ready <- se
 		parent.Close()

@@ -134,18 +134,20 @@ type planner struct {
 	facts *hostFacts
 	tree  map[string]nodeKind // by absolute path inside the sandbox
 	root  forkplan.Slot       // the new root's mount
+	block *programBlock       // a prepared init's: where its program lands
 	ok    bool
 }
 
 // planInit compiles cfg into the steps of a planned init, or returns false
-// when cfg needs the Go init.
-func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, bool) {
-	if cfg.Rootfs != "" || cfg.ProxyPort != 0 || cfg.Prepare {
-		return nil, false
+// when cfg needs the Go init. A prepared init's plan (cfg.Prepare) waits
+// for its program in block, which it returns.
+func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, *programBlock, bool) {
+	if cfg.Rootfs != "" || cfg.ProxyPort != 0 {
+		return nil, nil, false
 	}
 	facts := readHostFacts()
 	if facts.err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	// Whether a bind makes a directory or a file is decided here; the
 	// child opens the sources as the sandbox user, and fails as the Go
@@ -155,25 +157,31 @@ func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, bool) {
 	for i, bd := range cfg.Binds {
 		st, err := os.Stat(bd.Source)
 		if err != nil {
-			return nil, false
+			return nil, nil, false
 		}
 		bindDirs[i] = st.IsDir()
 	}
 	if cfg.Workspace != "" {
 		if st, err := os.Stat(cfg.Workspace); err != nil || !st.IsDir() {
-			return nil, false
+			return nil, nil, false
 		}
 	}
 	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, tree: map[string]nodeKind{"/": nodeDir}, ok: true}
+	if cfg.Prepare {
+		b.block = newProgramBlock()
+	}
 	b.placeFds(fds)
 	b.identity()
 	b.buildRoot(bindDirs)
 	if !b.ok {
-		return nil, false
+		return nil, nil, false
 	}
 	b.process()
 	b.exec()
-	return b.p, true
+	if !b.ok {
+		return nil, nil, false
+	}
+	return b.p, b.block, true
 }
 
 func (b *planner) call(w forkplan.Where, trap uintptr, args ...forkplan.Arg) *forkplan.Step {
@@ -217,7 +225,13 @@ func (b *planner) placeFds(fds planFds) {
 		}
 		b.call(w, unix.SYS_DUP3, forkplan.In(tmp[i]), forkplan.Val(m.to), forkplan.Val(flags))
 	}
-	b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(planWorkspaceFd+1), forkplan.Val(^uint(0)), forkplan.Val(0))
+	// Everything else: a prepared init's workspace mount arrives later,
+	// at planWorkspaceFd, which must be free then.
+	rest := planWorkspaceFd
+	if fds.workspace >= 0 {
+		rest++
+	}
+	b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(rest), forkplan.Val(^uint(0)), forkplan.Val(0))
 }
 
 // identity waits for the launcher's id maps, becomes the sandbox user and
@@ -230,7 +244,9 @@ func (b *planner) identity() {
 	// v1, the child is in its cgroup). EOF: the launcher is gone.
 	b.call(w("tell the launcher"), unix.SYS_WRITE, forkplan.Val(planSyncFd), forkplan.Buf([]byte{1}), forkplan.Val(1)).Want(1)
 	b.call(w("wait for the launcher"), unix.SYS_READ, forkplan.Val(planSyncFd), forkplan.Buf(make([]byte, 1)), forkplan.Val(1)).Want(1)
-	b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planSyncFd))
+	if b.block == nil { // a prepared init's program comes on it
+		b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planSyncFd))
+	}
 	if b.facts.root {
 		b.call(w("setgroups"), unix.SYS_SETGROUPS, forkplan.Val(0), forkplan.Val(0))
 	}
@@ -330,6 +346,12 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	switch {
 	case workspace >= 0:
 		b.bind(workspace, true, DefaultDir, rwAttrs)
+	case cfg.WorkspaceMount && cfg.Prepare:
+		// Given with the program (awaitProgram).
+		if _, ok := b.tree[DefaultDir]; !ok {
+			b.create(DefaultDir, false)
+		}
+		b.tree[DefaultDir] = nodeOpaque
 	case cfg.WorkspaceMount:
 		t := b.target(DefaultDir, false)
 		b.call(forkplan.Where{Stage: "mount", Op: "attach", Path: DefaultDir}, unix.SYS_MOVE_MOUNT, forkplan.Val(planWorkspaceFd), forkplan.Str(""),
@@ -606,7 +628,14 @@ func (b *planner) process() {
 		b.call(forkplan.Where{Stage: "rlimit", Op: l.name, Path: strconv.FormatUint(l.value, 10)}, unix.SYS_PRLIMIT64, forkplan.Val(0),
 			forkplan.Val(l.resource), forkplan.Ptr(&unix.Rlimit{Cur: l.value, Max: l.value}), forkplan.Val(0))
 	}
-	b.call(forkplan.Where{Stage: "chdir", Op: "chdir (Cmd.Dir)", Path: cfg.Dir}, unix.SYS_CHDIR, forkplan.Str(cfg.Dir))
+	dir := forkplan.Str(cfg.Dir)
+	if b.block != nil {
+		b.awaitProgram()
+		s := b.slot()
+		b.p.Load(s, b.block.header(hdrDir))
+		dir = forkplan.In(s)
+	}
+	b.call(forkplan.Where{Stage: "chdir", Op: "chdir (Cmd.Dir)", Path: cfg.Dir}, unix.SYS_CHDIR, dir)
 	// A directory outside the root (reached through an inherited fd) reads
 	// back as "(unreachable)/...".
 	cwd := make([]byte, unix.PathMax)
@@ -675,27 +704,90 @@ func (b *planner) filter() {
 // ENOENT or that.
 func (b *planner) exec() {
 	cfg := b.cfg
-	argv, envv := forkplan.Strs(cfg.Args), forkplan.Strs(cfg.Env)
 	seen := b.p.Slot(uintptr(unix.ENOENT))
-	for _, c := range programCandidates(cfg.Path, cfg.Env) {
-		b.call(forkplan.Where{Stage: "exec", Op: "execve", Path: c}, unix.SYS_EXECVE, forkplan.Str(c), argv, envv).
+	try := func(path string, c, argv, envv forkplan.Arg) {
+		b.call(forkplan.Where{Stage: "exec", Op: "execve", Path: path}, unix.SYS_EXECVE, c, argv, envv).
 			PassOn(uintptr(unix.ENOENT), uintptr(unix.ENOTDIR)).NoteOn(uintptr(unix.EACCES), seen)
+	}
+	if b.block == nil {
+		argv, envv := forkplan.Strs(cfg.Args), forkplan.Strs(cfg.Env)
+		for _, c := range programCandidates(cfg.Path, cfg.Env) {
+			try(c, forkplan.Str(c), argv, envv)
+		}
+	} else {
+		// The program is not known yet: its places, argv and envp are
+		// loaded from the block it came in. The launcher names the
+		// program in what fails here.
+		load := func(i int) forkplan.Arg {
+			s := b.slot()
+			b.p.Load(s, b.block.header(i))
+			return forkplan.In(s)
+		}
+		argv, envv := load(hdrArgv), load(hdrEnv)
+		for i := range blockCandidates {
+			try("", load(hdrCandidates+i), argv, envv)
+		}
 	}
 	b.p.Fail(forkplan.Where{Stage: "exec", Op: "look up program", Path: cfg.Path}, seen)
 }
 
+// awaitProgram adds what a prepared init does once its sandbox is built:
+// it tells the launcher, and waits for its program on the sync socket.
+// The stdio that comes with it lands on 0-2, which are closed for it, and
+// the workspace mount on planWorkspaceFd, the lowest fd free after them
+// (3 and 4 are the launcher's sockets): received fds take the lowest free
+// numbers, in order. The steps after it are a cold init's.
+func (b *planner) awaitProgram() {
+	w := func(op string) forkplan.Where { return forkplan.Where{Stage: "pool", Op: op} }
+	b.call(w("report prepared"), unix.SYS_WRITE, forkplan.Val(planConnFd), forkplan.Buf([]byte{wire.PreparedMark}), forkplan.Val(1)).Want(1)
+	for fd := range 3 {
+		b.call(w("close stdio"), unix.SYS_CLOSE, forkplan.Val(fd))
+	}
+	nfds := 3
+	if b.cfg.WorkspaceMount {
+		nfds++
+	}
+	oob := make([]byte, unix.CmsgSpace(nfds*4))
+	iov := &unix.Iovec{Base: &b.block.bytes()[0]}
+	iov.SetLen(blockBytes)
+	msg := &unix.Msghdr{Iov: iov, Iovlen: 1, Control: &oob[0]}
+	msg.SetControllen(len(oob))
+	// The message keeps the block and oob alive in the plan.
+	b.call(w("read program"), unix.SYS_RECVMSG, forkplan.Val(planSyncFd), forkplan.Ptr(msg), forkplan.Val(0)).Want(blockBytes)
+	b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planSyncFd))
+	// Each is there, and not close-on-exec.
+	b.call(w("take stdio"), unix.SYS_FCNTL, forkplan.Val(2), forkplan.Val(unix.F_GETFD)).Want(0)
+	if !b.cfg.WorkspaceMount {
+		return
+	}
+	b.call(w("take workspace mount"), unix.SYS_FCNTL, forkplan.Val(planWorkspaceFd), forkplan.Val(unix.F_GETFD)).Want(0)
+	t := b.slot()
+	b.call(forkplan.Where{Stage: "mount", Op: "resolve target", Path: DefaultDir}, unix.SYS_OPENAT2, forkplan.Val(unix.AT_FDCWD), forkplan.Str(DefaultDir),
+		forkplan.Ptr(&unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}),
+		forkplan.Val(unix.SizeofOpenHow)).Save(t)
+	b.attach(b.p.Slot(planWorkspaceFd), t, DefaultDir, false)
+	b.close(t)
+}
+
 // startPlanned clones the planned init of cfg with the namespaces in
 // flags, writes its id maps, puts it in grp, and lets it go. It returns a
-// nil plan, having started nothing, when cfg needs the Go init.
-func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra initFiles, grp cgroup.Group, flags uintptr) (*os.Process, *forkplan.Plan, *wire.SetupError) {
+// nil plan, having started nothing, when cfg needs the Go init; for a
+// prepared init, the way to give it its program.
+func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra initFiles, grp cgroup.Group, flags uintptr) (*os.Process, *forkplan.Plan, *plannedProgram, *wire.SetupError) {
 	// The sync socket: the child says on it that it runs, and waits on it
-	// for its id maps.
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	// for its id maps, and a prepared one then for its program, which
+	// comes as one message.
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: errnoOf(err), Text: err.Error()}
+		return nil, nil, nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: errnoOf(err), Text: err.Error()}
 	}
 	syncP, syncC := os.NewFile(uintptr(sp[0]), "sync-parent"), os.NewFile(uintptr(sp[1]), "sync-child")
-	defer syncP.Close()
+	keepSync := false
+	defer func() {
+		if !keepSync {
+			syncP.Close()
+		}
+	}()
 	fds := planFds{conn: int(conn.Fd()), sync: int(syncC.Fd()), workspace: -1}
 	for i, f := range stdio {
 		fds.stdio[i] = int(f.Fd())
@@ -703,10 +795,10 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 	if extra.workspace != nil {
 		fds.workspace = int(extra.workspace.Fd())
 	}
-	plan, ok := planInit(cfg, fds)
+	plan, block, ok := planInit(cfg, fds)
 	if !ok {
 		syncC.Close()
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	var pidTo int32
 	clone := forkplan.Clone{Flags: uint64(flags), CgroupFD: -1, Shared: true, PidTo: &pidTo}
@@ -734,21 +826,21 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 	if !readByte(syncP) {
 		res := <-started
 		if res.err != nil {
-			return nil, nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(res.err), Text: res.err.Error()}
+			return nil, nil, nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(res.err), Text: res.err.Error()}
 		}
 		proc, se := findProcess(res.pid)
-		return proc, plan, se
+		return proc, plan, nil, se
 	}
 	pid := int(atomic.LoadInt32(&pidTo))
 	proc, se := findProcess(pid)
 	if se != nil {
 		unix.Kill(pid, unix.SIGKILL)
-		return nil, nil, se
+		return nil, nil, nil, se
 	}
-	abort := func(se *wire.SetupError) (*os.Process, *forkplan.Plan, *wire.SetupError) {
+	abort := func(se *wire.SetupError) (*os.Process, *forkplan.Plan, *plannedProgram, *wire.SetupError) {
 		proc.Kill()
 		proc.Wait()
-		return nil, nil, se
+		return nil, nil, nil, se
 	}
 	if err := writeIDMaps(pid, cfg.HostUID, cfg.HostGID, readHostFacts().root); err != nil {
 		return abort(&wire.SetupError{Stage: "clone", Op: "write id maps", Errno: errnoOf(err), Text: err.Error()})
@@ -761,7 +853,11 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 	if _, err := syncP.Write([]byte{1}); err != nil {
 		return abort(&wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()})
 	}
-	return proc, plan, nil
+	if block == nil {
+		return proc, plan, nil, nil
+	}
+	keepSync = true
+	return proc, plan, &plannedProgram{sock: syncP, block: block}, nil
 }
 
 // readByte reads one byte from f, and says whether there was one.

@@ -65,12 +65,28 @@ func (o *owner) take(cfg *wire.Config, size int) *handle {
 		return nil
 	}
 	o.useLocked(cfg, size)
-	var h *handle
-	if n := len(o.ready); n > 0 {
-		h, o.ready = o.ready[n-1], o.ready[:n-1]
+	defer o.refillLocked()
+	n := len(o.ready)
+	if n == 0 {
+		return nil
 	}
-	o.refillLocked()
+	h := o.ready[n-1]
+	if h.block != nil {
+		// A planned init takes a program that fits its block; another
+		// runs cold, and h waits for the next.
+		msg, ok := h.block.encode(programOf(cfg))
+		if !ok {
+			return nil
+		}
+		h.msg = msg
+	}
+	o.ready = o.ready[:n-1]
 	return h
+}
+
+// programOf is the program of cfg, as a prepared init is given it.
+func programOf(cfg *wire.Config) wire.Program {
+	return wire.Program{Path: cfg.Path, Args: cfg.Args, Env: cfg.Env, Dir: cfg.Dir, WorkspaceMount: cfg.WorkspaceMount}
 }
 
 // fill fills the pool for cfg to size and waits until it is full, or a
@@ -178,10 +194,7 @@ func (o *owner) drain() {
 // start hands a prepared sandbox its program and files (stdio, then the
 // workspace mount if any), which it takes over.
 func (h *handle) start(cfg *wire.Config, files []*os.File) {
-	h.program <- programFiles{
-		p:     wire.Program{Path: cfg.Path, Args: cfg.Args, Env: cfg.Env, Dir: cfg.Dir, WorkspaceMount: cfg.WorkspaceMount},
-		files: files,
-	}
+	h.program <- programFiles{p: programOf(cfg), files: files, msg: h.msg}
 }
 
 // owners are the spawner's owners by name.

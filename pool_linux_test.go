@@ -25,10 +25,12 @@ func preparedInits() []int {
 }
 
 // isPreparedInit says whether pid is an init that has not exec'd a program
-// yet: one waiting in a pool (argv[0] sandbox-init).
+// yet: one waiting in a pool. A Go init has argv[0] sandbox-init; a
+// planned one is a clone of the spawner, whose memory, and so argv, it
+// shares or copies.
 func isPreparedInit(pid string) bool {
 	b, _ := os.ReadFile("/proc/" + pid + "/cmdline")
-	return string(b) == "sandbox-init\x00"
+	return string(b) == "sandbox-init\x00" || string(b) == "sandbox-spawner\x00"
 }
 
 // newFilled is a Sandbox for o, which asks for a pool, with its pool full.
@@ -64,7 +66,7 @@ func TestPoolServesEachRunOnce(t *testing.T) {
 		cmd.Stdin = strings.NewReader("in-" + strconv.Itoa(i) + "\n")
 		res, err := s.Run(ctx, cmd)
 		if err != nil || !res.Success() {
-			t.Fatalf("run %d: %v %v\n%s", i, err, res.Err(), res.Stderr)
+			t.Fatalf("run %d: %v %v", i, err, res)
 		}
 		if want := "in-" + strconv.Itoa(i) + "\nhello\n"; string(res.Stdout) != want {
 			t.Errorf("run %d printed %q, want %q: another run's /tmp or stdio", i, res.Stdout, want)
@@ -180,5 +182,48 @@ func TestPoolTimeoutKeepsOutput(t *testing.T) {
 	}
 	if string(res.Stdout) != "started\n" || !res.Pooled {
 		t.Errorf("stdout %q, pooled %v; want the partial output of a pooled run", res.Stdout, res.Pooled)
+	}
+}
+
+// TestPoolPlannedTakesWhatFits: a pooled sandbox is a planned init, which
+// receives its program in a block of fixed size. A program that fits runs
+// in it; one too long for it runs cold and leaves it for the next run; a
+// missing program or working directory fails as it does cold, named in
+// the error.
+func TestPoolPlannedTakesWhatFits(t *testing.T) {
+	requireSandbox(t)
+	s := newFilled(t, Options{Pool: 1})
+	cold := newTest(t, Options{})
+	ctx := context.Background()
+	res, err := s.Run(ctx, Command("echo", "fits"))
+	if err != nil || !res.Success() || string(res.Stdout) != "fits\n" || !res.Pooled || !res.planned {
+		t.Fatalf("echo fits: %v %v, pooled %v, planned %v; want it run in a planned prepared sandbox", err, res, res.Pooled, res.planned)
+	}
+	if err := s.fillPool(); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", blockBytes)
+	res, err = s.Run(ctx, Command("/bin/sh", "-c", `echo ${#1}`, "sh", long))
+	if err != nil || !res.Success() || string(res.Stdout) != strconv.Itoa(blockBytes)+"\n" || res.Pooled {
+		t.Errorf("an argument of %d bytes: %v %v, pooled %v; want it run cold", blockBytes, err, res, res.Pooled)
+	}
+	res, err = s.Run(ctx, Command("echo", "next"))
+	if err != nil || !res.Success() || !res.Pooled {
+		t.Errorf("the run after: %v %v, pooled %v; want the sandbox the long one left", err, res, res.Pooled)
+	}
+	for _, c := range []struct{ path, dir string }{{"no-such-program", ""}, {"true", "/no/such/dir"}} {
+		if err := s.fillPool(); err != nil {
+			t.Fatal(err)
+		}
+		cmd := func() *Cmd {
+			cmd := Command(c.path)
+			cmd.Dir = c.dir
+			return cmd
+		}
+		_, err := s.Run(ctx, cmd())
+		_, coldErr := cold.Run(ctx, cmd())
+		if err == nil || coldErr == nil || err.Error() != coldErr.Error() {
+			t.Errorf("%s in %q: pooled %v, cold %v; want the same error", c.path, c.dir, err, coldErr)
+		}
 	}
 }

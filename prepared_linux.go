@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -19,6 +20,9 @@ import (
 // directory, finds the program, drops its privileges, loads the filter and
 // execs. Nothing of the program's runs in the sandbox before this point,
 // and nothing of the preparation stays open past it.
+//
+// This is the Go init's side. Most prepared inits are planned ones, which
+// wait the same way in their plan (planned_program_linux.go).
 
 // awaitProgram reports the sandbox built and takes the program into cfg,
 // its stdio onto 0-2 and its workspace onto /workspace.
@@ -58,13 +62,21 @@ func awaitProgram(conn *os.File, cfg *wire.Config) error {
 }
 
 // awaitPrepared waits for a prepared init to report its sandbox built, or
-// the setup error it failed with.
-func awaitPrepared(conn *os.File) *wire.SetupError {
+// the setup error it failed with: a planned init's failure record when
+// plan is set, else the Go init's JSON.
+func awaitPrepared(conn *os.File, plan *forkplan.Plan) *wire.SetupError {
 	var b [1]byte
 	n, err := conn.Read(b[:])
 	switch {
 	case n == 1 && b[0] == wire.PreparedMark:
 		return nil
+	case n == 1 && plan != nil:
+		rest, _ := io.ReadAll(conn)
+		f, err := plan.ParseFailure(append(b[:], rest...))
+		if err != nil {
+			return &wire.SetupError{Stage: "pool", Op: "prepare", Text: err.Error()}
+		}
+		return &wire.SetupError{Stage: f.Where.Stage, Op: f.Where.Op, Path: f.Where.Path, Errno: int(f.Errno)}
 	case n == 1:
 		// The first byte of a setup error; the rest follows, then EOF.
 		rest, _ := io.ReadAll(conn)

@@ -95,6 +95,7 @@ const (
 	kindStore   // store slot args[0] as an int32 at at
 	kindFail    // fail with the errno in slot args[0]
 	kindCheck   // fail with errno args[1] unless *check is args[0]
+	kindLoad    // the result is *from
 )
 
 // op is one step as the child reads it. Everything in it is a plain value.
@@ -111,8 +112,9 @@ type op struct {
 	noteSlot int
 	skipOn   uintptr // an errno after which the next skip steps are skipped
 	skip     int
-	at       *int32 // where a kindStore step stores
-	check    *byte  // what a kindCheck step reads
+	at       *int32   // where a kindStore step stores
+	check    *byte    // what a kindCheck step reads
+	from     *uintptr // what a kindLoad step reads
 }
 
 // Plan is a list of steps for a child to run.
@@ -190,6 +192,14 @@ func (p *Plan) Fail(w Where, s Slot) {
 func (p *Plan) Check(w Where, at *byte, want byte, errno uintptr) {
 	p.add(w, op{kind: kindCheck, check: at}, []Arg{Val(want), Val(errno)})
 	p.keep = append(p.keep, at)
+}
+
+// Load adds a step that saves into slot s what is at from when the step
+// runs: a value that is known only then, such as an address the launcher
+// wrote into memory the child received.
+func (p *Plan) Load(s Slot, from *uintptr) {
+	p.add(Where{Op: "load"}, op{kind: kindLoad, from: from}, nil).Save(s)
+	p.keep = append(p.keep, from)
 }
 
 // Save saves the step's result in slot s.

@@ -178,6 +178,15 @@ func TestWantStoreAndCheck(t *testing.T) {
 			p.Check(Where{Op: "stored"}, (*byte)(unsafe.Pointer(&at)), uid, uintptr(unix.ESRCH))
 			p.Check(Where{Op: "stored, off by one"}, (*byte)(unsafe.Pointer(&at)), uid+1, uintptr(unix.ESRCH))
 		}, "stored, off by one", unix.ESRCH)
+		// What a Load reads is what is there when the step runs, not
+		// when it was planned.
+		var word uintptr
+		each("load", func(p *Plan) {
+			s := p.Slot(0)
+			p.Load(s, &word)
+			p.Fail(Where{Op: "loaded"}, s)
+			word = uintptr(unix.ENOTSUP)
+		}, "loaded", unix.ENOTSUP)
 		// A copying child's writes land in its own copy; a shared child's
 		// in this process's memory.
 		switch {

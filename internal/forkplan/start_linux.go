@@ -139,6 +139,8 @@ func run(ops []op, slots []uintptr, rec *record, reportFd uintptr) {
 			if uintptr(*o.check) != a[0] {
 				errno = syscall.Errno(a[1])
 			}
+		case kindLoad:
+			r = *o.from
 		default:
 			r, _, errno = syscall.RawSyscall6(o.trap, a[0], a[1], a[2], a[3], a[4], a[5])
 		}

@@ -1,0 +1,162 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/fumehood/sandbox/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// A prepared planned init (a pooled sandbox) learns its program from a
+// programBlock: once the program is known, the launcher lays it out for
+// the child's copy of the block and sends it as one message of blockBytes
+// on the sync socket, with the program's stdio (and the workspace mount)
+// as SCM_RIGHTS. A copying child receives it into its own copy, at the
+// address the launcher planned for; a child that shares the launcher's
+// memory receives it into the block itself. Either way the addresses in it
+// hold, and the plan loads them from the header: the working directory,
+// up to blockCandidates places to try the program, argv and envp.
+//
+// A program that does not fit (too long, more places on PATH, a NUL in a
+// string) runs cold instead.
+
+const (
+	blockBytes      = 64 << 10
+	blockCandidates = 8
+
+	// The header's words.
+	hdrDir        = 0
+	hdrCandidates = 1
+	hdrArgv       = hdrCandidates + blockCandidates
+	hdrEnv        = hdrArgv + 1
+	hdrWords      = hdrEnv + 1
+)
+
+// programBlock is the child's block.
+type programBlock struct {
+	words []uintptr
+}
+
+func newProgramBlock() *programBlock {
+	return &programBlock{words: make([]uintptr, blockBytes/unsafe.Sizeof(uintptr(0)))}
+}
+
+// bytes is the block as the child's recvmsg fills it.
+func (b *programBlock) bytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&b.words[0])), blockBytes)
+}
+
+// header returns the address of header word i, for the plan's loads.
+func (b *programBlock) header(i int) *uintptr { return &b.words[i] }
+
+// encode lays p out as the child will find it, in a new message of
+// blockBytes; ok is false when p does not fit.
+func (b *programBlock) encode(p wire.Program) (msg []byte, ok bool) {
+	candidates := programCandidates(p.Path, p.Env)
+	if len(candidates) > blockCandidates {
+		return nil, false
+	}
+	words := make([]uintptr, len(b.words))
+	out := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), blockBytes)
+	base := uintptr(unsafe.Pointer(&b.words[0]))
+	const word = int(unsafe.Sizeof(uintptr(0)))
+	off := hdrWords * word
+	fits := true
+	// str copies s with its NUL and returns its address in the child.
+	str := func(s string) uintptr {
+		if strings.IndexByte(s, 0) >= 0 || off+len(s)+1 > blockBytes {
+			fits = false
+			return 0
+		}
+		at := base + uintptr(off)
+		off += copy(out[off:], s)
+		out[off] = 0
+		off++
+		return at
+	}
+	// array writes the NULL-terminated array of ss and returns its address.
+	array := func(ss []string) uintptr {
+		ptrs := make([]uintptr, len(ss)+1)
+		for i, s := range ss {
+			ptrs[i] = str(s)
+		}
+		off = (off + word - 1) &^ (word - 1)
+		if !fits || off+len(ptrs)*word > blockBytes {
+			fits = false
+			return 0
+		}
+		at := off / word
+		copy(words[at:], ptrs)
+		off += len(ptrs) * word
+		return base + uintptr(at*word)
+	}
+	words[hdrDir] = str(p.Dir)
+	empty := str("") // an unused place: execve("") fails with ENOENT
+	for i := range blockCandidates {
+		words[hdrCandidates+i] = empty
+		if i < len(candidates) {
+			words[hdrCandidates+i] = str(candidates[i])
+		}
+	}
+	words[hdrArgv] = array(p.Args)
+	words[hdrEnv] = array(p.Env)
+	if !fits {
+		return nil, false
+	}
+	return out, true
+}
+
+// plannedProgram is how a prepared planned init is given its program: on
+// sock, the launcher's end of its sync socket, into block.
+type plannedProgram struct {
+	sock  *os.File
+	block *programBlock
+}
+
+// give waits for the program of h, a prepared planned init, and sends it
+// with its files. A closed h.program means the prepared sandbox is not
+// wanted: the init is killed. It returns the program given.
+func (pp *plannedProgram) give(h *handle, init *os.Process) (*wire.Program, *wire.SetupError) {
+	defer pp.sock.Close()
+	pf, ok := <-h.program
+	if !ok {
+		init.Kill()
+		return nil, &wire.SetupError{Stage: "pool", Op: "destroy", Text: "prepared sandbox destroyed unused"}
+	}
+	defer closeFiles(pf.files)
+	msg := pf.msg
+	if msg == nil {
+		if msg, ok = pp.block.encode(pf.p); !ok {
+			init.Kill()
+			return nil, &wire.SetupError{Stage: "pool", Op: "send program", Text: "the program does not fit a prepared sandbox"}
+		}
+	}
+	fds := make([]int, len(pf.files))
+	for i, f := range pf.files {
+		fds[i] = int(f.Fd())
+	}
+	if err := unix.Sendmsg(int(pp.sock.Fd()), msg, unix.UnixRights(fds...), nil, 0); err != nil {
+		init.Kill()
+		return nil, &wire.SetupError{Stage: "pool", Op: "send program", Errno: errnoOf(err), Text: err.Error()}
+	}
+	return &pf.p, nil
+}
+
+// nameProgram fills in what a prepared plan could not name when it was
+// made: the program and its working directory, in a failure of the steps
+// that use them.
+func nameProgram(se *wire.SetupError, p *wire.Program) {
+	if se == nil || p == nil || se.Path != "" {
+		return
+	}
+	switch se.Stage {
+	case "exec":
+		se.Path = p.Path
+	case "chdir":
+		se.Path = p.Dir
+	}
+}
