@@ -127,8 +127,9 @@ hang_report() {
 		echo "vm: === a run outlived its -test.timeout; the processes:"
 		for d in /proc/[0-9]*; do
 			pid=${d#/proc/}
-			# Kernel threads have no command line.
-			[ -s "$d/cmdline" ] || continue
+			# Kernel threads have no command line (and /proc files
+			# have no size, so read it).
+			[ -n "$(tr -d '\000' <"$d/cmdline" 2>/dev/null)" ] || continue
 			echo "vm: pid $pid ($(cat "$d/comm" 2>/dev/null)) $(grep -E '^(State|PPid|Threads):' "$d/status" 2>/dev/null | tr '\t\n' '  ')"
 			for t in "$d"/task/*; do
 				echo "vm:   task ${t##*/} $(grep '^State:' "$t/status" 2>/dev/null | tr '\t' ' ') wchan=$(cat "$t/wchan" 2>/dev/null)"
