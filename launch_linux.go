@@ -154,6 +154,10 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		}
 	}
 	child.Close()
+	var mntNS *os.File
+	if plan != nil {
+		mntNS = holdMountNS(proc.Pid)
+	}
 	// Killing pid 1 makes the kernel kill every other process in its PID
 	// namespace, daemons included; cgroup.kill (v2) gets them all at once.
 	h := newHandle(func() {
@@ -222,11 +226,27 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 			removeGroup(grp, warn)
 		}
 		h.done <- exit
+		if mntNS != nil {
+			mntNS.Close()
+		}
 		if !inProcess {
 			removeGroup(grp, warn)
 		}
 	}()
 	return h, nil
+}
+
+// holdMountNS opens the mount namespace of a planned init, or returns nil
+// if it cannot. Held until the run is reported, it makes the last exit in
+// the sandbox drop a reference instead of unmounting the whole tree on the
+// way to the reply (a third of a millisecond here); the close does it
+// afterwards. Nothing is reached through it: it is closed unused.
+func holdMountNS(pid int) *os.File {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // removeGroup removes a run's emptied cgroup, if it had one, and tells

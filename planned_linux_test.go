@@ -5,6 +5,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,5 +135,53 @@ func TestPlannedInitFallsBack(t *testing.T) {
 	res = run(t, Options{Binds: []Bind{{Source: data, Target: "/srv/data"}}}, Command("cat", "/srv/data/f"))
 	if !res.Success() || string(res.Stdout) != "bound\n" || !res.planned {
 		t.Errorf("bind at /srv/data: %v, stdout %q, planned %v; want bound, from the plan", res.Err(), res.Stdout, res.planned)
+	}
+}
+
+// TestMountNamespaceHeldUntilReported: the spawner holds a planned run's
+// mount namespace by an fd while the run goes on, so that the program's
+// exit does not unmount the tree on the way to the reply, and closes it
+// once the run is reported: after Close, it holds none, cold or pooled.
+func TestMountNamespaceHeldUntilReported(t *testing.T) {
+	requireSandbox(t)
+	mountNSFds := func() int {
+		n := 0
+		dir := fmt.Sprintf("/proc/%d/fd", spawnerPID())
+		des, _ := os.ReadDir(dir)
+		for _, de := range des {
+			if l, err := os.Readlink(dir + "/" + de.Name()); err == nil && strings.HasPrefix(l, "mnt:[") {
+				n++
+			}
+		}
+		return n
+	}
+	for _, pool := range []int{0, 2} {
+		s := New(testOpts(Options{Pool: pool}))
+		cmd := Command("/bin/sh", "-c", "read x")
+		stdin, release := io.Pipe()
+		cmd.Stdin = stdin
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Run(context.Background(), cmd)
+			done <- err
+		}()
+		// A cold run's is the only one; a pool's prepared sandboxes
+		// hold theirs too.
+		if !waitFor(func() bool { return pool == 0 && mountNSFds() == 1 || pool > 0 && mountNSFds() >= 1 }) {
+			t.Errorf("Pool %d: the spawner holds %d mount namespaces while a run goes on, want its run's", pool, mountNSFds())
+		}
+		release.Close()
+		if err := <-done; err != nil {
+			t.Fatalf("Pool %d: %v", pool, err)
+		}
+		if pool == 0 && !waitFor(func() bool { return mountNSFds() == 0 }) {
+			t.Errorf("the spawner still holds a mount namespace after the run was reported")
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := mountNSFds(); n != 0 {
+			t.Errorf("Pool %d: the spawner holds %d mount namespaces after Close, want none", pool, n)
+		}
 	}
 }
