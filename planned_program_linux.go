@@ -13,9 +13,9 @@ import (
 
 // A prepared planned init (a pooled sandbox) learns its program from a
 // programBlock: once the program is known, the launcher lays it out for
-// the child's copy of the block and sends it as one message of blockBytes
-// on the sync socket, with the program's stdio (and the workspace mount)
-// as SCM_RIGHTS. A copying child receives it into its own copy, at the
+// the child's copy of the block and sends it, as one message of the size
+// it takes (SOCK_SEQPACKET keeps it whole), on the sync socket, with the
+// program's stdio (and the workspace mount) as SCM_RIGHTS. A copying child receives it into its own copy, at the
 // address the launcher planned for; a child that shares the launcher's
 // memory receives it into the block itself. Either way the addresses in it
 // hold, and the plan loads them from the header: the working directory,
@@ -53,22 +53,34 @@ func (b *programBlock) bytes() []byte {
 // header returns the address of header word i, for the plan's loads.
 func (b *programBlock) header(i int) *uintptr { return &b.words[i] }
 
-// encode lays p out as the child will find it, in a new message of
-// blockBytes; ok is false when p does not fit.
+// encode lays p out as the child will find it, in a new message of the
+// size it takes; ok is false when p does not fit the block.
 func (b *programBlock) encode(p wire.Program) (msg []byte, ok bool) {
 	candidates := programCandidates(p.Path, p.Env)
 	if len(candidates) > blockCandidates {
 		return nil, false
 	}
-	words := make([]uintptr, len(b.words))
-	out := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), blockBytes)
-	base := uintptr(unsafe.Pointer(&b.words[0]))
 	const word = int(unsafe.Sizeof(uintptr(0)))
+	// The size: the header, each string with its NUL, and the two
+	// arrays, each aligned and NULL-terminated.
+	need := hdrWords*word + len(p.Dir) + 1 + 1 + 2*word + (len(p.Args)+len(p.Env)+2)*word
+	for _, ss := range [][]string{candidates, p.Args, p.Env} {
+		for _, s := range ss {
+			need += len(s) + 1
+		}
+	}
+	if need > blockBytes {
+		return nil, false
+	}
+	words := make([]uintptr, (need+word-1)/word)
+	size := len(words) * word
+	out := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), size)
+	base := uintptr(unsafe.Pointer(&b.words[0]))
 	off := hdrWords * word
 	fits := true
 	// str copies s with its NUL and returns its address in the child.
 	str := func(s string) uintptr {
-		if strings.IndexByte(s, 0) >= 0 || off+len(s)+1 > blockBytes {
+		if strings.IndexByte(s, 0) >= 0 || off+len(s)+1 > size {
 			fits = false
 			return 0
 		}
@@ -85,7 +97,7 @@ func (b *programBlock) encode(p wire.Program) (msg []byte, ok bool) {
 			ptrs[i] = str(s)
 		}
 		off = (off + word - 1) &^ (word - 1)
-		if !fits || off+len(ptrs)*word > blockBytes {
+		if !fits || off+len(ptrs)*word > size {
 			fits = false
 			return 0
 		}
@@ -107,7 +119,7 @@ func (b *programBlock) encode(p wire.Program) (msg []byte, ok bool) {
 	if !fits {
 		return nil, false
 	}
-	return out, true
+	return out[:off], true
 }
 
 // plannedProgram is how a prepared planned init is given its program: on
