@@ -53,7 +53,6 @@ type handle struct {
 type programFiles struct {
 	p     wire.Program
 	files []*os.File
-	msg   []byte // for a prepared planned init: p, encoded for its block
 }
 
 func newHandle(kill func()) *handle {
@@ -185,13 +184,13 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 			h.prepared <- se
 			switch {
 			case se != nil:
-				if pp != nil {
-					pp.sock.Close()
-				}
 			case pp != nil:
-				given, se = pp.give(h, proc)
+				given, se = giveProgram(h, proc, pp.send(h))
 			default:
-				se = giveProgram(parent, h, proc)
+				_, se = giveProgram(h, proc, sendProgramFrame(parent))
+			}
+			if pp != nil {
+				pp.sock.Close()
 			}
 		}
 		var sv *supervisor

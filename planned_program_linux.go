@@ -129,33 +129,13 @@ type plannedProgram struct {
 	block *programBlock
 }
 
-// give waits for the program of h, a prepared planned init, and sends it
-// with its files. A closed h.program means the prepared sandbox is not
-// wanted: the init is killed. It returns the program given.
-func (pp *plannedProgram) give(h *handle, init *os.Process) (*wire.Program, *wire.SetupError) {
-	defer pp.sock.Close()
-	pf, ok := <-h.program
-	if !ok {
-		init.Kill()
-		return nil, &wire.SetupError{Stage: "pool", Op: "destroy", Text: "prepared sandbox destroyed unused"}
+// send is how the prepared planned init of h is given its program: h.msg,
+// the program as the pool's take encoded it for the block before it sent
+// it on h.program, with the fds, in one message.
+func (pp *plannedProgram) send(h *handle) func(p wire.Program, fds []int) error {
+	return func(_ wire.Program, fds []int) error {
+		return unix.Sendmsg(int(pp.sock.Fd()), h.msg, unix.UnixRights(fds...), nil, 0)
 	}
-	defer closeFiles(pf.files)
-	msg := pf.msg
-	if msg == nil {
-		if msg, ok = pp.block.encode(pf.p); !ok {
-			init.Kill()
-			return nil, &wire.SetupError{Stage: "pool", Op: "send program", Text: "the program does not fit a prepared sandbox"}
-		}
-	}
-	fds := make([]int, len(pf.files))
-	for i, f := range pf.files {
-		fds[i] = int(f.Fd())
-	}
-	if err := unix.Sendmsg(int(pp.sock.Fd()), msg, unix.UnixRights(fds...), nil, 0); err != nil {
-		init.Kill()
-		return nil, &wire.SetupError{Stage: "pool", Op: "send program", Errno: errnoOf(err), Text: err.Error()}
-	}
-	return &pf.p, nil
 }
 
 // nameProgram fills in what a prepared plan could not name when it was

@@ -194,7 +194,7 @@ func (o *owner) drain() {
 // start hands a prepared sandbox its program and files (stdio, then the
 // workspace mount if any), which it takes over.
 func (h *handle) start(cfg *wire.Config, files []*os.File) {
-	h.program <- programFiles{p: programOf(cfg), files: files, msg: h.msg}
+	h.program <- programFiles{p: programOf(cfg), files: files}
 }
 
 // owners are the spawner's owners by name.

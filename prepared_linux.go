@@ -89,30 +89,39 @@ func awaitPrepared(conn *os.File, plan *forkplan.Plan) *wire.SetupError {
 	return &wire.SetupError{Stage: "pool", Op: "prepare", Text: fmt.Sprintf("the init ended before it was prepared: %v", err), Errno: errnoOf(err)}
 }
 
-// giveProgram waits for the program of a prepared init and hands it over,
-// then ends the stream as for a cold init. A closed h.program means the
-// prepared sandbox is not wanted: the init is killed.
-func giveProgram(conn *os.File, h *handle, init *os.Process) *wire.SetupError {
+// giveProgram waits for the program of a prepared init and hands it over
+// with send, which gets it and its files' fds, and returns it. A closed
+// h.program means the prepared sandbox is not wanted: the init is killed,
+// as it is when send fails.
+func giveProgram(h *handle, init *os.Process, send func(p wire.Program, fds []int) error) (*wire.Program, *wire.SetupError) {
 	pf, ok := <-h.program
 	if !ok {
 		init.Kill()
-		return &wire.SetupError{Stage: "pool", Op: "destroy", Text: "prepared sandbox destroyed unused"}
+		return nil, &wire.SetupError{Stage: "pool", Op: "destroy", Text: "prepared sandbox destroyed unused"}
 	}
 	defer closeFiles(pf.files)
-	msg, err := json.Marshal(pf.p)
 	fds := make([]int, len(pf.files))
 	for i, f := range pf.files {
 		fds[i] = int(f.Fd())
 	}
-	if err == nil {
-		err = writeFrame(conn, msg, fds)
-	}
-	if err == nil {
-		err = unix.Shutdown(int(conn.Fd()), unix.SHUT_WR)
-	}
-	if err != nil {
+	if err := send(pf.p, fds); err != nil {
 		init.Kill()
-		return &wire.SetupError{Stage: "pool", Op: "send program", Errno: errnoOf(err), Text: err.Error()}
+		return nil, &wire.SetupError{Stage: "pool", Op: "send program", Errno: errnoOf(err), Text: err.Error()}
 	}
-	return nil
+	return &pf.p, nil
+}
+
+// sendProgramFrame is how a Go init is given its program: as a frame on
+// conn, which then ends as for a cold init.
+func sendProgramFrame(conn *os.File) func(p wire.Program, fds []int) error {
+	return func(p wire.Program, fds []int) error {
+		msg, err := json.Marshal(p)
+		if err == nil {
+			err = writeFrame(conn, msg, fds)
+		}
+		if err == nil {
+			err = unix.Shutdown(int(conn.Fd()), unix.SHUT_WR)
+		}
+		return err
+	}
 }
