@@ -5,6 +5,8 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path"
 	"strconv"
@@ -62,6 +64,14 @@ func initMain() {
 	if err != nil {
 		initFail(conn, &initError{Stage: "config", Op: "read", Err: err})
 	}
+	// First, so that nothing the launcher sent is left unread when a step
+	// fails: the init's close would then reset the socket, and the
+	// launcher would read that instead of the error.
+	if !cfg.Prepare {
+		if err := awaitGo(conn); err != nil {
+			initFail(conn, err)
+		}
+	}
 	err = prepareSandbox(&cfg)
 	if err == nil && cfg.Prepare {
 		err = awaitProgram(conn, &cfg)
@@ -78,6 +88,21 @@ func initMain() {
 	}
 	err = unix.Exec(prog, cfg.Args, cfg.Env)
 	initFail(conn, &initError{Stage: "exec", Op: "execve", Path: prog, Err: err})
+}
+
+// awaitGo waits for the launcher's wire.GoMark, which it sends once it has
+// seen this init started: the config may have been waiting in the socket
+// before the clone, so it says nothing of whether the launcher outlived
+// the arming of the parent-death signal. EOF says it did not.
+func awaitGo(conn *os.File) error {
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		return &initError{Stage: "start", Op: "wait for the launcher", Err: err}
+	}
+	if b[0] != wire.GoMark {
+		return &initError{Stage: "start", Op: "wait for the launcher", Err: fmt.Errorf("got %q, want the go mark", b[0])}
+	}
+	return nil
 }
 
 // initFail reports err to the parent and exits.

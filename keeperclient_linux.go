@@ -67,7 +67,7 @@ func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keep
 		ExtraFiles:  []*os.File{child},
 		SysProcAttr: attr,
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startChild(cmd); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("sandbox: start workspace keeper: %w", err)
 	}

@@ -24,8 +24,11 @@ import (
 // The init protocol, over the socket pair whose child end is the init's fd 3:
 //
 //	parent                               init (pid 1 of the new namespaces)
+//	wire.Config as a frame (before the
+//	clone when it fits the buffer)
 //	clone + id maps + exec (os/exec)  →
-//	wire.Config as JSON, then SHUT_WR →  reads until EOF, builds the sandbox
+//	wire.GoMark, then SHUT_WR         →  reads the config and waits for GoMark
+//	                                     (EOF: exit), builds the sandbox
 //	                                  ←  on failure: wire.SetupError as JSON, exit 125
 //	                                  ←  on success: nothing; the fd is close-on-exec,
 //	                                     so the program's execve closes it (EOF)
@@ -124,7 +127,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		// clone, so the init finds it waiting when its runtime is up.
 		early = len(msg) <= 64<<10 && !placeAfterStart
 		if early {
-			if se := sendConfig(parent, msg, !cfg.Prepare); se != nil {
+			if se := sendConfig(parent, msg); se != nil {
 				return fail(se)
 			}
 		}
@@ -140,7 +143,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 			ExtraFiles:  append([]*os.File{child}, extra.list()...),
 			SysProcAttr: attr,
 		}
-		if err = cmd.Start(); err != nil {
+		if err = startChild(cmd); err != nil {
 			return fail(&wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()})
 		}
 		proc = cmd.Process
@@ -176,7 +179,12 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		defer teardown.Done()
 		var se *wire.SetupError
 		if plan == nil && !early {
-			se = sendConfig(parent, msg, !cfg.Prepare)
+			se = sendConfig(parent, msg)
+		}
+		// Only now, with the init started, is it told to go on (a
+		// prepared one is told by its program instead).
+		if plan == nil && se == nil && !cfg.Prepare {
+			se = sendGo(parent)
 		}
 		var given *wire.Program // a prepared planned init's program
 		if se == nil && cfg.Prepare {
@@ -323,15 +331,23 @@ func inheritsNegativeOOMScore() bool {
 	return strings.HasPrefix(string(b), "-")
 }
 
-// sendConfig writes the init's config frame and, with end, ends the
-// stream: a prepared init's stays open for its program.
-func sendConfig(conn *os.File, msg []byte, end bool) *wire.SetupError {
-	err := writeFrame(conn, msg, nil)
-	if err == nil && end {
+// sendConfig writes the init's config frame.
+func sendConfig(conn *os.File, msg []byte) *wire.SetupError {
+	if err := writeFrame(conn, msg, nil); err != nil {
+		return &wire.SetupError{Stage: "start", Op: "send config", Errno: errnoOf(err), Text: err.Error()}
+	}
+	return nil
+}
+
+// sendGo tells a started Go init to run its program (wire.GoMark) and ends
+// the stream.
+func sendGo(conn *os.File) *wire.SetupError {
+	_, err := conn.Write([]byte{wire.GoMark})
+	if err == nil {
 		err = unix.Shutdown(int(conn.Fd()), unix.SHUT_WR)
 	}
 	if err != nil {
-		return &wire.SetupError{Stage: "start", Op: "send config", Errno: errnoOf(err), Text: err.Error()}
+		return &wire.SetupError{Stage: "start", Op: "send go", Errno: errnoOf(err), Text: err.Error()}
 	}
 	return nil
 }

@@ -4,7 +4,9 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -80,4 +82,25 @@ func sysProcAttr(hostUID, hostGID int, hostNetwork bool) *syscall.SysProcAttr {
 		Setsid:                     true,
 		Pdeathsig:                  syscall.SIGKILL,
 	}
+}
+
+// mappedStarts lets one child at a time be started with id maps. os/exec
+// makes such a child wait, before anything else and before its parent-death
+// signal is armed, for its parent to write the maps and then a pipe; and
+// since Go 1.21 forks run concurrently, so a sibling forked in that moment
+// holds a copy of the pipe's write end until it execs. If the process dies
+// between two such forks and their maps, each of the two children holds
+// the other's pipe open and both wait forever, with copies of every fd the
+// process had (a killed caller's session keeper stayed alive on them). One
+// at a time, no waiting child holds another's pipe.
+var mappedStarts sync.Mutex
+
+// startChild starts cmd; with id maps, through mappedStarts. A variable so
+// that a test can stand for a launcher killed at a chosen moment.
+var startChild = func(cmd *exec.Cmd) error {
+	if a := cmd.SysProcAttr; a != nil && (a.UidMappings != nil || a.GidMappings != nil) {
+		mappedStarts.Lock()
+		defer mappedStarts.Unlock()
+	}
+	return cmd.Start()
 }

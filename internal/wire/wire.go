@@ -173,6 +173,15 @@ type Limit struct {
 // A setup error, JSON, never starts with it.
 const PreparedMark = 'P'
 
+// GoMark is the byte a launcher sends a Go init after its config, once the
+// init has been started: the init waits for it before it runs anything of
+// the program. It proves the launcher lived after the init's parent-death
+// signal was armed (os/exec arms it in the child after the id maps, and
+// the check os/exec makes there, getppid, reads 0 in a new PID namespace,
+// so a launcher that dies in between leaves an init no signal will end).
+// A launcher gone before sending it gives EOF instead, and the init exits.
+const GoMark = 'G'
+
 // Program is what a prepared init is given to run, with its stdio (and the
 // session's workspace mount, when WorkspaceMount is set) as SCM_RIGHTS.
 type Program struct {
