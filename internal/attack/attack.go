@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package attack holds the escape suite's attack programs: what a hostile
 // program inside the sandbox tries, one class of attack per file, each
 // modelled on a known container breakout or abuse. The root package's tests
