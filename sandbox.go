@@ -146,9 +146,9 @@ type Options struct {
 	// (the kernel copies its page tables), so services should leave it off.
 	// Its starts are made one at a time in the process (each until the
 	// sandbox's init runs), since two made at once could outlive a caller
-	// killed between them. As with os/exec's Pdeathsig, the sandbox is killed when the OS thread
-	// that started it exits: do not call Run from a goroutine that locked
-	// its thread and then returns. A caller killed outright (SIGKILL) takes
+	// killed between them. As with os/exec's Pdeathsig, the sandbox is
+	// killed when the OS thread that started it exits: do not call Run
+	// from a goroutine that locked its thread and then returns. A caller killed outright (SIGKILL) takes
 	// its sandboxes with it, but leaves their emptied run cgroups, which
 	// the next process on the host to start a sandbox removes; through the
 	// spawner, the spawner removes them itself.
