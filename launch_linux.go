@@ -39,6 +39,10 @@ type handle struct {
 	kill  func()                // kills the init, and so every process of the sandbox
 	lost  error                 // set before done when the spawner died under the run
 
+	// reported is closed by the spawner once it has told the caller of
+	// done; the teardown of a run it serves waits for it (see launch).
+	reported chan struct{}
+
 	// For a prepared init (cfg.Prepare) only: prepared receives one value,
 	// nil once the sandbox is built; then the init waits for one value on
 	// program, or for program to be closed, which destroys it.
@@ -59,7 +63,7 @@ type programFiles struct {
 }
 
 func newHandle(kill func()) *handle {
-	return &handle{ready: make(chan *wire.SetupError, 1), done: make(chan wire.Exit, 1), kill: kill}
+	return &handle{ready: make(chan *wire.SetupError, 1), done: make(chan wire.Exit, 1), kill: kill, reported: make(chan struct{})}
 }
 
 // launch clones and starts the init of one sandbox with the given stdio
@@ -187,16 +191,20 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 			se = sendGo(parent)
 		}
 		var given *wire.Program // a prepared planned init's program
+		served := !cfg.Prepare  // a start the spawner reports, not a prepared sandbox destroyed unused
 		if se == nil && cfg.Prepare {
 			se = awaitPrepared(parent, plan)
 			h.prepared <- se
+			var p *wire.Program
 			switch {
 			case se != nil:
 			case pp != nil:
-				given, se = giveProgram(h, proc, pp.send(h))
+				p, se = giveProgram(h, proc, pp.send(h))
+				given = p
 			default:
-				_, se = giveProgram(h, proc, sendProgramFrame(parent))
+				p, se = giveProgram(h, proc, sendProgramFrame(parent))
 			}
+			served = p != nil
 			if pp != nil {
 				pp.sock.Close()
 			}
@@ -233,6 +241,12 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 			removeGroup(grp, warn)
 		}
 		h.done <- exit
+		// The spawner tells the caller first: on a small machine,
+		// unmounting the tree and removing the cgroup take a CPU the
+		// reply would otherwise wait for.
+		if served && !inProcess {
+			<-h.reported
+		}
 		if mntNS != nil {
 			mntNS.Close()
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/fumehood/sandbox/internal/wire"
 )
@@ -56,8 +57,13 @@ func (o *owner) useLocked(cfg *wire.Config, size int) {
 	o.size = size
 }
 
-// take returns a prepared sandbox for cfg, or nil when none is ready, and
-// starts refilling the pool to size.
+// refillDelay is how long into a run of a pooled Sandbox the refill of its
+// pool waits, at most: it starts when the run has been reported (see
+// serveStart).
+const refillDelay = 10 * time.Millisecond
+
+// take returns a prepared sandbox for cfg, or nil when none is ready. The
+// pool becomes one for cfg and size; refill fills it.
 func (o *owner) take(cfg *wire.Config, size int) *handle {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -65,7 +71,6 @@ func (o *owner) take(cfg *wire.Config, size int) *handle {
 		return nil
 	}
 	o.useLocked(cfg, size)
-	defer o.refillLocked()
 	n := len(o.ready)
 	if n == 0 {
 		return nil
@@ -120,6 +125,13 @@ func (o *owner) coldStarted() {
 		o.failure = nil
 		o.refillLocked()
 	}
+}
+
+// refill starts preparations up to size.
+func (o *owner) refill() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refillLocked()
 }
 
 // refillLocked starts preparations up to size.

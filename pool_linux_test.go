@@ -227,3 +227,54 @@ func TestPoolPlannedTakesWhatFits(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolRefillsDuringALongRun: the pool is refilled after a run is
+// reported, so that the preparation does not compete with its start, but
+// a run that goes on lets it go after refillDelay: the pool is full again
+// while the run still sleeps, and the next run is pooled.
+func TestPoolRefillsDuringALongRun(t *testing.T) {
+	requireSandbox(t)
+	s := newFilled(t, Options{Pool: 1})
+	first := preparedInits()
+	if len(first) != 1 {
+		t.Fatalf("%d prepared inits wait in the spawner, want 1", len(first))
+	}
+	ctx := context.Background()
+	type outcome struct {
+		res *Result
+		err error
+	}
+	long := make(chan outcome, 1)
+	go func() {
+		res, err := s.Run(ctx, Command("/bin/sleep", "3"))
+		long <- outcome{res, err}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if now := preparedInits(); len(now) == 1 && now[0] != first[0] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool was not refilled within 2s of a run that sleeps 3s: prepared %v, %v before", preparedInits(), first)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case o := <-long:
+		t.Fatalf("the long run ended before the pool was seen refilled: %v %+v", o.err, o.res)
+	default:
+	}
+	// The refill under way is counted: this waits for it, and starts
+	// no other.
+	if err := s.fillPool(); err != nil {
+		t.Fatalf("wait for the refill: %v", err)
+	}
+	res, err := s.Run(ctx, Command("/bin/true"))
+	if err != nil || !res.Success() || !res.Pooled {
+		t.Errorf("run during the long one: %v, success %v, pooled %v; want a pooled success", err, res != nil && res.Success(), res != nil && res.Pooled)
+	}
+	o := <-long
+	if o.err != nil || !o.res.Success() || !o.res.Pooled {
+		t.Errorf("long run: %v %+v; want a pooled success", o.err, o.res)
+	}
+}

@@ -90,9 +90,10 @@ func awaitPrepared(conn *os.File, plan *forkplan.Plan) *wire.SetupError {
 }
 
 // giveProgram waits for the program of a prepared init and hands it over
-// with send, which gets it and its files' fds, and returns it. A closed
-// h.program means the prepared sandbox is not wanted: the init is killed,
-// as it is when send fails.
+// with send, which gets it and its files' fds, and returns it, also when
+// send fails (the start was served, and failed). A closed h.program means
+// the prepared sandbox is not wanted: the init is killed, as it is when
+// send fails, and the program is nil.
 func giveProgram(h *handle, init *os.Process, send func(p wire.Program, fds []int) error) (*wire.Program, *wire.SetupError) {
 	pf, ok := <-h.program
 	if !ok {
@@ -106,7 +107,7 @@ func giveProgram(h *handle, init *os.Process, send func(p wire.Program, fds []in
 	}
 	if err := send(pf.p, fds); err != nil {
 		init.Kill()
-		return nil, &wire.SetupError{Stage: "pool", Op: "send program", Errno: errnoOf(err), Text: err.Error()}
+		return &pf.p, &wire.SetupError{Stage: "pool", Op: "send program", Errno: errnoOf(err), Text: err.Error()}
 	}
 	return &pf.p, nil
 }

@@ -213,6 +213,16 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 	}
 	var h *handle
 	if req.Pool > 0 && req.Config.ProxyPort == 0 {
+		// The pool is refilled once this run is out of the way: a
+		// preparation is a cold start's work, which on a small machine
+		// would take the CPU from this run's start and its report. A
+		// longer run lets it go after refillDelay.
+		refill := time.AfterFunc(refillDelay, o.refill)
+		defer func() {
+			if refill.Stop() {
+				o.refill()
+			}
+		}()
 		if h = o.take(req.Config, req.Pool); h != nil {
 			h.start(req.Config, files) // it takes the files over
 		}
@@ -239,6 +249,7 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 	exit := <-h.done
 	exit.Pooled = !cold
 	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
+	close(h.reported)
 }
 
 func receivedFiles(oob []byte) []*os.File {
