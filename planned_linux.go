@@ -628,6 +628,15 @@ func (b *planner) process() {
 		b.call(forkplan.Where{Stage: "rlimit", Op: l.name, Path: strconv.FormatUint(l.value, 10)}, unix.SYS_PRLIMIT64, forkplan.Val(0),
 			forkplan.Val(l.resource), forkplan.Ptr(&unix.Rlimit{Cur: l.value, Max: l.value}), forkplan.Val(0))
 	}
+	// The bounding and ambient sets go before a prepared init waits for
+	// its program, off the run's path: neither is needed to attach the
+	// workspace, which the effective set still allows.
+	w := func(op, path string) forkplan.Where { return forkplan.Where{Stage: "capabilities", Op: op, Path: path} }
+	for c := 0; c <= b.facts.lastCap; c++ {
+		b.call(w("drop bounding set", strconv.Itoa(c)), unix.SYS_PRCTL, forkplan.Val(unix.PR_CAPBSET_DROP), forkplan.Val(c))
+	}
+	b.call(w("clear ambient set", ""), unix.SYS_PRCTL, forkplan.Val(unix.PR_CAP_AMBIENT), forkplan.Val(unix.PR_CAP_AMBIENT_CLEAR_ALL), forkplan.Val(0),
+		forkplan.Val(0), forkplan.Val(0))
 	dir := forkplan.Str(cfg.Dir)
 	if b.block != nil {
 		b.awaitProgram()
@@ -642,12 +651,6 @@ func (b *planner) process() {
 	check := forkplan.Where{Stage: "chdir", Op: "check Cmd.Dir inside the root", Path: cfg.Dir}
 	b.call(check, unix.SYS_GETCWD, forkplan.Buf(cwd), forkplan.Val(len(cwd)))
 	b.p.Check(check, &cwd[0], '/', uintptr(unix.EXDEV))
-	w := func(op, path string) forkplan.Where { return forkplan.Where{Stage: "capabilities", Op: op, Path: path} }
-	for c := 0; c <= b.facts.lastCap; c++ {
-		b.call(w("drop bounding set", strconv.Itoa(c)), unix.SYS_PRCTL, forkplan.Val(unix.PR_CAPBSET_DROP), forkplan.Val(c))
-	}
-	b.call(w("clear ambient set", ""), unix.SYS_PRCTL, forkplan.Val(unix.PR_CAP_AMBIENT), forkplan.Val(unix.PR_CAP_AMBIENT_CLEAR_ALL), forkplan.Val(0),
-		forkplan.Val(0), forkplan.Val(0))
 	b.call(w("capset", ""), unix.SYS_CAPSET, forkplan.Ptr(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}),
 		forkplan.Ptr(&[2]unix.CapUserData{}))
 	b.call(w("prctl PR_SET_NO_NEW_PRIVS", ""), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_NO_NEW_PRIVS), forkplan.Val(1), forkplan.Val(0),
