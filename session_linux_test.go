@@ -641,3 +641,54 @@ func TestSessionKeeperKilled(t *testing.T) {
 		t.Errorf("Close = %v", err)
 	}
 }
+
+// waitSpare waits until s holds a workspace mount fetched ahead for its
+// next Run, as it does shortly after each Run.
+func waitSpare(t *testing.T, s *Sandbox) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.ws.start.Lock()
+		have := s.ws.spare != nil
+		s.ws.start.Unlock()
+		if have {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no workspace mount was fetched ahead for the next Run within 5s of one")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSessionSpareFollowsReshape: the workspace mount a session fetches
+// ahead after each Run is dropped by Snapshot, Restore and Reset, which
+// replace the keeper's mount: the Run after one works in the workspace it
+// left, and a snapshot stays as it was taken (a Run writing through a mount
+// fetched before a layered Snapshot would write into the frozen layer).
+func TestSessionSpareFollowsReshape(t *testing.T) {
+	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
+		s := newSession(Options{})
+		turn(t, s, "echo one > f")
+		waitSpare(t, s)
+		snap, err := s.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		turn(t, s, "echo two > f")
+		waitSpare(t, s)
+		if err := s.Restore(snap); err != nil {
+			t.Fatal(err)
+		}
+		if out := turn(t, s, "cat f"); out != "one\n" {
+			t.Errorf("a Run after Restore read %q, want the snapshot's %q", out, "one\n")
+		}
+		waitSpare(t, s)
+		if err := s.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		if out := turn(t, s, "ls -A"); out != "" {
+			t.Errorf("a Run after Reset listed %q, want an empty workspace", out)
+		}
+	})
+}
