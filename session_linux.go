@@ -106,7 +106,7 @@ func (s *Sandbox) forRun() (*os.File, func(), error) {
 	kc, err := ss.keeper(&s.opts)
 	var f *os.File
 	if err == nil {
-		if f = ss.takeSpare(); f == nil {
+		if f = ss.takeSpare(kc); f == nil {
 			_, f, err = kc.call(keeperRequest{Op: "mount"})
 		}
 	}
@@ -129,13 +129,23 @@ func (s *Sandbox) forRun() (*os.File, func(), error) {
 	}, nil
 }
 
-// takeSpare returns the workspace mount fetched ahead, if there is one.
-func (ss *session) takeSpare() *os.File {
+// takeSpare returns the workspace mount fetched ahead, if there is one
+// and its keeper kc lives: a Run after the keeper's death fails as it
+// would without one, rather than run in a workspace no one keeps.
+func (ss *session) takeSpare(kc *keeperClient) *os.File {
 	ss.start.Lock()
 	defer ss.start.Unlock()
 	f := ss.spare
 	ss.spare = nil
-	return f
+	select {
+	case <-kc.reaped:
+		if f != nil {
+			f.Close()
+		}
+		return nil
+	default:
+		return f
+	}
 }
 
 // fetchSpare asks kc for the next Run's workspace mount once a Run is

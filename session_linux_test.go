@@ -622,9 +622,14 @@ func TestSessionKeeperKilled(t *testing.T) {
 	s.ws.start.Lock()
 	pid := s.ws.kc.proc.Pid
 	s.ws.start.Unlock()
+	waitSpare(t, s)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// Dead: reaped. A Run racing with the death may still get the
+	// workspace mount fetched before it, as one that asked the keeper
+	// just before it would.
+	<-s.ws.kc.reaped
 	fds := countDir("/proc/self/fd")
 	res, err := s.Run(context.Background(), Command("sh", "-c", "echo ran"))
 	if !errors.Is(err, ErrSpawner) || res != nil {
