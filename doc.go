@@ -218,7 +218,8 @@
 //
 // [Options.Workspace] makes the workspace a host directory instead, kept
 // after Close (the command-line tool's --workspace); it has no size cap
-// but [Options.MaxFileSize], and no snapshots. [Options.FreshWorkspace]
+// but [Options.MaxFileSize] per file ([DefaultMaxFileSize] unless set),
+// and no snapshots. [Options.FreshWorkspace]
 // gives each Run an empty workspace of its own and starts no keeper, for
 // unrelated programs run through one Sandbox.
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path"
 	"strconv"
 	"strings"
@@ -260,7 +261,16 @@ func rlimitsOf(cfg *wire.Config) []rlimit {
 	return append(l, rlimit{"RLIMIT_NOFILE (Options.MaxOpenFiles)", unix.RLIMIT_NOFILE, cfg.NoFile})
 }
 
+// ignoredSignals start ignored in the program, and an ignored signal stays
+// ignored across execve. SIGXFSZ: a write past RLIMIT_FSIZE then fails
+// with EFBIG, which a program reports, instead of killing it without a
+// word.
+var ignoredSignals = []unix.Signal{unix.SIGXFSZ}
+
 func setRlimits(cfg *wire.Config) error {
+	for _, sig := range ignoredSignals {
+		signal.Ignore(sig)
+	}
 	for _, l := range rlimitsOf(cfg) {
 		var err error
 		if l.resource == unix.RLIMIT_NOFILE {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -146,11 +147,39 @@ func TestFillTmpENOSPC(t *testing.T) {
 	}
 }
 
-func TestFileSizeLimit(t *testing.T) {
+// A file may be as large as the space it is written into: a host
+// workspace past the tmpfs sizes, up to MaxFileSize; past that, and past a
+// tmpfs's size, the write fails with an errno the program reports, never
+// SIGXFSZ. Under both inits, which must both leave SIGXFSZ ignored.
+func TestFileSizes(t *testing.T) {
 	requireSandbox(t)
-	res := run(t, Options{MaxFileSize: 1 << 20, TmpSize: 32 << 20}, Command("/bin/sh", "-c", "head -c 2000000 /dev/zero > /tmp/big; wc -c < /tmp/big"))
-	if got := strings.TrimSpace(string(res.Stdout)); got != "1048576" {
-		t.Errorf("a 2 MB write under a 1 MiB RLIMIT_FSIZE left %s bytes", got)
+	const dd = `dd if=/dev/zero of=%s bs=1M count=%d 2>&1 >/dev/null | grep -o -e 'File too large' -e 'No space left on device'; echo "exit ${PIPESTATUS[0]}"`
+	for _, inProcess := range []bool{false, true} {
+		ws := sharedTempDir(t)
+		big := filepath.Join(ws, "big")
+		script := fmt.Sprintf(dd, "/workspace/big", 100)
+		res := run(t, Options{Workspace: ws, InProcess: inProcess}, Command("bash", "-c", script))
+		fi, err := os.Stat(big)
+		if got := string(res.Stdout); got != "exit 0\n" || err != nil || fi.Size() != 100<<20 {
+			t.Errorf("InProcess=%v: dd of 100 MiB into a host workspace: %q, stderr %q; host file %v", inProcess, got, res.Stderr, err)
+		}
+		if err == nil {
+			t.Logf("InProcess=%v: the host file has %d bytes", inProcess, fi.Size())
+		}
+		os.Remove(big)
+
+		res = run(t, Options{Workspace: ws, MaxFileSize: 1 << 20, InProcess: inProcess}, Command("bash", "-c", script))
+		fi, err = os.Stat(big)
+		if got := string(res.Stdout); got != "File too large\nexit 1\n" || err != nil || fi.Size() != 1<<20 {
+			t.Errorf("InProcess=%v: dd of 100 MiB past MaxFileSize 1 MiB: %q, stderr %q; host file %v, want \"File too large\" and exit 1 with 1 MiB written",
+				inProcess, got, res.Stderr, err)
+		}
+
+		script = fmt.Sprintf(dd, "/tmp/big", 100)
+		res = run(t, Options{TmpSize: 32 << 20, InProcess: inProcess}, Command("bash", "-c", script))
+		if got := string(res.Stdout); got != "No space left on device\nexit 1\n" {
+			t.Errorf("InProcess=%v: dd of 100 MiB into a 32 MiB /tmp: %q, stderr %q, want ENOSPC and exit 1", inProcess, got, res.Stderr)
+		}
 	}
 }
 

@@ -244,7 +244,7 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
 		cfg.CPUQuota, cfg.CPUPeriod = int64(cpus*cpuPeriod), cpuPeriod
 	}
-	cfg.MaxFileSize = limit(o.MaxFileSize, max(cfg.TmpSize, cfg.WorkspaceSize))
+	cfg.MaxFileSize = limit(o.MaxFileSize, max(DefaultMaxFileSize, cfg.TmpSize, cfg.WorkspaceSize))
 	if f != nil {
 		cfg.Seccomp, cfg.SeccompListen, cfg.SeccompKill = f.prog, f.notify, o.SeccompKill
 	}

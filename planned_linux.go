@@ -628,6 +628,10 @@ func (b *planner) process() {
 		b.call(forkplan.Where{Stage: "rlimit", Op: l.name, Path: strconv.FormatUint(l.value, 10)}, unix.SYS_PRLIMIT64, forkplan.Val(0),
 			forkplan.Val(l.resource), forkplan.Ptr(&unix.Rlimit{Cur: l.value, Max: l.value}), forkplan.Val(0))
 	}
+	for _, sig := range ignoredSignals {
+		b.call(forkplan.Where{Stage: "process", Op: "ignore " + unix.SignalName(sig)}, unix.SYS_RT_SIGACTION, forkplan.Val(sig),
+			forkplan.Ptr(&kernelSigaction{handler: sigIgn}), forkplan.Val(0), forkplan.Val(8))
+	}
 	// The bounding and ambient sets go before a prepared init waits for
 	// its program, off the run's path: neither is needed to attach the
 	// workspace, which the effective set still allows.
@@ -901,3 +905,12 @@ func writeIDMaps(pid, hostUID, hostGID int, root bool) error {
 	}
 	return nil
 }
+
+// kernelSigaction is the kernel's struct sigaction on amd64 and arm64, as
+// rt_sigaction takes it; sigIgn is SIG_IGN.
+type kernelSigaction struct {
+	handler, flags, restorer uintptr
+	mask                     uint64
+}
+
+const sigIgn = 1

@@ -49,7 +49,7 @@ func TestPlannedInitBuildsTheSameSandbox(t *testing.T) {
 	}
 	marker := "PLANNED_MARK=" + t.Name()
 	opts := Options{Env: []string{marker}, Binds: []Bind{{Source: data, Target: "/opt/planned/data"}, {Source: data, Target: "/srv/rw", Writable: true}}}
-	script := `id; grep -E '^(Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups)' /proc/self/status; hostname; cat /etc/hostname /etc/passwd /etc/hosts
+	script := `id; grep -E '^(Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups|SigIgn)' /proc/self/status; hostname; cat /etc/hostname /etc/passwd /etc/hosts
 ls -AlL / /dev /etc /proc/1/fd | awk '{print $1, $3, $4}'; ls -A / /dev /etc /tmp /workspace; cat /opt/planned/data/f; touch /opt/planned/data/x 2>&1
 cut -d' ' -f5,6,9 /proc/self/mountinfo; ulimit -a; pwd; cat /proc/net/dev | cut -c1-10; ls /proc/self/ns | wc -l; env | sort`
 	cmd := func() *Cmd { return Command("/bin/sh", "-c", script) }

@@ -19,6 +19,13 @@ const (
 	DefaultMemory        = 512 << 20 // bytes of memory per run, swap off
 	DefaultCPUs          = 1.0       // CPUs' worth of CPU time per run
 	DefaultPids          = 256       // processes and threads per run
+	// DefaultMaxFileSize is the largest file a run may write where no
+	// tmpfs size bounds it: in a host Workspace or a writable Bind, which
+	// lie on the host's disk. 4 GiB lets a program write what builds,
+	// downloads and datasets commonly need, while one runaway file cannot
+	// fill a host disk of ordinary size. It bounds each file, not their
+	// sum: a filesystem quota on the host directory bounds the total.
+	DefaultMaxFileSize = 4 << 30
 	// cpuPeriod is the cgroup CPU period CPUs is applied over, in µs.
 	cpuPeriod       = 100000
 	DefaultHostname = "sandbox"
@@ -134,9 +141,14 @@ type Options struct {
 	IOReadBPS, IOWriteBPS int64
 
 	// MaxFileSize caps the size of any one file the program writes
-	// (RLIMIT_FSIZE), a second bound behind the tmpfs sizes, in bytes.
-	// Zero means the larger of TmpSize and WorkspaceSize; a negative value
-	// means no limit. A host Workspace is bounded by it too.
+	// (RLIMIT_FSIZE), in bytes: it is what bounds files in a host
+	// Workspace and writable Binds, while /tmp and the tmpfs /workspace
+	// are bounded by their sizes first. Zero means DefaultMaxFileSize, or
+	// the larger of TmpSize and WorkspaceSize where that is larger, so
+	// that a tmpfs is filled before the cap applies; a negative value
+	// means no limit. A write past it fails with EFBIG ("File too
+	// large"), and one past a tmpfs's size with ENOSPC: the program starts
+	// with SIGXFSZ ignored, so neither kills it.
 	MaxFileSize int64
 
 	// InProcess starts each sandbox directly from the calling process
