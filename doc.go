@@ -11,12 +11,16 @@
 // Cmd cannot be reused. A non-zero exit is data, not an error: the [Result]
 // says how the run ended (an [Outcome]), with the exit code or signal, the
 // captured output (capped at [Options.OutputLimit] per stream, with the
-// middle elided) and the time and memory used. Run returns an error only
+// middle elided) and the time and memory used; a run that ctx's deadline
+// or cancellation ended is a Result too, with Outcome [Timeout] or
+// [Canceled] and the output written until then. Run returns an error only
 // when the program could not be run as asked: the options were wrong
 // ([ErrInvalidOption]), this host cannot provide a protection
-// ([ErrNotSupported]), building the sandbox failed ([*SetupError]), the
-// program was not found ([ErrNotFound]), or ctx ended the run. The
-// package writes nothing of its own unless [Options.Logger] is set.
+// ([ErrNotSupported]), building the sandbox failed ([*SetupError], naming
+// the step), the program was not found ([ErrNotFound]), or ctx had ended
+// before Run. [Result.Err] turns every end but exit status 0 into an
+// error. The package writes nothing of its own unless [Options.Logger] is
+// set.
 //
 //	sb := sandbox.New(sandbox.Options{})
 //	defer sb.Close()
@@ -24,7 +28,7 @@
 //	defer cancel()
 //	res, err := sb.Run(ctx, sandbox.Command("python3", "-c", "print(6*7)"))
 //	if err != nil {
-//		return err // could not run it, or it timed out
+//		return err // could not run it
 //	}
 //	fmt.Printf("%s: %s", res.Outcome, res.Stdout) // exited: 42
 //

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -110,6 +111,10 @@ func (e *ExitError) Error() string {
 		return fmt.Sprintf("exit status %d", r.ExitCode)
 	case Signaled:
 		return "signal: " + r.Signal.String()
+	case Timeout:
+		return "timeout: killed at the context's deadline"
+	case Canceled:
+		return "canceled: killed when the context was canceled"
 	default:
 		return r.Outcome.String()
 	}
@@ -117,3 +122,16 @@ func (e *ExitError) Error() string {
 
 // ExitCode returns the program's exit code, or -1 if it did not exit.
 func (e *ExitError) ExitCode() int { return e.Result.ExitCode }
+
+// Is reports whether the run was ended by its context as target says:
+// context.DeadlineExceeded for Outcome Timeout, context.Canceled for
+// Outcome Canceled, so that code written for a ctx error keeps working.
+func (e *ExitError) Is(target error) bool {
+	switch e.Result.Outcome {
+	case Timeout:
+		return target == context.DeadlineExceeded
+	case Canceled:
+		return target == context.Canceled
+	}
+	return false
+}

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -566,7 +565,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		m := randomToken(t, "sbxflood-")
 		s := newTest(t, attackOpts(t, Options{OutputLimit: limit}))
 		res, _, err := runFor(t, s, 2*time.Second, "exhaust", "flood", m)
-		if !errors.Is(err, context.DeadlineExceeded) || res.Outcome != Timeout {
+		if err != nil || res.Outcome != Timeout {
 			t.Fatalf("an endless flood: err %v, outcome %v; want the deadline to end it", err, res.Outcome)
 		}
 		if !res.StdoutTruncated || !res.StderrTruncated || len(res.Stdout) > limit+100 || len(res.Stderr) > limit+100 {
@@ -582,7 +581,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		m := randomToken(t, "sbxspin-")
 		s := newTest(t, limitOpts(t, attackOpts(t, Options{CPUs: 0.5})))
 		res, _, err := runFor(t, s, 2*time.Second, "exhaust", "spin", m)
-		if !errors.Is(err, context.DeadlineExceeded) || res.Outcome != Timeout {
+		if err != nil || res.Outcome != Timeout {
 			t.Fatalf("an endless spin: err %v, outcome %v; want the deadline to end it", err, res.Outcome)
 		}
 		if !noCgroup(t, "the CPU quota") {
@@ -652,7 +651,7 @@ func TestEscapeSurvival(t *testing.T) {
 		dir := sharedTempDir(t)
 		s := newTest(t, attackOpts(t, Options{Binds: []Bind{{Source: dir, Target: "/shared", Writable: true}}}))
 		res, _, err := runFor(t, s, 3*time.Second, "survive", "stay", m, "/shared")
-		if !errors.Is(err, context.DeadlineExceeded) || res.Outcome != Timeout {
+		if err != nil || res.Outcome != Timeout {
 			t.Fatalf("err %v, outcome %v; want the deadline to end the run", err, res.Outcome)
 		}
 		if !strings.Contains(string(res.Stdout), "staying true") {

@@ -69,16 +69,20 @@ func ExampleSandbox_Run_timeout() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 
-	// When ctx ends the run, every process of the sandbox is killed; the
-	// error matches ctx.Err() and the Result holds the output so far.
+	// When ctx ends the run, every process of the sandbox is killed. That
+	// is how the program ended, not a failure of Run: the error is nil,
+	// the Result's Outcome is Timeout and it holds the output so far;
+	// res.Err() matches ctx.Err().
 	res, err := sb.Run(ctx, sandbox.Command("sh", "-c", "echo started; exec sleep 10"))
-	fmt.Println(errors.Is(err, context.DeadlineExceeded))
-	if res != nil {
-		fmt.Printf("outcome %s, stdout %q\n", res.Outcome, res.Stdout)
+	if err != nil {
+		fmt.Println("could not run:", err)
+		return
 	}
+	fmt.Printf("outcome %s, stdout %q\n", res.Outcome, res.Stdout)
+	fmt.Println(errors.Is(res.Err(), context.DeadlineExceeded))
 	// Output:
-	// true
 	// outcome timeout, stdout "started\n"
+	// true
 }
 
 func ExampleNew() {

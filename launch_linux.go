@@ -30,8 +30,12 @@ import (
 //	wire.GoMark, then SHUT_WR         →  reads the config and waits for GoMark
 //	                                     (EOF: exit), builds the sandbox
 //	                                  ←  on failure: wire.SetupError as JSON, exit 125
-//	                                  ←  on success: nothing; the fd is close-on-exec,
+//	                                  ←  with a filter's listener: one marked byte carrying
+//	                                     its fd, the last step before the execve
+//	                                  ←  on success: nothing more; the fd is close-on-exec,
 //	                                     so the program's execve closes it (EOF)
+//	                                     (EOF or a reset before the listener that was
+//	                                     due: the init died during setup)
 //	wait4 → wire.Exit
 type handle struct {
 	ready chan *wire.SetupError // receives one value: nil once the program runs
@@ -212,7 +216,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		var sv *supervisor
 		if se == nil {
 			var l *seccomp.Listener
-			l, se = readVerdict(parent, plan)
+			l, se = readVerdict(parent, plan, cfg.Seccomp != nil && cfg.SeccompListen)
 			if l != nil {
 				var kill func()
 				if cfg.SeccompKill {
@@ -345,6 +349,10 @@ func inheritsNegativeOOMScore() bool {
 	return strings.HasPrefix(string(b), "-")
 }
 
+// initDiedOp marks the SetupError of an init that died during setup
+// before it could report: Run tells why from its exit.
+const initDiedOp = "init died during setup"
+
 // sendConfig writes the init's config frame.
 func sendConfig(conn *os.File, msg []byte) *wire.SetupError {
 	if err := writeFrame(conn, msg, nil); err != nil {
@@ -369,8 +377,13 @@ func sendGo(conn *os.File) *wire.SetupError {
 // readVerdict waits for the init: EOF alone means the program runs. A
 // filter's listener comes first, as one marked byte carrying the fd. A
 // failure is a wire.SetupError in JSON from the Go init, or a failure
-// record of plan from a planned one.
-func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *wire.SetupError) {
+// record of plan from a planned one. An init that dies during setup
+// without a word (the OOM killer at a tiny memory limit, a write of its
+// report failing for want of memory) shows as a reset connection, or as
+// EOF without the listener it was to send (wantListener): that is a
+// SetupError with Op initDiedOp, which the caller explains with the
+// init's exit.
+func readVerdict(conn *os.File, plan *forkplan.Plan, wantListener bool) (*seccomp.Listener, *wire.SetupError) {
 	var (
 		reply    []byte
 		listener *seccomp.Listener
@@ -387,6 +400,9 @@ func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *wire.S
 		n, oobn, _, _, err := unix.Recvmsg(int(conn.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
+		}
+		if err == unix.ECONNRESET && len(reply) == 0 {
+			return fail(&wire.SetupError{Stage: "start", Op: initDiedOp, Errno: errnoOf(err), Text: err.Error()})
 		}
 		if err != nil {
 			return fail(&wire.SetupError{Stage: "start", Op: "read init status", Errno: errnoOf(err), Text: err.Error()})
@@ -415,6 +431,9 @@ func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *wire.S
 		reply = append(reply, data...)
 	}
 	if len(reply) == 0 {
+		if wantListener && listener == nil {
+			return fail(&wire.SetupError{Stage: "start", Op: initDiedOp, Text: "the init ended before it sent the filter's listener"})
+		}
 		return listener, nil
 	}
 	if plan != nil {

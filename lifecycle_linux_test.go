@@ -77,6 +77,9 @@ func TestBadOptions(t *testing.T) {
 		{Options{Env: []string{"NOEQUALS"}}, "Options.Env[0]"},
 		{Options{Hostname: "a/b"}, "Options.Hostname"},
 		{Options{HostUID: -1}, "Options.HostUID"},
+		{Options{Memory: 100}, "Options.Memory"},
+		{Options{Memory: 64 << 10}, "Options.Memory"},
+		{Options{Memory: MinMemory - 1}, "Options.Memory"},
 	}
 	for _, c := range cases {
 		s := newTest(t, c.opts)
@@ -100,6 +103,49 @@ func TestBadOptions(t *testing.T) {
 		var oe *OptionError
 		if !errors.As(err, &oe) || oe.Option != c.option {
 			t.Errorf("%+v: err = %v, want an OptionError naming %s", c.cmd, err, c.option)
+		}
+	}
+}
+
+// TestMemoryBelowMinimum: a memory limit a sandbox cannot start in is
+// refused by New with the minimum in the message; MinMemory itself runs,
+// under both inits.
+func TestMemoryBelowMinimum(t *testing.T) {
+	requireSandbox(t)
+	err := New(Options{Memory: 200000}).Err()
+	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(fmt.Sprint(err), "Options.Memory") ||
+		!strings.Contains(fmt.Sprint(err), fmt.Sprint(MinMemory)) {
+		t.Errorf("Memory 200000: New: %v, want an OptionError naming Options.Memory and the minimum %d", err, MinMemory)
+	}
+	for _, inProcess := range []bool{false, true} {
+		res := run(t, Options{Memory: MinMemory, InProcess: inProcess}, Command("/bin/sh", "-c", "echo ran"))
+		if !res.Success() || string(res.Stdout) != "ran\n" {
+			t.Errorf("InProcess=%v: Memory MinMemory: %v, stdout %q, stderr %q", inProcess, res.Err(), res.Stdout, res.Stderr)
+		}
+	}
+}
+
+// TestInitDiesDuringSetup: an init that dies while it builds the sandbox
+// (here the OOM killer, at a memory limit below MinMemory that New would
+// refuse) is an error from Run that says so, under both inits, never a
+// Result that looks like the program's exit.
+func TestInitDiesDuringSetup(t *testing.T) {
+	requireSandbox(t)
+	if err := cgroupErr(); err != nil {
+		t.Skipf("the init dies here at a memory cgroup's limit, and none is writable: %v", err)
+	}
+	for _, inProcess := range []bool{false, true} {
+		for _, mem := range []int64{100, 64 << 10} {
+			s := newTest(t, Options{InProcess: inProcess})
+			s.opts.Memory = mem // past New's check
+			res, err := s.Run(context.Background(), Command("/bin/echo", "hi"))
+			var se *SetupError
+			if res != nil || !errors.As(err, &se) || se.Stage != "start" || !strings.Contains(err.Error(), "the sandbox's init died during setup") {
+				t.Errorf("InProcess=%v, Memory %d: result %+v, err %v; want no Result and a SetupError saying the init died during setup",
+					inProcess, mem, res, err)
+				continue
+			}
+			t.Logf("InProcess=%v, Memory %d: %v", inProcess, mem, err)
 		}
 	}
 }
@@ -141,8 +187,8 @@ func TestTimeoutKillsDaemons(t *testing.T) {
 	// A daemon (new session, double fork) and a plain background child.
 	script := fmt.Sprintf(`setsid sh -c '(sleep %[1]s &)' ; sleep %[1]s & echo started; sleep %[1]s`, m)
 	res, err := newTest(t, Options{}).Run(ctx, Command("/bin/sh", "-c", script))
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	if err != nil {
+		t.Fatalf("err = %v, want none: a timeout is an Outcome", err)
 	}
 	if res == nil || res.Outcome != Timeout || string(res.Stdout) != "started\n" {
 		t.Fatalf("result = %+v, want timeout with the partial output", res)
@@ -163,8 +209,8 @@ func TestCancel(t *testing.T) {
 		cancel()
 	}()
 	res, err := s.Run(ctx, Command("/bin/sh", "-c", "echo partial; touch printed; sleep 30"))
-	if !errors.Is(err, context.Canceled) || res == nil || res.Outcome != Canceled || string(res.Stdout) != "partial\n" {
-		t.Errorf("err = %v, result = %+v, want canceled with the partial output", err, res)
+	if err != nil || res == nil || res.Outcome != Canceled || string(res.Stdout) != "partial\n" || !errors.Is(res.Err(), context.Canceled) {
+		t.Errorf("err = %v, result = %+v, want no error and Outcome canceled with the partial output", err, res)
 	}
 	if _, err := newTest(t, Options{}).Run(ctx, Command("true")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a done ctx: err = %v, want Canceled", err)

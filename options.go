@@ -85,6 +85,10 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
+	if o.Memory > 0 && o.Memory < MinMemory {
+		return optionErr("Options.Memory", fmt.Sprint(o.Memory), "is below the %d bytes (%d MiB) a sandbox needs to start (MinMemory); "+
+			"give at least that, or a negative value for no limit", MinMemory, MinMemory>>20)
+	}
 	if o.CPUs != o.CPUs || o.CPUs > 1024 {
 		return optionErr("Options.CPUs", fmt.Sprint(o.CPUs), "must be a number of CPUs up to 1024")
 	}

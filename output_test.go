@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -67,7 +70,20 @@ func TestOutcomeNames(t *testing.T) {
 	if (&Result{Outcome: Exited}).Err() != nil {
 		t.Error("exit 0 gives an error")
 	}
-	if err := (&Result{Outcome: Timeout, ExitCode: -1}).Err(); err == nil || err.Error() != "timeout" {
-		t.Errorf("timeout Err() = %v", err)
+	for _, tc := range []struct {
+		outcome      Outcome
+		want, notIs  error
+		wantContains string
+	}{
+		{Timeout, context.DeadlineExceeded, context.Canceled, "timeout"},
+		{Canceled, context.Canceled, context.DeadlineExceeded, "canceled"},
+	} {
+		err := (&Result{Outcome: tc.outcome, ExitCode: -1}).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), tc.wantContains) || !errors.Is(err, tc.want) || errors.Is(err, tc.notIs) {
+			t.Errorf("%v Err() = %v, want %q... matching %v only", tc.outcome, err, tc.wantContains, tc.want)
+		}
+	}
+	if err := (&Result{Outcome: Exited, ExitCode: 1}).Err(); errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Errorf("exit 1 Err() = %v matches a context error", err)
 	}
 }

@@ -141,11 +141,15 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		res.Outcome, res.Signal = SeccompKilled, ws.Signal()
 		return res, nil
 	case ctxErr != nil && ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+		// An end like any other: the Result says how, and the error is
+		// kept for what kept the run from being made.
 		res.Outcome, res.Signal = Canceled, ws.Signal()
 		if errors.Is(ctxErr, context.DeadlineExceeded) {
 			res.Outcome = Timeout
 		}
-		return res, fmt.Errorf("sandbox: run %q: %s: %w", cmd.Path, res.Outcome, ctxErr)
+		return res, nil
+	case se != nil && se.Op == initDiedOp:
+		return nil, initDied(ws, exit, cfg)
 	case se != nil:
 		err := setupError(se, cfg)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, unix.EACCES) && se.Stage == "exec" {
@@ -167,6 +171,26 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		return res, h.lost
 	}
 	return res, nil
+}
+
+// initDied explains an init that died during setup before it could
+// report, from how it ended.
+func initDied(ws syscall.WaitStatus, exit wire.Exit, cfg *wire.Config) error {
+	var why string
+	switch {
+	case exit.OOMKills > 0:
+		why = fmt.Sprintf("killed by the OOM killer at the memory limit (Options.Memory, %d bytes)", cfg.Memory)
+	case ws.Signaled():
+		why = "killed by " + unix.SignalName(ws.Signal())
+	case ws.Exited():
+		why = fmt.Sprintf("exited with status %d without a report", ws.ExitStatus())
+	default:
+		why = "ended without a report"
+	}
+	if exit.OOMKills == 0 && cfg.Memory > 0 && exit.MemoryPeak >= cfg.Memory {
+		why += fmt.Sprintf(", at its memory limit (Options.Memory, %d bytes)", cfg.Memory)
+	}
+	return &SetupError{Stage: "start", Op: "the sandbox's init died during setup", Err: errors.New(why)}
 }
 
 // setupError rebuilds the init's error with its identity.

@@ -19,6 +19,14 @@ const (
 	DefaultMemory        = 512 << 20 // bytes of memory per run, swap off
 	DefaultCPUs          = 1.0       // CPUs' worth of CPU time per run
 	DefaultPids          = 256       // processes and threads per run
+	// MinMemory is the smallest Options.Memory New accepts. Below it
+	// the sandbox's own init may be killed, or fail to report, while it
+	// builds the sandbox, before any program runs. Measured on cgroup v1,
+	// the Go init needs up to about 1.5 MB and the planned init about
+	// 300 KB; on cgroup v2 the Go init is charged its runtime's start
+	// too. 16 MiB leaves a margin over both, and is still far below what
+	// an interpreter such as python3 needs to start.
+	MinMemory = 16 << 20
 	// DefaultMaxFileSize is the largest file a run may write where no
 	// tmpfs size bounds it: in a host Workspace or a writable Bind, which
 	// lie on the host's disk. 4 GiB lets a program write what builds,
@@ -104,8 +112,9 @@ type Options struct {
 	// Memory caps the run's memory (its processes' RAM, page cache and
 	// kernel memory charged to its cgroup; tmpfs files count too), in
 	// bytes. Swap is turned off for the run. Zero means DefaultMemory; a
-	// negative value means no limit. When the kernel OOM-kills inside the
-	// run, the Result's Outcome is OutOfMemory. On cgroup v2 an OOM kill
+	// negative value means no limit; New refuses a limit below
+	// MinMemory. When the kernel OOM-kills inside the run, the Result's
+	// Outcome is OutOfMemory. On cgroup v2 an OOM kill
 	// ends the whole run (memory.oom.group); on v1 it kills the largest
 	// process.
 	Memory int64
@@ -332,12 +341,15 @@ func (s *Sandbox) Err() error { return s.err }
 
 // Run runs cmd in a new sandbox and waits for every process of it to end.
 //
-// The error is nil when the program ran, whatever its exit status; the
-// Result says how it ended. The error is non-nil when the sandbox could not
-// be built or a protection could not be put in place (an *UnsupportedError,
-// *SetupError or *OptionError), when the program was not found (ErrNotFound,
-// with a Result whose ExitCode is 127), and when ctx ended the run: then the
-// Result holds the partial output and the error matches ctx.Err().
+// The error is nil when the program ran, however it ended: its exit
+// status, a signal, the OOM killer, or ctx's deadline or cancellation
+// (Outcome Timeout or Canceled, with the output written until then); the
+// Result says how. The error is non-nil when the sandbox could not be built
+// or a protection could not be put in place (an *UnsupportedError,
+// *SetupError naming the step, or *OptionError), when the program was not
+// found (ErrNotFound, with a Result whose ExitCode is 127), and when ctx
+// had ended before Run was called. Result.Err turns every end but exit
+// status 0 into an error, for callers who want one.
 func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	if s.err != nil {
 		return nil, s.err

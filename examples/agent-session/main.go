@@ -48,8 +48,10 @@ func run() error {
 		turn++
 		res, err := sb.Run(ctx, sandbox.Command("sh", "-c", script))
 		if err != nil {
-			return nil, err
+			return nil, err // the sandbox could not run the turn
 		}
+		// A failed test, a crash or a turn past ctx's deadline (Outcome
+		// Timeout) is what the agent reads next, not an error.
 		how := "ok"
 		if err := res.Err(); err != nil {
 			how = err.Error()

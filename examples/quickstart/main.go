@@ -50,6 +50,9 @@ func run() error {
 		sb = sandbox.New(opts)
 		res, err = sb.Run(ctx, sh())
 	}
+	// err is for a sandbox that could not run. However the program ended
+	// (an exit status, a signal, out of memory, or ctx's deadline as
+	// Outcome Timeout) is in res, with what it printed.
 	if err != nil {
 		return fmt.Errorf("run sh: %w", err)
 	}

@@ -129,12 +129,16 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 		res.StdoutTruncated, res.StderrTruncated = stdout.truncated(), stderr.truncated()
 	}
 	resp := newRunResponse(id, res, elapsed)
+	// A run its context ended is a Result with no error: the answer says
+	// which end it was.
 	switch {
-	case err == nil:
 	case res != nil && res.Outcome == sandbox.Canceled && s.stopping.Err() != nil:
 		resp.Error = "the server is shutting down: the run was killed"
+	case res != nil && res.Outcome == sandbox.Canceled:
+		resp.Error = "the client went away: the run was killed"
 	case res != nil && res.Outcome == sandbox.Timeout:
 		resp.Error = fmt.Sprintf("the run was killed at its timeout of %s", spec.timeout)
+	case err == nil:
 	default:
 		resp.Error = err.Error()
 		if errors.Is(err, sandbox.ErrNoCgroup) {
