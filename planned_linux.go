@@ -630,7 +630,7 @@ func (b *planner) process() {
 	}
 	for _, sig := range ignoredSignals {
 		b.call(forkplan.Where{Stage: "process", Op: "ignore " + unix.SignalName(sig)}, unix.SYS_RT_SIGACTION, forkplan.Val(sig),
-			forkplan.Ptr(&kernelSigaction{handler: sigIgn}), forkplan.Val(0), forkplan.Val(8))
+			forkplan.Ptr(&kernelSigaction{sigIgn}), forkplan.Val(0), forkplan.Val(8))
 	}
 	// The bounding and ambient sets go before a prepared init waits for
 	// its program, off the run's path: neither is needed to attach the
@@ -907,10 +907,8 @@ func writeIDMaps(pid, hostUID, hostGID int, root bool) error {
 }
 
 // kernelSigaction is the kernel's struct sigaction on amd64 and arm64, as
-// rt_sigaction takes it; sigIgn is SIG_IGN.
-type kernelSigaction struct {
-	handler, flags, restorer uintptr
-	mask                     uint64
-}
+// rt_sigaction takes it: handler, flags, restorer and mask, a word each.
+// sigIgn is SIG_IGN.
+type kernelSigaction [4]uintptr
 
 const sigIgn = 1
