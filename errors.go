@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strings"
 )
 
 // ErrNotSupported is matched (with errors.Is) by every error that says this
@@ -43,15 +44,17 @@ type UnsupportedError struct {
 	Err     error  // the underlying error, if any
 }
 
+// Error says what to do first, when there is a hint, then what is missing:
+// "sandbox: HINT (FEATURE not available: REASON: ERR)".
 func (e *UnsupportedError) Error() string {
-	s := "sandbox: " + e.Feature + " not available: " + e.Reason
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
+	why := e.Feature + " not available: " + e.Reason
+	if e.Err != nil && !strings.Contains(e.Reason, e.Err.Error()) {
+		why += ": " + e.Err.Error()
 	}
-	if e.Hint != "" {
-		s += " (" + e.Hint + ")"
+	if e.Hint == "" {
+		return "sandbox: " + why
 	}
-	return s
+	return "sandbox: " + e.Hint + " (" + why + ")"
 }
 
 // Is reports whether target is ErrNotSupported.

@@ -53,6 +53,18 @@ func TestMissingExecutable(t *testing.T) {
 	if res == nil || res.ExitCode != 127 {
 		t.Errorf("result = %+v, want exit code 127", res)
 	}
+	// A path is looked for there only, and the error says so.
+	res, err = newTest(t, Options{}).Run(context.Background(), Command("/usr/bin/no-such-program-xyz"))
+	if msg := fmt.Sprint(err); !errors.Is(err, ErrNotFound) || !errors.Is(err, os.ErrNotExist) || res == nil || res.ExitCode != 127 ||
+		!strings.Contains(msg, `"/usr/bin/no-such-program-xyz" not found: no such file`) || strings.Contains(msg, "PATH") {
+		t.Errorf("missing absolute path: err = %v, result %+v; want ErrNotFound saying there is no such file, not PATH, and exit code 127", err, res)
+	}
+	if msg := fmt.Sprint(func() error {
+		_, err := newTest(t, Options{}).Run(context.Background(), Command("no-such-program-xyz"))
+		return err
+	}()); !strings.Contains(msg, "not found in the sandbox's PATH (/usr/local/sbin:") {
+		t.Errorf("missing name: err = %v, want it to name the PATH searched", msg)
+	}
 	res, err = newTest(t, Options{}).Run(context.Background(), Command("/etc/passwd"))
 	if !errors.Is(err, os.ErrPermission) || res == nil || res.ExitCode != 126 {
 		t.Errorf("non-executable: err = %v, result %+v, want a permission error and exit code 126", err, res)
@@ -80,6 +92,7 @@ func TestBadOptions(t *testing.T) {
 		{Options{Memory: 100}, "Options.Memory"},
 		{Options{Memory: 64 << 10}, "Options.Memory"},
 		{Options{Memory: MinMemory - 1}, "Options.Memory"},
+		{Options{Workspace: filepath.Join(t.TempDir(), "missing")}, "Options.Workspace"},
 	}
 	for _, c := range cases {
 		s := newTest(t, c.opts)
@@ -104,6 +117,50 @@ func TestBadOptions(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Option != c.option {
 			t.Errorf("%+v: err = %v, want an OptionError naming %s", c.cmd, err, c.option)
 		}
+	}
+}
+
+// TestHostDirNotWritable: a host Workspace or writable Bind the sandbox's
+// host uid cannot write is refused by New, naming the uid and the fix; one
+// it can write is accepted. A missing Workspace is refused, not made.
+func TestHostDirNotWritable(t *testing.T) {
+	uid, gid := (&Options{}).HostIDs()
+	if os.Getuid() != 0 {
+		t.Skip("needs root: an unprivileged caller's sandbox has the caller's own ids and access")
+	}
+	locked := sharedTempDir(t)
+	os.Chmod(locked, 0o755) // root's, as root's sandbox (uid 65534) meets it
+	open := sharedTempDir(t)
+	os.Chown(open, uid, gid)
+	os.Chmod(open, 0o700)
+	want := fmt.Sprintf("not writable by the sandbox's host uid %d", uid)
+	for _, c := range []struct {
+		opts   Options
+		option string
+	}{
+		{Options{Workspace: locked}, "Options.Workspace"},
+		{Options{Binds: []Bind{{Source: open, Target: "/a"}, {Source: locked, Target: "/data", Writable: true}}}, "Options.Binds[1].Source"},
+	} {
+		err := New(c.opts).Err()
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Option != c.option || !strings.Contains(err.Error(), want) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("chown %d:%d %s", uid, gid, locked)) || !strings.Contains(err.Error(), "Options.HostUID") {
+			t.Errorf("%+v: New: %v; want an OptionError naming %s, %q and the fixes", c.opts, err, c.option, want)
+		}
+	}
+	// Read-only, it needs no write access; the owner's copy is writable.
+	for _, o := range []Options{{Binds: []Bind{{Source: locked, Target: "/data"}}}, {Workspace: open},
+		{Binds: []Bind{{Source: open, Target: "/data", Writable: true}}}} {
+		if err := New(o).Err(); err != nil {
+			t.Errorf("%+v: New: %v, want it accepted", o, err)
+		}
+	}
+	missing := filepath.Join(open, "missing")
+	if err := New(Options{Workspace: missing}).Err(); !strings.Contains(fmt.Sprint(err), "does not exist") {
+		t.Errorf("a missing Workspace: New: %v, want it refused as missing", err)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("New made the missing Workspace %s", missing)
 	}
 }
 

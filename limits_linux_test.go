@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -213,12 +214,26 @@ func checkNoCgroupRefusal(t *testing.T, out string) {
 	if !strings.Contains(out, "refused=true") || !strings.Contains(out, "Delegate=yes") || !strings.Contains(out, "besteffort=ok") {
 		t.Errorf("without a writable cgroup:\n%s\nwant a refusal naming the delegation, and a best-effort run", out)
 	}
+	// What to do comes first, in Run's refusal and in Probe's first line.
+	if !strings.Contains(out, "refused=true sandbox: set Options.LimitPolicy = BestEffortLimits") {
+		t.Errorf("without a writable cgroup:\n%s\nwant the refusal to start with the fix", out)
+	}
+	if !strings.Contains(out, "probe=canrun:true default:false first:a default Run is refused here") ||
+		!regexp.MustCompile(`first:[^\n]*Delegate=yes[^\n]*BestEffortLimits`).MatchString(out) {
+		t.Errorf("without a writable cgroup:\n%s\nwant Probe to say that a default Run is refused, with both fixes in its first line", out)
+	}
 }
 
 // noCgroupReport runs once with enforced and once with best-effort limits.
 func noCgroupReport() string {
 	_, err := New(Options{}).Run(context.Background(), Command("true"))
 	out := fmt.Sprintf("refused=%v %v\n", errors.Is(err, ErrNotSupported) && errors.Is(err, ErrNoCgroup), err)
+	if r, err := Probe(); err != nil {
+		out += fmt.Sprintf("probe=%v\n", err)
+	} else {
+		first, _, _ := strings.Cut(r.String(), "\n")
+		out += fmt.Sprintf("probe=canrun:%v default:%v first:%s\n", r.CanRun(), r.CanRunDefault(), first)
+	}
 	res, err := New(Options{LimitPolicy: BestEffortLimits}).Run(context.Background(), Command("true"))
 	if err == nil && res.Success() {
 		out += "besteffort=ok\n"

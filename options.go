@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"strings"
@@ -36,7 +38,7 @@ func (o *Options) validate() error {
 		}
 	}
 	if o.Workspace != "" {
-		if err := checkHostDir("Options.Workspace", o.Workspace); err != nil {
+		if err := checkWorkspace(o); err != nil {
 			return err
 		}
 	}
@@ -84,10 +86,16 @@ func (o *Options) validate() error {
 		if err := checkTarget(name+".Target", b.target()); err != nil {
 			return err
 		}
+		if b.Writable {
+			uid, gid := o.HostIDs()
+			if err := checkWritableBy(name+".Source", b.Source, uid, gid); err != nil {
+				return err
+			}
+		}
 	}
 	if o.Memory > 0 && o.Memory < MinMemory {
-		return optionErr("Options.Memory", fmt.Sprint(o.Memory), "is below the %d bytes (%d MiB) a sandbox needs to start (MinMemory); "+
-			"give at least that, or a negative value for no limit", MinMemory, MinMemory>>20)
+		return optionErr("Options.Memory", fmt.Sprint(o.Memory), "is below the %d bytes (%d MiB) a sandbox needs to start (MinMemory); give at least that",
+			MinMemory, MinMemory>>20)
 	}
 	if o.CPUs != o.CPUs || o.CPUs > 1024 {
 		return optionErr("Options.CPUs", fmt.Sprint(o.CPUs), "must be a number of CPUs up to 1024")
@@ -151,6 +159,20 @@ func checkHostDir(option, dir string) error {
 		return optionErr(option, dir, "is not a directory")
 	}
 	return nil
+}
+
+// checkWorkspace checks a host Workspace: it is used as it is, never made,
+// and the sandbox's host ids must be able to write it.
+func checkWorkspace(o *Options) error {
+	uid, gid := o.HostIDs()
+	if _, err := os.Stat(o.Workspace); errors.Is(err, fs.ErrNotExist) && path.IsAbs(o.Workspace) {
+		return optionErr("Options.Workspace", o.Workspace, "does not exist: a host workspace is used as it is, never made; "+
+			"create it, writable by the sandbox's host uid %d (mkdir %s, and as root chown %d:%d %s)", uid, o.Workspace, uid, gid, o.Workspace)
+	}
+	if err := checkHostDir("Options.Workspace", o.Workspace); err != nil {
+		return err
+	}
+	return checkWritableBy("Options.Workspace", o.Workspace, uid, gid)
 }
 
 func checkTarget(option, t string) error {

@@ -26,9 +26,11 @@ func (r *ProbeReport) Layer(name string) (Layer, bool) {
 	return Layer{}, false
 }
 
-// String lists the layers one a line.
+// String is the Summary on its first line, then the kernel and the layers
+// one a line.
 func (r *ProbeReport) String() string {
 	var b strings.Builder
+	b.WriteString(r.Summary() + "\n")
 	b.WriteString("kernel: " + r.Kernel + "\n")
 	for _, l := range r.Layers {
 		mark := "yes"
@@ -59,4 +61,30 @@ func (r *ProbeReport) CanRun() bool {
 		}
 	}
 	return true
+}
+
+// CanRunDefault reports whether Run with the default Options can run for
+// the caller Probe ran as: CanRun, and a writable cgroup for the run's
+// limits (the "cgroup" layer), without which the default
+// Options.LimitPolicy, EnforceLimits, refuses every run.
+func (r *ProbeReport) CanRunDefault() bool {
+	l, ok := r.Layer("cgroup")
+	return r.CanRun() && ok && l.Available
+}
+
+// probeBestEffortHint gives the two ways to run where only the cgroup for
+// the limits is missing, in the library's terms and the tool's.
+const probeBestEffortHint = "delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.CgroupParent), " +
+	"or run with best effort (Options.LimitPolicy = BestEffortLimits; sandbox run --best-effort), rlimits standing in for the limits"
+
+// Summary is the report's verdict in one line: whether sandboxes can run,
+// and where only runs with best-effort limits can, the two fixes first.
+func (r *ProbeReport) Summary() string {
+	switch {
+	case !r.CanRun():
+		return "sandboxes cannot run on this host: see the layers marked \"no\""
+	case !r.CanRunDefault():
+		return "a default Run is refused here, for want of a writable cgroup for its limits: " + probeBestEffortHint
+	}
+	return "sandboxes can run on this host"
 }

@@ -119,5 +119,12 @@ func TestProbe(t *testing.T) {
 		if cg.Available != (err == nil) || (err != nil && !errors.Is(err, ErrNoCgroup)) {
 			t.Errorf("Probe's cgroup layer %+v, but Run with default limits returned %v", cg, err)
 		}
+		// The verdict, on the report's first line, is what a default
+		// Run does for this caller.
+		first, _, _ := strings.Cut(r.String(), "\n")
+		if r.CanRunDefault() != (err == nil) || first != r.Summary() ||
+			(err == nil) != (first == "sandboxes can run on this host") {
+			t.Errorf("Probe says CanRunDefault=%v, first line %q, but a default Run returned %v", r.CanRunDefault(), first, err)
+		}
 	}
 }

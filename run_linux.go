@@ -193,6 +193,33 @@ func initDied(ws syscall.WaitStatus, exit wire.Exit, cfg *wire.Config) error {
 	return &SetupError{Stage: "start", Op: "the sandbox's init died during setup", Err: errors.New(why)}
 }
 
+// noCgroupHint is what to do where no writable cgroup exists for a run's
+// limits: the two fixes, as Run's refusal and Probe give them.
+const noCgroupHint = "set Options.LimitPolicy = BestEffortLimits to run with rlimits standing in for the limits, " +
+	"or delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.CgroupParent)"
+
+// notFoundError is a program the init could not find. It matches
+// ErrNotFound, and ENOENT (os.ErrNotExist).
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string   { return e.msg }
+func (e *notFoundError) Unwrap() []error { return []error{ErrNotFound, unix.ENOENT} }
+
+// notFound says where the program was looked for: at its path when it has
+// a slash, else in the directories of PATH in env.
+func notFound(prog string, env []string) error {
+	if strings.Contains(prog, "/") {
+		return &notFoundError{fmt.Sprintf("sandbox: program %q not found: no such file in the sandbox", prog)}
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return &notFoundError{fmt.Sprintf("sandbox: program %q not found in the sandbox's PATH (%s)", prog, path)}
+}
+
 // setupError rebuilds the init's error with its identity.
 func setupError(se *wire.SetupError, cfg *wire.Config) error {
 	var cause error = syscall.Errno(se.Errno)
@@ -201,7 +228,7 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 	}
 	switch {
 	case se.Stage == "exec" && se.Op == "look up program" && se.Errno == int(unix.ENOENT):
-		return fmt.Errorf("sandbox: program %q not found in the sandbox: %w", se.Path, ErrNotFound)
+		return notFound(se.Path, cfg.Env)
 	case se.Stage == "exec" && se.Errno == int(unix.EACCES):
 		return fmt.Errorf("sandbox: program %q is not executable in the sandbox: %w", se.Path, cause)
 	case se.Stage == "clone":
@@ -209,9 +236,7 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 			return ue
 		}
 	case se.Stage == "cgroup" && se.Op == noCgroupOp:
-		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text, Err: ErrNoCgroup,
-			Hint: "run as root, delegate a cgroup v2 subtree to this user (systemd Delegate=yes) or name one in Options.CgroupParent, " +
-				"or set Options.LimitPolicy = BestEffortLimits to run with rlimits instead"}
+		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text, Err: ErrNoCgroup, Hint: noCgroupHint}
 	case se.Stage == "spawner":
 		return fmt.Errorf("sandbox: %w: %s", ErrSpawner, se.Text)
 	case strings.HasPrefix(se.Op, "open source") && se.Errno == int(unix.EACCES):

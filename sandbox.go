@@ -59,8 +59,10 @@ type Options struct {
 	Rootfs string
 
 	// Workspace, if set, is a host directory bound read-write at
-	// /workspace, shared by every Run and kept after Close. It must be
-	// writable by the sandbox's host uid (see HostUID). Empty means the
+	// /workspace, shared by every Run and kept after Close. It must exist
+	// (it is used as it is, never made) and be writable by the sandbox's
+	// host uid (see HostUID and HostIDs): New refuses it otherwise, as it
+	// refuses a writable Bind that uid cannot write. Empty means the
 	// session's own tmpfs of WorkspaceSize bytes (see Sandbox).
 	Workspace string
 	// WorkspaceSize caps the session's tmpfs /workspace, in bytes, across

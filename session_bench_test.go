@@ -41,6 +41,8 @@ func benchSession(b *testing.B, flat, seeded bool) *Sandbox {
 	}
 	b.Cleanup(func() { os.RemoveAll(tree) })
 	os.Chmod(tree, 0o755)
+	uid, gid := (&Options{}).HostIDs()
+	os.Chown(tree, uid, gid) // New refuses a Workspace its sandbox cannot write
 	benchWorkspace(b, tree)
 	o := Options{WorkspaceSize: 1 << 30}
 	if seeded {
