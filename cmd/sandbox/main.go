@@ -11,9 +11,9 @@
 //
 // Every run has a seccomp filter: the library's default policy, a Docker or
 // OCI profile given with --seccomp FILE.json, or none with --seccomp
-// unconfined. Refused syscalls fail with their errno and are listed on
-// stderr (in "denials" with --json); --seccomp-kill ends the run at the
-// first.
+// unconfined. Refused syscalls fail with their errno and are listed in
+// "denials" with --json, and on stderr with -v; --seccomp-kill ends the run
+// at the first.
 //
 // A run has no network but loopback. --net allow:LIST lets it reach the
 // listed hosts through an HTTP proxy the tool serves for the run (the
@@ -100,9 +100,18 @@ func cli(args []string, s streams) int {
 	case "help", "-h", "-help", "--help":
 		return helpMain(rest, s)
 	default:
-		fmt.Fprintf(s.stderr, "sandbox: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(s.stderr, "sandbox: unknown command %q\n%s", cmd, seeHelp(""))
 		return exitFailure
 	}
+}
+
+// seeHelp is the line after a usage error, pointing at the help of cmd
+// (or of the tool, when cmd is empty) instead of repeating it.
+func seeHelp(cmd string) string {
+	if cmd == "" {
+		return "Run \"sandbox help\" for the commands.\n"
+	}
+	return fmt.Sprintf("Run \"sandbox help %s\" for its flags.\n", cmd)
 }
 
 func helpMain(args []string, s streams) int {
@@ -118,7 +127,7 @@ func helpMain(args []string, s streams) int {
 	case "policy":
 		fmt.Fprint(s.stdout, policyUsage)
 	default:
-		fmt.Fprintf(s.stderr, "sandbox: help: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(s.stderr, "sandbox: help: unknown command %q\n%s", args[0], seeHelp(""))
 		return exitFailure
 	}
 	return 0

@@ -211,7 +211,7 @@ func TestParseRunLimits(t *testing.T) {
 		{[]string{"--memory", "unlimited"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
 		{[]string{"--memory", "Unlimited"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
 		{[]string{"--memory=32M"}, func(o sandbox.Options) bool { return o.Memory == 32<<20 }},
-		{[]string{"--memory", "1"}, func(o sandbox.Options) bool { return o.Memory == 1 }},
+		{[]string{"--memory", "16M"}, func(o sandbox.Options) bool { return o.Memory == sandbox.MinMemory }},
 		{[]string{"--cpus", "0"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
 		{[]string{"--cpus", "0.0"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
 		{[]string{"--cpus", "-1"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
@@ -224,10 +224,12 @@ func TestParseRunLimits(t *testing.T) {
 		{[]string{"--pids", "1"}, func(o sandbox.Options) bool { return o.Pids == 1 }},
 		{[]string{"--tmp-size", "1"}, func(o sandbox.Options) bool { return o.TmpSize == 1 }},
 		{[]string{"--workspace-size", "2G"}, func(o sandbox.Options) bool { return o.WorkspaceSize == 2<<30 }},
+		{[]string{"--max-file-size", "100M"}, func(o sandbox.Options) bool { return o.MaxFileSize == 100<<20 }},
+		{[]string{"--max-file-size", "unlimited"}, func(o sandbox.Options) bool { return o.MaxFileSize < 0 }},
 		{[]string{"--best-effort"}, func(o sandbox.Options) bool { return o.LimitPolicy == sandbox.BestEffortLimits }},
 		{[]string{"--best-effort=false"}, func(o sandbox.Options) bool { return o.LimitPolicy == sandbox.EnforceLimits }},
 		// The last of a repeated flag wins, as for the other flags.
-		{[]string{"--memory", "unlimited", "--memory", "1M"}, func(o sandbox.Options) bool { return o.Memory == 1<<20 }},
+		{[]string{"--memory", "unlimited", "--memory", "32M"}, func(o sandbox.Options) bool { return o.Memory == 32<<20 }},
 	} {
 		cfg, err := parseRun(append(tc.args, "--", "true"))
 		if err != nil {
@@ -277,6 +279,7 @@ func TestParseRunErrors(t *testing.T) {
 		{[]string{"--workspace-size", "0K", "--", "true"}, "-workspace-size"},
 		{[]string{"--workspace-size", "big", "--", "true"}, "-workspace-size"},
 		{[]string{"--best-effort=sometimes", "--", "true"}, "-best-effort"},
+		{[]string{"--max-file-size", "big", "--", "true"}, "-max-file-size"},
 		{[]string{"--timeout", "1s"}, "no command"},
 		{[]string{"--"}, "no command"},
 		{nil, "no command"},
@@ -316,6 +319,8 @@ func TestExplainNamesFlag(t *testing.T) {
 	}{
 		{[]string{"--cpus", "2000"}, `--cpus "2000"`},
 		{[]string{"--cpus", "0.001"}, `--cpus "0.001"`},
+		{[]string{"--memory", "100"}, `--memory "100": is below the 16777216 bytes (16 MiB) a sandbox needs to start`},
+		{[]string{"--workspace", "/nonexistent-dir-for-test"}, `--workspace "/nonexistent-dir-for-test": does not exist`},
 	} {
 		cfg, err := parseRun(append(tc.args, "--", "true"))
 		if err != nil {
@@ -362,6 +367,24 @@ func TestCLIUsageErrors(t *testing.T) {
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("cli(%q) = %d, stderr %q; want %d and %q in stderr", tc.args, code, stderr.String(), tc.code, tc.want)
 		}
+		// A usage error is its line and where to read more, not the
+		// whole flag list.
+		if len(tc.args) > 0 && (strings.Count(stderr.String(), "\n") > 2 || strings.Contains(stderr.String(), "--timeout")) {
+			t.Errorf("cli(%q): stderr %q, want at most the error and a pointer to the help", tc.args, stderr.String())
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--nope", "--", "true"}, "sandbox: run: flag provided but not defined: -nope\nRun \"sandbox help run\" for its flags.\n"},
+		{[]string{"probe", "extra"}, "sandbox: probe: unexpected argument \"extra\"\nRun \"sandbox help probe\" for its flags.\n"},
+		{[]string{"frob"}, "sandbox: unknown command \"frob\"\nRun \"sandbox help\" for the commands.\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if cli(tc.args, streams{stdout: &stdout, stderr: &stderr}); stderr.String() != tc.want {
+			t.Errorf("cli(%q): stderr %q, want %q", tc.args, stderr.String(), tc.want)
+		}
 	}
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "run"}, {"help", "probe"}, {"run", "-h"}, {"probe", "--help"}} {
 		var stdout, stderr bytes.Buffer
@@ -383,8 +406,8 @@ func TestExitStatus(t *testing.T) {
 		{"exit 3", &sandbox.Result{Outcome: sandbox.Exited, ExitCode: 3}, nil, 3},
 		{"signal", &sandbox.Result{Outcome: sandbox.Signaled, ExitCode: -1, Signal: 9}, nil, 137},
 		{"out of memory", &sandbox.Result{Outcome: sandbox.OutOfMemory, ExitCode: -1, Signal: 9, OOMKills: 1}, nil, 137},
-		{"timeout", &sandbox.Result{Outcome: sandbox.Timeout, ExitCode: -1, Signal: 9}, errors.New("deadline"), exitTimeout},
-		{"canceled", &sandbox.Result{Outcome: sandbox.Canceled, ExitCode: -1, Signal: 9}, errors.New("canceled"), 130},
+		{"timeout", &sandbox.Result{Outcome: sandbox.Timeout, ExitCode: -1, Signal: 9}, nil, exitTimeout},
+		{"canceled", &sandbox.Result{Outcome: sandbox.Canceled, ExitCode: -1, Signal: 9}, nil, 130},
 		{"not found", &sandbox.Result{Outcome: sandbox.Exited, ExitCode: 127}, errors.Join(notFound, sandbox.ErrNotFound), 127},
 		{"not executable", &sandbox.Result{Outcome: sandbox.Exited, ExitCode: 126}, errors.New("permission denied"), 126},
 		{"not found, no result", nil, sandbox.ErrNotFound, exitFailure},
@@ -537,11 +560,13 @@ func TestCLI(t *testing.T) {
 		{"exit code", []string{"run", "--best-effort", "--", "/bin/sh", "-c", "exit 3"}, 3, "", ""},
 		{"streams output", []string{"run", "--best-effort", "--env", "A=b", "--", "/bin/sh", "-c", "echo $A; echo oops >&2"}, 0, "b\n", "oops\n"},
 		{"timeout", []string{"run", "--best-effort", "--timeout", "200ms", "--", "/bin/sleep", "10"}, exitTimeout, "", "--timeout"},
-		{"not found", []string{"run", "--best-effort", "--", "/nonexistent-prog"}, exitNotFound, "", "not found"},
+		{"not found", []string{"run", "--best-effort", "--", "/nonexistent-prog"}, exitNotFound, "", `"/nonexistent-prog" not found: no such file`},
+		{"not in PATH", []string{"run", "--best-effort", "--", "nonexistent-prog"}, exitNotFound, "", `"nonexistent-prog" not found in the sandbox's PATH`},
+		{"memory below the minimum", []string{"run", "--memory", "64K", "--", "/bin/true"}, exitFailure, "",
+			`--memory "64K": is below the 16777216 bytes (16 MiB) a sandbox needs to start`},
 		{"no limits", []string{"run", "--memory", "0", "--cpus", "unlimited", "--pids", "-1", "--", "/bin/sh", "-c", "echo ok"}, 0, "ok\n", ""},
 		{"bad --memory", []string{"run", "--memory", "12X", "--", "/bin/true"}, exitFailure, "", "-memory"},
-		{"probe", []string{"probe"}, 0, "", ""},
-		{"seccomp refusal reported", []string{"run", "--best-effort", "--", "python3", "-c",
+		{"seccomp refusal reported with -v", []string{"run", "--best-effort", "-v", "--", "python3", "-c",
 			"import ctypes; print(ctypes.CDLL(None).unshare(0x10000000))"}, 0, "-1\n", "the seccomp policy refused: unshare (EPERM)"},
 		{"seccomp kill", []string{"run", "--best-effort", "--seccomp-kill", "--", "python3", "-c",
 			"import ctypes; ctypes.CDLL(None).unshare(0x10000000); print('not reached')"}, exitSeccomp, "", "killed at syscall unshare"},
@@ -691,7 +716,8 @@ func TestCLI(t *testing.T) {
 	})
 
 	// --workspace keeps files from one invocation to the next; a missing
-	// directory is made for the sandbox's uid. Without it nothing stays.
+	// directory is refused, as the library refuses it, and not made.
+	// Without it nothing stays.
 	t.Run("workspace across invocations", func(t *testing.T) {
 		parent, err := os.MkdirTemp("", "sandbox-cli-")
 		if err != nil {
@@ -700,6 +726,11 @@ func TestCLI(t *testing.T) {
 		defer os.RemoveAll(parent)
 		os.Chmod(parent, 0o755)
 		ws := filepath.Join(parent, "project")
+		code, _, stderr := run(t, "run", "--best-effort", "--workspace", ws, "--", "/bin/true")
+		if _, err := os.Stat(ws); code != exitFailure || !strings.Contains(stderr, "does not exist") || err == nil {
+			t.Errorf("a missing --workspace: exit %d, stderr %q, made: %v; want it refused and not made", code, stderr, err == nil)
+		}
+		workspaceFor(t, ws)
 		for i, c := range []struct{ script, want string }{
 			{"echo print 1 > main.py; ls", "main.py\n"},
 			{"cat main.py; echo more >> main.py", "print 1\n"},
@@ -719,6 +750,64 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
+	// --max-file-size bounds a file in a host workspace: dd fails as a
+	// program does at EFBIG, not killed by SIGXFSZ; without it 100 MB fit.
+	t.Run("max file size", func(t *testing.T) {
+		parent, err := os.MkdirTemp("", "sandbox-cli-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(parent)
+		os.Chmod(parent, 0o755) // t.TempDir's parent is private to root
+		ws := filepath.Join(parent, "ws")
+		workspaceFor(t, ws)
+		dd := `dd if=/dev/zero of=big bs=1M count=100 2>&1 >/dev/null | grep -o 'File too large'; echo "exit ${PIPESTATUS[0]}"`
+		code, out, stderr := run(t, "run", "--best-effort", "--workspace", ws, "--max-file-size", "1M", "--", "bash", "-c", dd)
+		if code != 0 || out != "File too large\nexit 1\n" {
+			t.Errorf("--max-file-size 1M: exit %d, stdout %q, stderr %q; want dd to fail with \"File too large\" and exit 1", code, out, stderr)
+		}
+		code, out, stderr = run(t, "run", "--best-effort", "--workspace", ws, "--", "bash", "-c", dd)
+		if fi, err := os.Stat(filepath.Join(ws, "big")); code != 0 || out != "exit 0\n" || err != nil || fi.Size() != 100<<20 {
+			t.Errorf("default: exit %d, stdout %q, stderr %q, host file %v; want 100 MiB written", code, out, stderr, err)
+		}
+	})
+
+	// A refused syscall is on stderr only with -v; --json always lists it.
+	t.Run("denials quiet by default", func(t *testing.T) {
+		prog := []string{"python3", "-c", "import ctypes; print(ctypes.CDLL(None).unshare(0x10000000))"}
+		code, out, stderr := run(t, append([]string{"run", "--best-effort", "--"}, prog...)...)
+		if code != 0 || out != "-1\n" || stderr != "" {
+			t.Errorf("exit %d, stdout %q, stderr %q; want -1 and nothing on stderr", code, out, stderr)
+		}
+		code, got, stderr := runJSON(t, append([]string{"--best-effort", "--"}, prog...)...)
+		if ds, _ := got["denials"].([]any); code != 0 || len(ds) != 1 || stderr != "" || ds[0].(map[string]any)["syscall"] != "unshare" {
+			t.Errorf("--json: exit %d, denials %v, stderr %q; want unshare in denials", code, got["denials"], stderr)
+		}
+	})
+
+	// probe's first line is its verdict for this user: 0 where a default
+	// run works, 2 where only --best-effort runs do, saying how to fix it.
+	t.Run("probe", func(t *testing.T) {
+		code, out, stderr := run(t, "probe")
+		first, _, _ := strings.Cut(out, "\n")
+		switch code {
+		case 0:
+			if first != "sandboxes can run on this host" {
+				t.Errorf("exit 0, first line %q", first)
+			}
+		case exitBestEffortOnly:
+			if !strings.Contains(first, "Delegate=yes") || !strings.Contains(first, "--best-effort") {
+				t.Errorf("exit 2, first line %q; want both fixes", first)
+			}
+			code, _, stderr := run(t, "run", "--", "/bin/true")
+			if code != exitFailure || !strings.HasPrefix(stderr, "sandbox: pass --best-effort") {
+				t.Errorf("probe says a default run is refused; the run: exit %d, stderr %q, want a refusal that starts with the fix", code, stderr)
+			}
+		default:
+			t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
+		}
+	})
+
 	// Where this user cannot make cgroups, a run with limits is refused
 	// unless --best-effort, and the refusal says how to delegate a cgroup
 	// and how to run anyway.
@@ -735,6 +824,9 @@ func TestCLI(t *testing.T) {
 				t.Errorf("ran with the default policy, memory limit by %q, want a cgroup", by)
 			}
 		case exitFailure:
+			if !strings.HasPrefix(stderr, "sandbox: pass --best-effort") {
+				t.Errorf("stderr %q does not start with what to do", stderr)
+			}
 			for _, want := range []string{"Delegate=yes", "--best-effort"} {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("stderr %q does not mention %q", stderr, want)
@@ -747,6 +839,21 @@ func TestCLI(t *testing.T) {
 			t.Errorf("exit status %d, want 0 or %d; stderr %q", code, exitFailure, stderr)
 		}
 	})
+}
+
+// workspaceFor makes dir a --workspace the sandbox's host uid can write
+// (65534 when the test runs as root).
+func workspaceFor(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		uid, gid := (&sandbox.Options{}).HostIDs()
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestPolicyExport: the printed policy reads back as the default.

@@ -26,15 +26,19 @@ func newProbeFlags() *probeFlags {
 
 func printProbeUsage(w io.Writer, f *probeFlags) {
 	fmt.Fprint(w, "Usage: sandbox probe [--json]\n\n"+
-		"Reports which protections this host can provide. Exits 0 if sandboxes can run, 1 if not.\n\nFlags:\n")
+		"Reports which protections this host can provide to you, with the verdict on its first line.\n"+
+		"Exits 0 if a default run works, 2 if only runs with --best-effort do (no writable cgroup\n"+
+		"for the limits), 1 if sandboxes cannot run.\n\nFlags:\n")
 	printFlags(w, f.fs)
 }
 
 // jsonProbe is a sandbox.ProbeReport as --json prints it.
 type jsonProbe struct {
-	Kernel string      `json:"kernel"`
-	CanRun bool        `json:"can_run"`
-	Layers []jsonLayer `json:"layers"`
+	Summary       string      `json:"summary"` // the verdict, as the first line of the text report
+	Kernel        string      `json:"kernel"`
+	CanRun        bool        `json:"can_run"`         // with --best-effort at least
+	CanRunDefault bool        `json:"can_run_default"` // without it: a writable cgroup for the limits exists
+	Layers        []jsonLayer `json:"layers"`
 }
 
 type jsonLayer struct {
@@ -54,8 +58,7 @@ func probeMain(args []string, s streams) int {
 		err = fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
 	}
 	if err != nil {
-		fmt.Fprintf(s.stderr, "sandbox: probe: %v\n\n", err)
-		printProbeUsage(s.stderr, newProbeFlags())
+		fmt.Fprintf(s.stderr, "sandbox: probe: %v\n%s", err, seeHelp("probe"))
 		return exitFailure
 	}
 	report, err := sandbox.Probe()
@@ -64,7 +67,8 @@ func probeMain(args []string, s streams) int {
 		return exitFailure
 	}
 	if f.json {
-		out := jsonProbe{Kernel: report.Kernel, CanRun: report.CanRun(), Layers: []jsonLayer{}}
+		out := jsonProbe{Summary: report.Summary(), Kernel: report.Kernel, CanRun: report.CanRun(), CanRunDefault: report.CanRunDefault(),
+			Layers: []jsonLayer{}}
 		for _, l := range report.Layers {
 			out.Layers = append(out.Layers, jsonLayer(l))
 		}
@@ -76,15 +80,17 @@ func probeMain(args []string, s streams) int {
 			return exitFailure
 		}
 	} else {
-		fmt.Fprint(s.stdout, report)
-		if report.CanRun() {
-			fmt.Fprintln(s.stdout, "sandboxes can run on this host")
-		} else {
-			fmt.Fprintln(s.stdout, "sandboxes cannot run on this host: see the layers marked \"no\"")
-		}
+		fmt.Fprint(s.stdout, report) // the verdict first
 	}
-	if !report.CanRun() {
+	switch {
+	case !report.CanRun():
 		return 1
+	case !report.CanRunDefault():
+		return exitBestEffortOnly
 	}
 	return 0
 }
+
+// exitBestEffortOnly is the status of "sandbox probe" where only runs with
+// --best-effort work.
+const exitBestEffortOnly = 2

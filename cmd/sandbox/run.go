@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"regexp"
@@ -31,9 +30,11 @@ type runFlags struct {
 	env       envList
 	dir       string
 	json      bool
+	verbose   bool
 
 	// Resource limits, left zero (the library's defaults) unless given.
 	memory, pids, tmpSize, workspaceSize int64
+	maxFileSize                          int64
 	cpus                                 float64
 	bestEffort                           bool
 
@@ -45,7 +46,7 @@ type runFlags struct {
 
 // limitFlags are the flags whose values runConfig.given keeps as typed, for
 // messages about them.
-var limitFlags = []string{"memory", "cpus", "pids", "tmp-size", "workspace-size"}
+var limitFlags = []string{"memory", "cpus", "pids", "tmp-size", "workspace-size", "max-file-size"}
 
 func newRunFlags() *runFlags {
 	f := &runFlags{fs: flag.NewFlagSet("run", flag.ContinueOnError), seccomp: seccompFlag{value: "default"}}
@@ -59,12 +60,16 @@ func newRunFlags() *runFlags {
 		"like --ro-bind, but writable; `SRC[:DST]`, repeatable")
 	f.fs.Var(&f.workspace, "workspace",
 		"bind host `DIR` read-write at /workspace instead of a tmpfs, keeping its files for\n"+
-			"the next run; made if missing (owned by the sandbox's host uid: 65534 when run\n"+
-			"as root, else your own); an existing one must be writable by that uid")
+			"the next run; it must exist and be writable by the sandbox's host uid (65534 when\n"+
+			"run as root, else your own), as the library requires: it is never made")
 	f.fs.Var(&f.rootfs, "rootfs", "use host `DIR` (an extracted image) instead of the host's /usr, /bin, /lib*")
 	f.fs.Var(&f.env, "env", "set `K=V` in the program's environment, repeatable")
 	f.fs.StringVar(&f.dir, "dir", "", "working `DIR` inside the sandbox (default /workspace)")
 	f.fs.BoolVar(&f.json, "json", false, "capture output and print the result as one JSON object on stdout")
+	for _, name := range []string{"v", "verbose"} {
+		f.fs.BoolVar(&f.verbose, name, false, "also report on stderr the syscalls the seccomp filter refused\n"+
+			"(harmless probes, mostly; --json always lists them in \"denials\")")
+	}
 	f.fs.Var(&sizeFlag{v: &f.memory, unlimited: true}, "memory",
 		"cap the run's memory (RAM, page cache, files in /tmp and /workspace; no swap)\n"+
 			"at `SIZE`: bytes, or with K, M or G (powers of 1024; \"i\", \"iB\" or \"B\" may\n"+
@@ -79,6 +84,11 @@ func newRunFlags() *runFlags {
 		"size of the tmpfs /tmp, `SIZE` in the units of --memory (default "+formatSize(sandbox.DefaultTmpSize)+")")
 	f.fs.Var(&sizeFlag{v: &f.workspaceSize}, "workspace-size",
 		"size of the tmpfs /workspace, `SIZE` in the units of --memory (default "+formatSize(sandbox.DefaultWorkspaceSize)+")")
+	f.fs.Var(&sizeFlag{v: &f.maxFileSize, unlimited: true}, "max-file-size",
+		"cap each file the program writes at `SIZE` in the units of --memory; a write past\n"+
+			"it fails with \"File too large\". It bounds files in --workspace and --bind\n"+
+			"directories on the host's disk (the tmpfs sizes bound the rest); 0 or\n"+
+			"\"unlimited\" for no limit (default "+formatSize(sandbox.DefaultMaxFileSize)+")")
 	f.fs.BoolVar(&f.bestEffort, "best-effort", false,
 		"where no writable cgroup exists (an unprivileged user without a delegated\n"+
 			"cgroup, a cgroup v1 host), run anyway with rlimits standing in for the limits:\n"+
@@ -106,6 +116,7 @@ type runConfig struct {
 	dir     string
 	timeout time.Duration
 	json    bool
+	verbose bool
 	binds   []bindSpec        // the specs behind opts.Binds, for error messages
 	given   map[string]string // the limitFlags given, by name, as typed
 	seccomp seccompFlag
@@ -143,6 +154,7 @@ func parseRun(args []string) (*runConfig, error) {
 			// is no state to keep for a next one.
 			FreshWorkspace: f.workspace == "",
 			TmpSize:        f.tmpSize,
+			MaxFileSize:    f.maxFileSize,
 			Binds:          f.binds.binds(),
 			Memory:         f.memory,
 			CPUs:           f.cpus,
@@ -160,6 +172,7 @@ func parseRun(args []string) (*runConfig, error) {
 		dir:     f.dir,
 		timeout: f.timeout,
 		json:    f.json,
+		verbose: f.verbose,
 		binds:   f.binds.specs,
 		given:   given,
 		seccomp: f.seccomp,
@@ -192,12 +205,7 @@ func runMain(args []string, s streams) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(s.stderr, "sandbox: run: %v\n\n", err)
-		printRunUsage(s.stderr, newRunFlags())
-		return exitFailure
-	}
-	if err := makeWorkspace(cfg.opts); err != nil {
-		fmt.Fprintf(s.stderr, "sandbox: run: --workspace: %v\n", err)
+		fmt.Fprintf(s.stderr, "sandbox: run: %v\n%s", err, seeHelp("run"))
 		return exitFailure
 	}
 	sb := sandbox.New(cfg.opts)
@@ -227,8 +235,7 @@ func runMain(args []string, s streams) int {
 		err = cfg.explain(err)
 	}
 	if cgroupRefused(err) && cfg.opts.LimitPolicy != sandbox.BestEffortLimits {
-		err = fmt.Errorf("%w; with sandbox run: pass --best-effort to run with rlimits standing in for the limits, "+
-			"or --memory unlimited --cpus unlimited --pids unlimited to run without them", err)
+		err = &cgroupRefusal{err: err}
 	}
 	status := exitStatus(res, err, caught())
 	if cfg.json {
@@ -255,7 +262,8 @@ func runMain(args []string, s streams) int {
 	case err != nil:
 		fmt.Fprintln(s.stderr, errorLine(err))
 	}
-	if res != nil && res.Outcome != sandbox.SeccompKilled && len(res.Denials) > 0 && !cfg.json {
+	// A refused syscall is mostly a harmless probe: reported on request.
+	if res != nil && res.Outcome != sandbox.SeccompKilled && len(res.Denials) > 0 && !cfg.json && cfg.verbose {
 		fmt.Fprintf(s.stderr, "sandbox: %s: the seccomp policy refused: %s\n", cfg.args[0], denialList(res.Denials))
 	}
 	if res != nil && !cfg.json {
@@ -276,7 +284,7 @@ func (cfg *runConfig) memoryLimit() string {
 var optionFlags = map[string]string{
 	"Options.Rootfs": "--rootfs", "Options.Workspace": "--workspace", "Cmd.Dir": "--dir",
 	"Options.Memory": "--memory", "Options.CPUs": "--cpus", "Options.Pids": "--pids",
-	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size",
+	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size", "Options.MaxFileSize": "--max-file-size",
 	"Options.Seccomp": "--seccomp", "Options.SeccompKill": "--seccomp-kill",
 	"Options.Network": "--net", "Options.Egress": "--net",
 }
@@ -296,6 +304,22 @@ func denialList(ds []sandbox.Denial) string {
 // cgroupRefused reports whether err is Run's refusal to run without a
 // writable cgroup for the limits.
 func cgroupRefused(err error) bool { return errors.Is(err, sandbox.ErrNoCgroup) }
+
+// cgroupRefusal is Run's refusal to run without a writable cgroup, told
+// with the tool's fixes first and the library's reason after them.
+type cgroupRefusal struct{ err error }
+
+func (r *cgroupRefusal) Error() string {
+	why := r.err.Error()
+	if ue, ok := errors.AsType[*sandbox.UnsupportedError](r.err); ok {
+		why = ue.Feature + " not available: " + ue.Reason
+	}
+	return "sandbox: pass --best-effort to run with rlimits standing in for the limits, or delegate a cgroup v2 subtree " +
+		"to this user (systemd Delegate=yes), or run without limits (--memory unlimited --cpus unlimited --pids unlimited) (" + why + ")"
+}
+
+// Unwrap returns the library's refusal, which matches sandbox.ErrNoCgroup.
+func (r *cgroupRefusal) Unwrap() error { return r.err }
 
 // fail reports an error that kept the sandbox from running and returns 125.
 func (cfg *runConfig) fail(s streams, err error) int {
@@ -522,24 +546,4 @@ func newJSONResult(r *sandbox.Result) *jsonResult {
 		PidsLimitHit:    r.PidsLimitHit,
 		Limits:          limits,
 	}
-}
-
-// makeWorkspace creates a missing --workspace directory for the sandbox's
-// host uid, which is what the program runs as there.
-func makeWorkspace(o sandbox.Options) error {
-	dir := o.Workspace
-	if dir == "" {
-		return nil
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
-		return nil // New reports what is wrong with an existing one
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if os.Geteuid() == 0 {
-		uid, gid := o.HostIDs()
-		return os.Chown(dir, uid, gid)
-	}
-	return nil
 }
