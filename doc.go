@@ -239,12 +239,18 @@
 //   - When the caller is root, the sandbox maps to host uid/gid 65534
 //     (nobody) unless [Options.HostUID] and [Options.HostGID] say
 //     otherwise, so a [Options.Workspace] directory or a writable [Bind]
-//     must be writable by that uid. A caller that is not root maps its own
-//     ids.
+//     must be writable by that uid; [New] refuses one it cannot write, and
+//     a Workspace that does not exist, naming the uid and the fix. A
+//     caller that is not root maps its own ids.
+//   - [Options.Memory] of at least [MinMemory], what the sandbox's own
+//     init needs to build it.
 //
-// [Probe] reports which layers this host can provide. When a required one
-// is missing, Run's error matches [ErrNotSupported] and is an
-// [*UnsupportedError] that says what is missing and how to enable it.
+// [Probe] reports which layers this host can provide to the caller it runs
+// as; its report's first line ([ProbeReport.Summary]) says whether a Run
+// with the default Options works, and where only best-effort limits can,
+// the two fixes. When a required layer is missing, Run's error matches
+// [ErrNotSupported] and is an [*UnsupportedError] that starts with how to
+// enable it, then says what is missing.
 //
 // # Degradation
 //
@@ -260,6 +266,10 @@
 //     caller has none; Run then refuses unless [Options.LimitPolicy] is
 //     [BestEffortLimits], where rlimits stand in and the CPU share is not
 //     limited ([Result.Limits] says so).
+//   - RLIMIT_FSIZE ([Options.MaxFileSize]) bounds each file a run writes in
+//     a host Workspace or writable Bind, not their total; a quota on the
+//     host filesystem bounds that. The program starts with SIGXFSZ
+//     ignored, so a write past the bound fails with EFBIG.
 //   - A denied syscall costs a round trip to the supervisor (the kernel
 //     stops the caller until it is answered), a few microseconds, so a
 //     program that calls a refused syscall in a tight loop runs slower
