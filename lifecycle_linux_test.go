@@ -193,7 +193,9 @@ func TestInitDiesDuringSetup(t *testing.T) {
 	}
 	for _, inProcess := range []bool{false, true} {
 		for _, mem := range []int64{100, 64 << 10} {
-			s := newTest(t, Options{InProcess: inProcess})
+			// Not newTest: a pool prepared before the change would serve it.
+			s := New(testOpts(Options{InProcess: inProcess}))
+			defer s.Close()
 			s.opts.Memory = mem // past New's check
 			res, err := s.Run(context.Background(), Command("/bin/echo", "hi"))
 			var se *SetupError
