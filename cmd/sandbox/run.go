@@ -66,10 +66,9 @@ func newRunFlags() *runFlags {
 	f.fs.Var(&f.env, "env", "set `K=V` in the program's environment, repeatable")
 	f.fs.StringVar(&f.dir, "dir", "", "working `DIR` inside the sandbox (default /workspace)")
 	f.fs.BoolVar(&f.json, "json", false, "capture output and print the result as one JSON object on stdout")
-	for _, name := range []string{"v", "verbose"} {
-		f.fs.BoolVar(&f.verbose, name, false, "also report on stderr the syscalls the seccomp filter refused\n"+
-			"(harmless probes, mostly; --json always lists them in \"denials\")")
-	}
+	f.fs.BoolVar(&f.verbose, "verbose", false, "also report on stderr the syscalls the seccomp filter refused\n"+
+		"(harmless probes, mostly; --json always lists them in \"denials\")")
+	f.fs.BoolVar(&f.verbose, "v", false, "short for --verbose")
 	f.fs.Var(&sizeFlag{v: &f.memory, unlimited: true}, "memory",
 		"cap the run's memory (RAM, page cache, files in /tmp and /workspace; no swap)\n"+
 			"at `SIZE`: bytes, or with K, M or G (powers of 1024; \"i\", \"iB\" or \"B\" may\n"+
@@ -186,11 +185,14 @@ func printRunUsage(w io.Writer, f *runFlags) {
 }
 
 // printFlags lists a FlagSet's flags with two dashes, as they are usually
-// written (the flag package accepts both).
+// written (the flag package accepts both), and one-letter ones with one.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(fl *flag.Flag) {
 		name, help := flag.UnquoteUsage(fl)
 		line := "  --" + fl.Name
+		if len(fl.Name) == 1 {
+			line = "  -" + fl.Name
+		}
 		if name != "" {
 			line += " " + name
 		}
