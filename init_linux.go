@@ -177,6 +177,12 @@ func finishSandbox(cfg *wire.Config) (string, error) {
 // setup error. Policies are checked in New to allow what follows here:
 // sendmsg, close and execve.
 func loadFilter(cfg *wire.Config) error {
+	if cfg.Seccomp == nil || !cfg.SeccompListen {
+		// No listener to mark the end of setup: the exec mark does.
+		if _, err := unix.SendmsgN(initConnFd, []byte{execMark}, nil, nil, unix.MSG_NOSIGNAL); err != nil {
+			return &initError{Stage: "start", Op: "send exec mark", Err: err}
+		}
+	}
 	if cfg.Seccomp == nil {
 		return nil
 	}
@@ -198,6 +204,11 @@ func loadFilter(cfg *wire.Config) error {
 // listenerMark is the byte that carries the listener fd to the parent,
 // ahead of anything else the init sends.
 const listenerMark = 'L'
+
+// execMark is the byte an init without a listener to send sends instead,
+// before its filter and execve: an init that ends without either mark died
+// during setup.
+const execMark = 'X'
 
 // resetOOMScore undoes a negative oom_score_adj inherited from a supervisor
 // (-1000 would make the sandbox unkillable by the OOM killer).

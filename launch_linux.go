@@ -30,12 +30,13 @@ import (
 //	wire.GoMark, then SHUT_WR         →  reads the config and waits for GoMark
 //	                                     (EOF: exit), builds the sandbox
 //	                                  ←  on failure: wire.SetupError as JSON, exit 125
-//	                                  ←  with a filter's listener: one marked byte carrying
-//	                                     its fd, the last step before the execve
+//	                                  ←  setup done: the filter's listener, one marked
+//	                                     byte carrying its fd, or without one the exec
+//	                                     mark (execMark), just before the filter
 //	                                  ←  on success: nothing more; the fd is close-on-exec,
 //	                                     so the program's execve closes it (EOF)
-//	                                     (EOF or a reset before the listener that was
-//	                                     due: the init died during setup)
+//	                                     (EOF or a reset before a mark: the init died
+//	                                     during setup)
 //	wait4 → wire.Exit
 type handle struct {
 	ready chan *wire.SetupError // receives one value: nil once the program runs
@@ -216,7 +217,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		var sv *supervisor
 		if se == nil {
 			var l *seccomp.Listener
-			l, se = readVerdict(parent, plan, cfg.Seccomp != nil && cfg.SeccompListen)
+			l, se = readVerdict(parent, plan)
 			if l != nil {
 				var kill func()
 				if cfg.SeccompKill {
@@ -377,14 +378,15 @@ func sendGo(conn *os.File) *wire.SetupError {
 // readVerdict waits for the init: EOF alone means the program runs. A
 // filter's listener comes first, as one marked byte carrying the fd. A
 // failure is a wire.SetupError in JSON from the Go init, or a failure
-// record of plan from a planned one. An init that dies during setup
-// without a word (the OOM killer at a tiny memory limit, a write of its
-// report failing for want of memory) shows as a reset connection, or as
-// EOF without the listener it was to send (wantListener): that is a
-// SetupError with Op initDiedOp, which the caller explains with the
-// init's exit.
-func readVerdict(conn *os.File, plan *forkplan.Plan, wantListener bool) (*seccomp.Listener, *wire.SetupError) {
+// record of plan from a planned one, after the mark that ends the setup
+// (the listener's, or execMark). An init that dies during setup without a
+// word (the OOM killer at a tiny memory limit, a write of its report
+// failing for want of memory) shows as a reset connection, or as EOF
+// before a mark: that is a SetupError with Op initDiedOp, which the caller
+// explains with the init's exit.
+func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *wire.SetupError) {
 	var (
+		marked   bool // the init sent the mark that ends its setup
 		reply    []byte
 		listener *seccomp.Listener
 		buf      = make([]byte, 4096)
@@ -413,7 +415,7 @@ func readVerdict(conn *os.File, plan *forkplan.Plan, wantListener bool) (*seccom
 				f.Close()
 				continue
 			}
-			data = data[1:]
+			data, marked = data[1:], true
 			// A copy, so the listener's file is made non-blocking
 			// and lands in the runtime's poller.
 			fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
@@ -428,12 +430,15 @@ func readVerdict(conn *os.File, plan *forkplan.Plan, wantListener bool) (*seccom
 		if n == 0 {
 			break
 		}
+		if !marked && len(data) > 0 && data[0] == execMark {
+			data, marked = data[1:], true
+		}
 		reply = append(reply, data...)
 	}
+	if !marked && len(reply) == 0 {
+		return fail(&wire.SetupError{Stage: "start", Op: initDiedOp, Text: "the init ended before its setup was done"})
+	}
 	if len(reply) == 0 {
-		if wantListener && listener == nil {
-			return fail(&wire.SetupError{Stage: "start", Op: initDiedOp, Text: "the init ended before it sent the filter's listener"})
-		}
 		return listener, nil
 	}
 	if plan != nil {

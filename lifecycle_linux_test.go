@@ -191,20 +191,28 @@ func TestInitDiesDuringSetup(t *testing.T) {
 	if err := cgroupErr(); err != nil {
 		t.Skipf("the init dies here at a memory cgroup's limit, and none is writable: %v", err)
 	}
-	for _, inProcess := range []bool{false, true} {
+	// With and without a seccomp listener, whose fd otherwise marks the
+	// end of the setup.
+	for _, o := range []Options{{}, {InProcess: true}, {NoSeccomp: true}, {NoSeccomp: true, InProcess: true}} {
 		for _, mem := range []int64{100, 64 << 10} {
 			// Not newTest: a pool prepared before the change would serve it.
-			s := New(testOpts(Options{InProcess: inProcess}))
+			s := New(testOpts(o))
 			defer s.Close()
 			s.opts.Memory = mem // past New's check
 			res, err := s.Run(context.Background(), Command("/bin/echo", "hi"))
 			var se *SetupError
 			if res != nil || !errors.As(err, &se) || se.Stage != "start" || !strings.Contains(err.Error(), "the sandbox's init died during setup") {
-				t.Errorf("InProcess=%v, Memory %d: result %+v, err %v; want no Result and a SetupError saying the init died during setup",
-					inProcess, mem, res, err)
+				t.Errorf("InProcess=%v NoSeccomp=%v, Memory %d: result %+v, err %v; want no Result and a SetupError saying the init died during setup",
+					o.InProcess, o.NoSeccomp, mem, res, err)
 				continue
 			}
-			t.Logf("InProcess=%v, Memory %d: %v", inProcess, mem, err)
+			t.Logf("InProcess=%v NoSeccomp=%v, Memory %d: %v", o.InProcess, o.NoSeccomp, mem, err)
+		}
+	}
+	// Both marks end a setup that worked.
+	for _, o := range []Options{{NoSeccomp: true}, {NoSeccomp: true, InProcess: true}} {
+		if res := run(t, o, Command("/bin/echo", "hi")); !res.Success() || string(res.Stdout) != "hi\n" {
+			t.Errorf("InProcess=%v NoSeccomp: %v, stdout %q", o.InProcess, res.Err(), res.Stdout)
 		}
 	}
 }

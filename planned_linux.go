@@ -669,6 +669,11 @@ func (b *planner) process() {
 // and the hand-over of its listener.
 func (b *planner) filter() {
 	cfg := b.cfg
+	if cfg.Seccomp == nil || !cfg.SeccompListen {
+		// No listener to mark the end of setup: the exec mark does.
+		b.call(forkplan.Where{Stage: "start", Op: "send exec mark"}, unix.SYS_SENDTO, forkplan.Val(planConnFd), forkplan.Buf([]byte{execMark}),
+			forkplan.Val(1), forkplan.Val(unix.MSG_NOSIGNAL), forkplan.Val(0), forkplan.Val(0)).Want(1)
+	}
 	if cfg.Seccomp == nil {
 		return
 	}
