@@ -17,10 +17,10 @@
 // when the program could not be run as asked: the options were wrong
 // ([ErrInvalidOption]), this host cannot provide a protection
 // ([ErrNotSupported]), building the sandbox failed ([*SetupError], naming
-// the step), the program was not found ([ErrNotFound]), or ctx had ended
-// before Run. [Result.Err] turns every end but exit status 0 into an
-// error. The package writes nothing of its own unless [Options.Logger] is
-// set.
+// the step), the program was not found ([ErrNotFound]), or ctx ended
+// before the sandbox was started. [Result.Err] turns every end but exit
+// status 0 into an error. The package writes nothing of its own unless
+// [Options.Logger] is set.
 //
 //	sb := sandbox.New(sandbox.Options{})
 //	defer sb.Close()

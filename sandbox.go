@@ -350,8 +350,9 @@ func (s *Sandbox) Err() error { return s.err }
 // or a protection could not be put in place (an *UnsupportedError,
 // *SetupError naming the step, or *OptionError), when the program was not
 // found (ErrNotFound, with a Result whose ExitCode is 127), and when ctx
-// had ended before Run was called. Result.Err turns every end but exit
-// status 0 into an error, for callers who want one.
+// ended before the sandbox was handed its program (then it matches
+// ctx.Err()). Result.Err turns every end but exit status 0 into an error,
+// for callers who want one.
 func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	if s.err != nil {
 		return nil, s.err
