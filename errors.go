@@ -27,7 +27,7 @@ var ErrNotFound = exec.ErrNotFound
 // ErrNoCgroup is matched, along with ErrNotSupported, when Run refuses
 // because no cgroup this process may write exists for the run's limits
 // (see Options.LimitPolicy).
-var ErrNoCgroup = errors.New("no writable cgroup for the limits")
+var ErrNoCgroup = errors.New("no writable cgroup")
 
 // ErrSpawner is matched when the helper process that starts sandboxes died or
 // misbehaved; the next Run starts a new one. It is also matched when a
