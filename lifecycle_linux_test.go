@@ -155,6 +155,13 @@ func TestHostDirNotWritable(t *testing.T) {
 			t.Errorf("%+v: New: %v, want it accepted", o, err)
 		}
 	}
+	// One it owns, beneath a directory it cannot search.
+	hidden := filepath.Join(t.TempDir(), "ws") // t.TempDir's parent is 0700 root
+	os.Mkdir(hidden, 0o700)
+	os.Chown(hidden, uid, gid)
+	if err := New(Options{Workspace: hidden}).Err(); !strings.Contains(fmt.Sprint(err), fmt.Sprintf("cannot be reached by the sandbox's host uid %d", uid)) {
+		t.Errorf("a Workspace beneath a directory uid %d cannot search: New: %v, want it refused", uid, err)
+	}
 	missing := filepath.Join(open, "missing")
 	if err := New(Options{Workspace: missing}).Err(); !strings.Contains(fmt.Sprint(err), "does not exist") {
 		t.Errorf("a missing Workspace: New: %v, want it refused as missing", err)
