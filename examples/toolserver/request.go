@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fumehood/sandbox"
 )
 
 const (
@@ -196,7 +198,7 @@ func (c *config) validate(req *runRequest, languages map[string]language) (*runS
 	if spec.timeout, err = c.timeoutOf(l.Timeout); err != nil {
 		return nil, err
 	}
-	if spec.limits.memory, err = sizeField("limits.memory", l.Memory, c.maxMemory, 1<<20); err != nil {
+	if spec.limits.memory, err = sizeField("limits.memory", l.Memory, c.maxMemory, sandbox.MinMemory); err != nil {
 		return nil, err
 	}
 	if spec.limits.output, err = sizeField("limits.output", l.Output, c.maxOutput, 1); err != nil {

@@ -18,6 +18,7 @@ func TestValidation(t *testing.T) {
 	}{
 		{`{"command":["sh"],"limits":{"memory":"1G"}}`, "limits.memory", "maximum 256M"},
 		{`{"command":["sh"],"limits":{"memory":"lots"}}`, "limits.memory", "lots"},
+		{`{"command":["sh"],"limits":{"memory":"1M"}}`, "limits.memory", "at least 16M"},
 		{`{"command":["sh"],"limits":{"memory":true}}`, "limits.memory", "true"},
 		{`{"command":["sh"],"limits":{"timeout":"2m"}}`, "limits.timeout", "maximum 1m0s"},
 		{`{"command":["sh"],"limits":{"timeout":-1}}`, "limits.timeout", "more than 0"},
