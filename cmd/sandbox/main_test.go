@@ -806,6 +806,14 @@ func TestCLI(t *testing.T) {
 		default:
 			t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
 		}
+		jsonCode, jsonOut, _ := run(t, "probe", "--json")
+		var got struct {
+			Summary       string `json:"summary"`
+			CanRunDefault bool   `json:"can_run_default"`
+		}
+		if err := json.Unmarshal([]byte(jsonOut), &got); err != nil || jsonCode != code || got.Summary != first || got.CanRunDefault != (code == 0) {
+			t.Errorf("probe --json: exit %d, %+v (%v); want exit %d, the summary %q and can_run_default %v", jsonCode, got, err, code, first, code == 0)
+		}
 	})
 
 	// Where this user cannot make cgroups, a run with limits is refused
