@@ -341,6 +341,33 @@ func hostProcesses(marker string) []int {
 	return pids
 }
 
+// ownProcesses is hostProcesses narrowed to this process's descendants,
+// for markers that other programs' sandboxes on the host carry too.
+func ownProcesses(marker string) []int {
+	var pids []int
+	for _, pid := range hostProcesses(marker) {
+		for p := pid; p > 1; {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+			if err != nil {
+				break
+			}
+			// The parent follows the command's closing parenthesis.
+			fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+			if len(fields) < 2 {
+				break
+			}
+			if p, err = strconv.Atoi(fields[1]); err != nil {
+				break
+			}
+			if p == os.Getpid() {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
 // waitFor polls cond for up to 10 s.
 func waitFor(cond func() bool) bool {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {

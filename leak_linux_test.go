@@ -98,7 +98,7 @@ func takeSnapshot(t *testing.T) snapshot {
 		mounts:          countLines("/proc/self/mountinfo"),
 		spawnerMounts:   countLines(fmt.Sprintf("/proc/%d/mountinfo", pid)),
 		temp:            tempNames(),
-		cgroups:         len(runCgroups(t)),
+		cgroups:         len(cgroupsMadeBy(t, os.Getpid(), pid)),
 		spawnerChildren: children,
 	}
 }

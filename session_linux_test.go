@@ -503,7 +503,7 @@ func TestSessionCloseLeavesNothing(t *testing.T) {
 		t.Setenv("TMPDIR", t.TempDir())
 		before := takeSnapshot(t)
 		fdsBefore := openFds()
-		keepers := len(hostProcesses("sandbox-workspace"))
+		keepers := len(ownProcesses("sandbox-workspace"))
 		s := newSession(Options{WorkspaceFrom: seedDir(t)})
 		turn(t, s, "head -c 1048576 /dev/zero > big; mkdir -p d && echo x > d/f")
 		if _, err := s.Snapshot(); err != nil {
@@ -512,13 +512,13 @@ func TestSessionCloseLeavesNothing(t *testing.T) {
 		if err := s.WriteFile("h", []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(hostProcesses("sandbox-workspace")); n != keepers+1 {
+		if n := len(ownProcesses("sandbox-workspace")); n != keepers+1 {
 			t.Fatalf("%d keepers during the session, want %d", n, keepers+1)
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(hostProcesses("sandbox-workspace")); n != keepers {
+		if n := len(ownProcesses("sandbox-workspace")); n != keepers {
 			t.Errorf("%d keepers after Close, want %d", n, keepers)
 		}
 		if after := takeSnapshot(t); after != before {
@@ -580,7 +580,7 @@ func TestSessionWorkspaceKinds(t *testing.T) {
 	if _, err := fresh.Snapshot(); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("Snapshot with FreshWorkspace = %v", err)
 	}
-	if n := len(hostProcesses("sandbox-workspace")); n != 0 {
+	if n := len(ownProcesses("sandbox-workspace")); n != 0 {
 		t.Errorf("%d keepers run without a session workspace", n)
 	}
 
