@@ -225,3 +225,29 @@ func TestHostileTerminal(t *testing.T) {
 		})
 	}
 }
+
+// TestTerminalPooledRunsCold: in a Sandbox with a pool, a run with a
+// Terminal starts cold and leaves the pool to the runs without one.
+func TestTerminalPooledRunsCold(t *testing.T) {
+	requireSandbox(t)
+	s := newTest(t, Options{Pool: 1})
+	if err := s.fillPool(); err != nil {
+		t.Fatal(err)
+	}
+	c := Command("tty")
+	c.Terminal = &Terminal{}
+	res, err := s.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pooled || !strings.HasPrefix(string(res.Stdout), "/dev/pts/0") {
+		t.Errorf("pooled %v, tty said %q; want a cold run on /dev/pts/0", res.Pooled, res.Stdout)
+	}
+	res, err = s.Run(context.Background(), Command("true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Pooled {
+		t.Error("the run after the terminal's did not take the pool's prepared sandbox")
+	}
+}

@@ -25,6 +25,8 @@ type Pair struct {
 	// not the test's controlling terminal.
 	Peer     *os.File
 	PeerPath string
+
+	pending []byte // read from Master by Expect, after its last match
 }
 
 // Open opens a pty pair of the host's /dev/ptmx, closed when t ends.
@@ -44,10 +46,12 @@ func Open(t testing.TB) *Pair {
 		t.Fatalf("TIOCGPTN: %v", err)
 	}
 	path := "/dev/pts/" + strconv.Itoa(n)
-	peer, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOCTTY, 0)
+	// Not through os.OpenFile, which would make it non-blocking.
+	pfd, err := unix.Open(path, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatalf("open pty peer: %v", err)
 	}
+	peer := os.NewFile(uintptr(pfd), path)
 	t.Cleanup(func() { peer.Close() })
 	return &Pair{Master: master, Peer: peer, PeerPath: path}
 }
@@ -125,6 +129,26 @@ func (p *Pair) ReadUntil(want string, d time.Duration) ([]byte, bool) {
 		}
 	}
 	return out, true
+}
+
+// Expect reads the master until want comes, within d, and returns what
+// came before it; what came after it is kept for the next Expect.
+func (p *Pair) Expect(want string, d time.Duration) ([]byte, bool) {
+	buf := make([]byte, 4096)
+	p.Master.SetReadDeadline(time.Now().Add(d))
+	defer p.Master.SetReadDeadline(time.Time{})
+	for {
+		if i := bytes.Index(p.pending, []byte(want)); i >= 0 {
+			before := p.pending[:i]
+			p.pending = p.pending[i+len(want):]
+			return before, true
+		}
+		n, err := p.Master.Read(buf)
+		p.pending = append(p.pending, buf[:n]...)
+		if err != nil {
+			return p.pending, false
+		}
+	}
 }
 
 // CheckWorks checks that the terminal still carries input and output: a
