@@ -5,12 +5,15 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fumehood/sandbox/internal/ptytest"
+	"golang.org/x/sys/unix"
 )
 
 // TestTerminal runs programs on a Cmd.Terminal under both inits: the pty
@@ -249,5 +252,60 @@ func TestTerminalPooledRunsCold(t *testing.T) {
 	}
 	if !res.Pooled {
 		t.Error("the run after the terminal's did not take the pool's prepared sandbox")
+	}
+}
+
+// TestStdinFileThroughPipe gives Run an *os.File stdin: the program reads
+// it, to its end, from a pipe of its own (another file than the
+// caller's, seen from inside by its inode), and once Run has returned,
+// the caller's next input is the caller's again.
+func TestStdinFileThroughPipe(t *testing.T) {
+	requireSandbox(t)
+	s := newTest(t, Options{})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(r.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("line one\nline two\n"))
+	w.Close()
+	c := Command("sh", "-c", "stat -L -c %i /dev/stdin; cat")
+	c.Stdin = r
+	res, err := s.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino, rest, _ := strings.Cut(string(res.Stdout), "\n")
+	if rest != "line one\nline two\n" || ino == strconv.FormatUint(st.Ino, 10) {
+		t.Errorf("the program's stdin is inode %s (the caller's is %d) and gave %q", ino, st.Ino, rest)
+	}
+
+	// A stdin that never ends does not hold up Run, and what comes
+	// after it is left to the caller.
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	defer w2.Close()
+	w2.Write([]byte("first\n"))
+	c = Command("head", "-n1")
+	c.Stdin = r2
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err = s.Run(ctx, c)
+	if err != nil || string(res.Stdout) != "first\n" {
+		t.Fatalf("head said %q, %v", res.Stdout, err)
+	}
+	w2.Write([]byte("after\n"))
+	got := make([]byte, 64)
+	r2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := r2.Read(got)
+	if string(got[:n]) != "after\n" {
+		t.Errorf("the caller read %q (%v) after the run, want its own input", got[:n], err)
 	}
 }

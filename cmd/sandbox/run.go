@@ -201,7 +201,11 @@ func parseRun(args []string) (*runConfig, error) {
 
 // printRunUsage prints the synopsis and flags of "sandbox run".
 func printRunUsage(w io.Writer, f *runFlags) {
-	fmt.Fprint(w, "Usage: sandbox run [flags] -- COMMAND [ARG...]\n\nFlags:\n")
+	fmt.Fprint(w, "Usage: sandbox run [flags] -- COMMAND [ARG...]\n\n"+
+		"When stdin and stdout are terminals, COMMAND runs on a terminal of its own (a pty\n"+
+		"made in the sandbox), so that \"sandbox run -- bash\" is an interactive shell with\n"+
+		"job control; otherwise its stdin, stdout and stderr are pipes. Either way it holds\n"+
+		"no descriptor of yours, and your terminal is as it was afterwards.\n\nFlags:\n")
 	printFlags(w, f.fs)
 }
 
