@@ -309,3 +309,38 @@ func TestStdinFileThroughPipe(t *testing.T) {
 		t.Errorf("the caller read %q (%v) after the run, want its own input", got[:n], err)
 	}
 }
+
+// TestTerminalLeavesNoFds: the caller holds no pty master, or anything
+// else, after runs with a Terminal, those whose program is missing too.
+func TestTerminalLeavesNoFds(t *testing.T) {
+	requireSandbox(t)
+	fds := func() []string {
+		des, _ := os.ReadDir("/proc/self/fd")
+		var l []string
+		for _, de := range des {
+			link, _ := os.Readlink("/proc/self/fd/" + de.Name())
+			l = append(l, de.Name()+"="+link)
+		}
+		return l
+	}
+	for _, inProcess := range []bool{false, true} {
+		// FreshWorkspace: a session's workspace mount, fetched ahead
+		// for its next Run, would count.
+		s := newTest(t, Options{InProcess: inProcess, FreshWorkspace: true})
+		run := func(name string) {
+			c := Command(name)
+			c.Terminal = &Terminal{}
+			c.Stdin = strings.NewReader("x")
+			s.Run(context.Background(), c)
+		}
+		run("true") // the spawner starts
+		before := fds()
+		for range 3 {
+			run("true")
+			run("/no/such/program")
+		}
+		if after := fds(); len(after) != len(before) {
+			t.Errorf("InProcess %v: fds before the runs %v, after %v", inProcess, before, after)
+		}
+	}
+}
