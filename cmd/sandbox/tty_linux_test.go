@@ -175,6 +175,38 @@ func TestCLITerminalRestoredOnSignal(t *testing.T) {
 	}
 }
 
+// TestCLITerminalRestoredOnFailure: a run that fails (its program is not
+// there) puts the tool's terminal back too, before the error is printed.
+func TestCLITerminalRestoredOnFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	bin := cliBinary(t)
+	p := ptytest.Open(t)
+	before, err := ptytest.Snapshot(p.Peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := startOnPty(t, bin, p, "run", "--best-effort", "--tty", "--", "/no/such/program")
+	out, _ := p.Expect("not found", 15*time.Second)
+	if code := waitExit(t, cmd, p); code != exitNotFound {
+		t.Errorf("exit %d, want %d; printed %q", code, exitNotFound, out)
+	}
+	// The error line was written with the terminal's own output
+	// processing back on: its newline became CR LF.
+	if rest, _ := p.Expect("\n", time.Second); !bytes.HasSuffix(rest, []byte("\r")) {
+		t.Errorf("the error line ended %q, not CR LF: printed before the terminal was put back", rest)
+	}
+	after, err := ptytest.Snapshot(p.Peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("the tool's terminal was not put back:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
 // hostileTerminal is the library test's program of the same name: it
 // changes all it can of every descriptor it holds.
 const hostileTerminal = `import fcntl, os, struct, sys, termios
