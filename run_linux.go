@@ -107,7 +107,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 				if h.term == nil {
 					termErr = errors.New("sandbox: terminal: the sandbox's init sent no pty")
 				} else {
-					termErr = st.attach(h.term)
+					termErr = st.attach(h.term, h.kill)
 				}
 				if termErr != nil {
 					h.kill()
@@ -182,6 +182,10 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		return nil, err
 	case ws.Exited():
 		res.Outcome, res.ExitCode = Exited, ws.ExitStatus()
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && st.interrupted():
+		// SIGINT's default action, which the kernel does not take for
+		// a namespace's init (termInput).
+		res.Outcome, res.Signal = Signaled, syscall.SIGINT
 	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && exit.OOMKills > 0:
 		res.Outcome, res.Signal = OutOfMemory, ws.Signal()
 	case ws.Signaled():
@@ -233,8 +237,13 @@ type stdio struct {
 	counted [2]*countingWriter
 	wg      sync.WaitGroup
 
-	tty *ttyState // the Cmd's, when it has a Terminal; the child's stdio is then /dev/null
+	tty   *ttyState  // the Cmd's, when it has a Terminal; the child's stdio is then /dev/null
+	input *termInput // the Terminal's input, once attached
 }
+
+// interrupted says whether the run was ended for an interrupt its
+// program's init would have ignored (termInput).
+func (st *stdio) interrupted() bool { return st.input != nil && st.input.interrupted.Load() }
 
 func newStdio(cmd *Cmd, limit int64) (_ *stdio, err error) {
 	st := &stdio{stop: [2]int{-1, -1}}
@@ -332,14 +341,15 @@ func (st *stdio) copyOut(r io.Reader, w io.Writer) {
 // received master of the pty its init made: stdin into it, what it
 // outputs to the Cmd's Stdout (or Result.Stdout). Reads of master end
 // in EIO once every process of the sandbox has closed the pty.
-func (st *stdio) attach(master *os.File) error {
+func (st *stdio) attach(master *os.File, kill func()) error {
 	master, err := pollableMaster(master)
 	if err != nil {
 		return fmt.Errorf("sandbox: terminal: %w", err)
 	}
 	st.tty.setMaster(master)
+	st.input = &termInput{master: master, kill: kill}
 	if st.stdin != nil {
-		st.copyIn(noClose{master})
+		st.copyIn(noClose{st.input})
 	}
 	st.copyOut(master, st.outW[0])
 	return nil

@@ -269,6 +269,15 @@ type Cmd struct {
 	// TERM in Env for programs that look at it. Resize changes the
 	// window size while the program runs. A Sandbox with Options.Pool
 	// starts a run with a Terminal cold.
+	//
+	// The program is pid 1 of its sandbox, and the kernel ignores the
+	// signals it sends a namespace's init that the init does not handle:
+	// the interrupt character (Ctrl-C) would not end a program that
+	// leaves SIGINT to its default action, as it does on the host. When
+	// Stdin sends it to such a program in the foreground, Run takes the
+	// default action itself: it ends the run, with Outcome Signaled and
+	// Signal SIGINT. A shell's foreground jobs, and programs that handle
+	// SIGINT, get the signal as usual.
 	Terminal *Terminal
 
 	used bool

@@ -3,8 +3,12 @@
 package sandbox
 
 import (
+	"bytes"
 	"io"
 	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -95,4 +99,82 @@ func copyFileIn(dst io.WriteCloser, src *os.File, stop int) {
 			}
 		}
 	}
+}
+
+// termInput is what Run writes a Terminal's input through: the pty's
+// master, and the emulation of one default action the kernel does not
+// take. The program is pid 1 of its PID namespace, and the kernel ignores
+// any signal it sends a namespace's init that the init does not handle:
+// the SIGINT of the terminal's interrupt character (Ctrl-C) would leave
+// a "sleep 100" running, where on the host's terminal it ends it. When
+// that character goes in, with ISIG on, while the foreground job of the
+// terminal is led by the sandbox's init, which neither catches nor
+// ignores SIGINT, the run is killed instead and reported as ended by
+// SIGINT (interrupted).
+type termInput struct {
+	master      *os.File
+	kill        func()
+	interrupted atomic.Bool
+}
+
+func (w *termInput) Write(p []byte) (int, error) {
+	// Judged before the write: once the signal is in, a program that
+	// handled it may be on its way out, its handlers reset.
+	if w.ignoresInterrupt(p) {
+		w.interrupted.Store(true)
+		w.kill()
+	}
+	return w.master.Write(p)
+}
+
+// ignoresInterrupt says whether p holds the interrupt character of the
+// terminal, which the kernel would turn into a SIGINT its foreground job
+// ignores for being its sandbox's init without a handler.
+func (w *termInput) ignoresInterrupt(p []byte) bool {
+	rc, err := w.master.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var (
+		tio  *unix.Termios
+		pgrp int
+		ierr error
+	)
+	// On a pty's master, both requests read the peer's (the program's)
+	// side: its termios, and its foreground process group, as a pid of
+	// this process's namespace.
+	rc.Control(func(fd uintptr) {
+		if tio, ierr = unix.IoctlGetTermios(int(fd), unix.TCGETS); ierr == nil {
+			pgrp, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP)
+		}
+	})
+	if ierr != nil || tio.Lflag&unix.ISIG == 0 || tio.Cc[unix.VINTR] == 0 || !bytes.Contains(p, tio.Cc[unix.VINTR:unix.VINTR+1]) {
+		return false
+	}
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pgrp) + "/status")
+	if err != nil {
+		return false
+	}
+	return nsInitWithDefault(string(status), unix.SIGINT)
+}
+
+// nsInitWithDefault says whether the /proc/PID/status text describes the
+// init of a PID namespace (its innermost pid is 1) whose action for sig
+// is the default one.
+func nsInitWithDefault(status string, sig unix.Signal) bool {
+	var init, set bool
+	for line := range strings.Lines(status) {
+		key, val, _ := strings.Cut(strings.TrimSpace(line), ":")
+		fields := strings.Fields(val)
+		switch key {
+		case "NSpid":
+			init = len(fields) > 1 && fields[len(fields)-1] == "1"
+		case "SigIgn", "SigCgt":
+			mask, err := strconv.ParseUint(strings.Join(fields, ""), 16, 64)
+			if err != nil || mask&(1<<(uint(sig)-1)) != 0 {
+				set = true
+			}
+		}
+	}
+	return init && !set
 }

@@ -5,10 +5,12 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -341,6 +343,65 @@ func TestTerminalLeavesNoFds(t *testing.T) {
 		}
 		if after := fds(); len(after) != len(before) {
 			t.Errorf("InProcess %v: fds before the runs %v, after %v", inProcess, before, after)
+		}
+	}
+}
+
+// TestTerminalInterrupt: Ctrl-C on a program's terminal ends a program
+// that leaves SIGINT to its default action, although the program is its
+// sandbox's init, and reaches one that handles it.
+func TestTerminalInterrupt(t *testing.T) {
+	requireSandbox(t)
+	s := newTest(t, Options{})
+	run := func(script string) (*Result, string) {
+		t.Helper()
+		stdin, typed := io.Pipe()
+		defer typed.Close()
+		ready := make(chan struct{})
+		out := &notifyWriter{want: map[string]chan struct{}{"ready": ready}}
+		c := Command("/usr/bin/python3", "-c", script)
+		c.Terminal, c.Stdin, c.Stdout = &Terminal{}, stdin, out
+		go func() {
+			select {
+			case <-ready:
+				typed.Write([]byte{0x03})
+			case <-time.After(20 * time.Second):
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := s.Run(ctx, c)
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return res, out.String()
+	}
+	// Python's own SIGINT handler is set back to the default.
+	res, out := run("import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); print('ready', flush=True); time.sleep(100)")
+	if res.Outcome != Signaled || res.Signal != syscall.SIGINT {
+		t.Errorf("a program without a handler: outcome %v, signal %v, output %q; want SIGINT", res.Outcome, res.Signal, out)
+	}
+	res, out = run("import os, signal, time\nsignal.signal(signal.SIGINT, lambda *a: (os.write(1, b'caught\\n'), os._exit(3)))\nprint('ready', flush=True)\ntime.sleep(100)")
+	if res.Outcome != Exited || res.ExitCode != 3 || !strings.Contains(out, "caught") {
+		t.Errorf("a program with a handler: outcome %v, exit %d, output %q; want it caught", res.Outcome, res.ExitCode, out)
+	}
+}
+
+func TestNSInitWithDefault(t *testing.T) {
+	const init = "Name:\tsleep\nNSpid:\t4242\t1\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n"
+	for _, tc := range []struct {
+		status string
+		want   bool
+	}{
+		{init, true},
+		{strings.Replace(init, "\t1\n", "\t7\n", 1), false},               // not the init
+		{strings.Replace(init, "NSpid:\t4242\t1", "NSpid:\t1", 1), false}, // the caller's namespace's own init
+		{strings.Replace(init, "SigCgt:\t0000000000000000", "SigCgt:\t0000000000000002", 1), false},
+		{strings.Replace(init, "SigIgn:\t0000000000000000", "SigIgn:\t0000000000000002", 1), false},
+		{strings.Replace(init, "SigCgt:\t0000000000000000", "SigCgt:\t0000000000000001", 1), true}, // SIGHUP only
+	} {
+		if got := nsInitWithDefault(tc.status, syscall.SIGINT); got != tc.want {
+			t.Errorf("nsInitWithDefault(%q) = %v, want %v", tc.status, got, tc.want)
 		}
 	}
 }

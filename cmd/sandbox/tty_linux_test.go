@@ -134,6 +134,26 @@ func TestCLIInteractiveShell(t *testing.T) {
 	p.CheckWorks(t)
 }
 
+// TestCLIInterruptEndsPlainProgram: Ctrl-C ends a program that is not a
+// shell and does not handle SIGINT, as on the host, though it is its
+// sandbox's init; the exit status says SIGINT.
+func TestCLIInterruptEndsPlainProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	bin := cliBinary(t)
+	p := ptytest.Open(t)
+	cmd := startOnPty(t, bin, p, "run", "--best-effort", "--", "sh", "-c", "echo started; exec sleep 100")
+	if out, ok := p.Expect("started", 15*time.Second); !ok {
+		t.Fatalf("no start: %q", out)
+	}
+	p.Master.Write([]byte{0x03})
+	if code := waitExit(t, cmd, p); code != 128+int(syscall.SIGINT) {
+		t.Errorf("exit %d after Ctrl-C, want %d", code, 128+int(syscall.SIGINT))
+	}
+}
+
 // TestCLITerminalRestoredOnSignal: a tool ended by SIGTERM or SIGHUP while
 // its terminal is raw puts it back as it was.
 func TestCLITerminalRestoredOnSignal(t *testing.T) {
