@@ -40,8 +40,9 @@ import (
 //
 // The only fd the spawner sends is the master of a run's pty (made in the
 // sandbox: wire.TerminalMark); the caller keeps the read ends of the
-// output pipes and the write end of stdin. The proxy channel of a NetworkAllow run
-// is passed on to its init, which answers the caller on it directly.
+// output pipes and the write end of stdin. The proxy channel of a
+// NetworkAllow run is passed on to its init, which answers the caller on
+// it directly.
 
 const maxMessage = 1 << 20
 
