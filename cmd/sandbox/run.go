@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -254,35 +255,13 @@ func runMain(args []string, s streams) int {
 	}
 	cfg.seccomp.warnUnknown(s)
 
-	cmd := sandbox.Command(cfg.args[0], cfg.args[1:]...)
-	cmd.Env, cmd.Dir = cfg.env, cfg.dir
-	cmd.Stdin = stdinOf(s.stdin)
-	if !cfg.json {
-		cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
-	}
-	var saved *ttySaved
-	if cfg.wantsTerminal(s) {
-		cmd.Terminal = &sandbox.Terminal{}
-		cmd.Terminal.Rows, cmd.Terminal.Cols = windowSize()
-		if term := os.Getenv("TERM"); term != "" && !slices.ContainsFunc(cfg.env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
-			cmd.Env = append([]string{"TERM=" + term}, cmd.Env...)
-		}
-		if isTerminal(0) {
-			var err error
-			if saved, err = makeRaw(); err != nil {
-				return cfg.fail(s, fmt.Errorf("sandbox: run: put the terminal in raw mode: %w", err))
-			}
-			defer saved.restore()
-		}
-		defer relayResizes(cmd)()
-	}
-
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	var raw atomic.Pointer[ttySaved] // the tool's terminal as it was, while it is raw
 	caught := catchSignals(func() {
 		// A second signal would kill the tool before its deferred
 		// restore: the terminal is put back at the first.
-		if saved != nil {
+		if saved := raw.Load(); saved != nil {
 			saved.restore()
 		}
 		stop()
@@ -293,8 +272,30 @@ func runMain(args []string, s streams) int {
 		defer cancel()
 	}
 
+	cmd := sandbox.Command(cfg.args[0], cfg.args[1:]...)
+	cmd.Env, cmd.Dir = cfg.env, cfg.dir
+	cmd.Stdin = stdinOf(s.stdin)
+	if !cfg.json {
+		cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
+	}
+	if cfg.wantsTerminal(s) {
+		cmd.Terminal = &sandbox.Terminal{}
+		cmd.Terminal.Rows, cmd.Terminal.Cols = windowSize()
+		if term := os.Getenv("TERM"); term != "" && !slices.ContainsFunc(cfg.env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
+			cmd.Env = append([]string{"TERM=" + term}, cmd.Env...)
+		}
+		if isTerminal(0) {
+			saved, err := makeRaw()
+			if err != nil {
+				return cfg.fail(s, fmt.Errorf("sandbox: run: put the terminal in raw mode: %w", err))
+			}
+			raw.Store(saved)
+			defer saved.restore()
+		}
+		defer relayResizes(cmd)()
+	}
 	res, err := sb.Run(ctx, cmd)
-	if saved != nil {
+	if saved := raw.Load(); saved != nil {
 		saved.restore() // before anything is printed
 	}
 	if err != nil {
