@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/fumehood/sandbox"
 	"golang.org/x/sys/unix"
@@ -78,20 +79,24 @@ func windowSize() (rows, cols uint16) {
 }
 
 // relayResizes passes each change of the tool's window size (SIGWINCH)
-// on to cmd's terminal until the returned function is called.
+// on to cmd's terminal until the returned function is called. One that
+// comes before the program has started is passed on once it has.
 func relayResizes(cmd *sandbox.Cmd) (stop func()) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGWINCH)
 	done := make(chan struct{})
 	go func() {
+		var retry <-chan time.Time
 		for {
 			select {
 			case <-ch:
-				if rows, cols := windowSize(); rows > 0 && cols > 0 {
-					cmd.Resize(rows, cols) // fails only before the start or after the end
-				}
+			case <-retry:
 			case <-done:
 				return
+			}
+			retry = nil
+			if rows, cols := windowSize(); rows > 0 && cols > 0 && cmd.Resize(rows, cols) != nil {
+				retry = time.After(50 * time.Millisecond)
 			}
 		}
 	}()
