@@ -77,3 +77,27 @@ func benchHeap(b *testing.B, opts Options, sizes ...int) {
 		})
 	}
 }
+
+// BenchmarkRunTrueTerminal is BenchmarkRunTrue on a Cmd.Terminal: the
+// difference is the pty's making in the init, its master's hand-over to
+// the caller, and the relay.
+func BenchmarkRunTrueTerminal(b *testing.B) {
+	requireSandbox(b)
+	s := newTest(b, Options{})
+	ctx := context.Background()
+	cmd := func() *Cmd {
+		c := Command("/bin/true")
+		c.Terminal = &Terminal{}
+		return c
+	}
+	if _, err := s.Run(ctx, cmd()); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := s.Run(ctx, cmd())
+		if err != nil || !res.Success() {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+}

@@ -278,7 +278,15 @@
 //   - When [Cmd.Stdin] is an io.Reader other than an *os.File, the goroutine
 //     copying it into the sandbox is not waited for: Run returns when the
 //     sandbox ends even if the Reader is still blocked, and that goroutine
-//     ends only when the Reader returns.
+//     ends only when the Reader returns. An *os.File is read only while
+//     the run lasts (Run polls it, and reads only what is there), so
+//     nothing of the caller's later input is taken.
+//   - The program never holds a descriptor of the caller's: its stdin,
+//     stdout and stderr are pipes Run copies, or with [Cmd.Terminal] a pty
+//     of the sandbox's own devpts. Whatever it does to them (termios,
+//     O_NONBLOCK, the line discipline, flow control, TIOCEXCL, the window
+//     size) stays in the sandbox. The copy costs the caller a goroutine
+//     and a 32 KiB buffer per stream.
 //   - The program is pid 1 of its PID namespace: signals it sends itself
 //     without a handler are ignored, and orphans are reaped only when it
 //     exits.

@@ -624,17 +624,20 @@ func drain(fd int) string {
 }
 
 // tiocstiRun runs the tiocsti attack with the slave of a new pty as its
-// standard input, and returns the run's result, the attack's report and
-// what arrived on the terminal: the slave's input queue (what a shell
-// reading the terminal would get) and the master's side (echo).
-func tiocstiRun(t *testing.T, opts Options, text string) (*Result, *attack.Report, string) {
+// Cmd.Stdin, on a terminal of its own when terminal is set, and returns
+// the run's result, the attack's report and what arrived on the caller's
+// terminal: the slave's input queue (what a shell reading the terminal
+// would get) and the master's side (echo). Output is captured, for the
+// report.
+func tiocstiRun(t *testing.T, opts Options, text string, terminal bool) (*Result, *attack.Report, string) {
 	t.Helper()
 	master, slave := openPty(t)
 	s := newTest(t, attackOpts(t, opts))
 	cmd := helperCmd("attack", "tiocsti", text)
-	// An *os.File is handed to the program as it is; Stdout and Stderr
-	// always go through pipes, so only fd 0 is the terminal.
 	cmd.Stdin = slave
+	if terminal {
+		cmd.Terminal = &Terminal{}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := s.Run(ctx, cmd)
@@ -652,48 +655,57 @@ func tiocstiRun(t *testing.T, opts Options, text string) (*Result, *attack.Repor
 // TestEscapeTIOCSTI models CVE-2017-5226: bubblewrap's sandboxed program
 // shared the caller's terminal session and pushed a command into the
 // terminal's input with ioctl(TIOCSTI), which the caller's shell ran once
-// the sandbox exited. The test hands the program a new pty as its stdin;
-// the attack takes it as its controlling terminal (it is a session leader
-// without one) and injects a marker with TIOCSTI (plain, and with high
+// the sandbox exited. The test gives the program a new pty as its
+// Cmd.Stdin, and runs it once with pipes and once on a terminal of its
+// own; the attack takes what terminal it finds as its controlling
+// terminal and injects a marker with TIOCSTI (plain, and with high
 // request bits) and TIOCLINUX on fds 0-2 and /dev/tty. The marker must not
-// arrive on the terminal, and Denials must list ioctl. What stops it: the
+// arrive on the caller's terminal, and Denials must list ioctl. Two things
+// stop it: the program never holds a descriptor of the caller's terminal
+// (Run copies stdin through a pipe or the sandbox's own pty), and the
 // seccomp policy refuses TIOCSTI and TIOCLINUX on the request's low 32
-// bits. Kernels from 6.2 can also refuse TIOCSTI themselves
-// (dev.tty.legacy_tiocsti=0); the subtest without seccomp shows which
-// protection held here: there the marker arrives unless the kernel
-// refuses.
+// bits. The subtest without seccomp shows the first alone: the program
+// finds no terminal on its pipes, and on its own terminal the injection
+// works (unless the kernel refuses it: dev.tty.legacy_tiocsti=0, from
+// 6.2) and lands there, not on the caller's.
 func TestEscapeTIOCSTI(t *testing.T) {
 	requireSandbox(t)
 	legacy, err := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti")
 	t.Logf("dev.tty.legacy_tiocsti = %q (%v)", strings.TrimSpace(string(legacy)), err)
 	marker := fmt.Sprintf("sbxtest-injected-%d", time.Now().UnixNano())
-	res, rep, arrived := tiocstiRun(t, Options{}, marker)
-	requireBlocked(t, rep, 9)
-	for _, fd := range []string{"0", "1", "2"} {
-		requireRefusedBy(t, rep, "TIOCSTI on fd "+fd, "EPERM")
-		requireRefusedBy(t, rep, "TIOCSTI with high request bits on fd "+fd, "EPERM")
-		requireRefusedBy(t, rep, "TIOCLINUX paste selection on fd "+fd, "EPERM")
+	for _, terminal := range []bool{false, true} {
+		// A newline ends the echo of the injection on the program's
+		// own terminal before its report.
+		res, rep, arrived := tiocstiRun(t, Options{}, marker+"\n", terminal)
+		requireBlocked(t, rep, 9)
+		for _, fd := range []string{"0", "1", "2"} {
+			requireRefusedBy(t, rep, "TIOCSTI on fd "+fd, "EPERM")
+			requireRefusedBy(t, rep, "TIOCSTI with high request bits on fd "+fd, "EPERM")
+			requireRefusedBy(t, rep, "TIOCLINUX paste selection on fd "+fd, "EPERM")
+		}
+		requireDenied(t, res, "ioctl")
+		if arrived != "" {
+			t.Errorf("terminal %v: the caller's terminal got %q: the injection arrived", terminal, arrived)
+		}
+		t.Logf("terminal %v: seen inside: %v; on the caller's terminal: %q", terminal, rep.Seen, arrived)
 	}
-	requireDenied(t, res, "ioctl")
-	// Nothing but injected input can appear there: the program's output
-	// goes through pipes, and it reads nothing.
-	if arrived != "" {
-		t.Errorf("the terminal got %q: the injection arrived", arrived)
-	}
-	t.Logf("seen inside: %v; on the terminal: %q", rep.Seen, arrived)
 
-	// The same attack without the filter: the detector above works only
-	// if the marker then arrives, unless the kernel refuses by itself.
 	t.Run("NoSeccomp", func(t *testing.T) {
-		_, rep, arrived := tiocstiRun(t, Options{NoSeccomp: true}, marker)
+		_, rep, arrived := tiocstiRun(t, Options{NoSeccomp: true}, marker+"\n", false)
+		if a, _ := rep.Find("TIOCSTI on fd 0"); a.Worked || rep.Seen["fd 0 is a terminal"] != "ENOTTY" || strings.Contains(arrived, marker) {
+			t.Errorf("with pipes the program found a terminal: attempt %+v, seen %v, the caller's terminal got %q", a, rep.Seen, arrived)
+		}
+		res, rep, arrived := tiocstiRun(t, Options{NoSeccomp: true}, marker+"\n", true)
 		a, _ := rep.Find("TIOCSTI on fd 0")
 		switch {
+		case strings.Contains(arrived, marker):
+			t.Errorf("the injection into the program's own terminal reached the caller's: %q", arrived)
 		case strings.TrimSpace(string(legacy)) == "0":
 			t.Logf("the kernel refuses TIOCSTI itself (dev.tty.legacy_tiocsti=0): %+v; the detector is not exercised", a)
-		case !a.Worked || !strings.Contains(arrived, marker):
-			t.Errorf("without seccomp the injection should arrive: attempt %+v, terminal %q, seen %v", a, arrived, rep.Seen)
+		case !a.Worked || !strings.Contains(string(res.Stdout), marker):
+			t.Errorf("without seccomp the injection into the program's own terminal should work and echo there: attempt %+v, output %q", a, res.Stdout)
 		default:
-			t.Logf("without seccomp the marker arrived (%d bytes on the terminal): the detector works", len(arrived))
+			t.Logf("without seccomp the marker went into the program's own terminal only: the detector works")
 		}
 	})
 }

@@ -160,6 +160,11 @@ func finishSandbox(cfg *wire.Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if cfg.Terminal != nil {
+		if err := makeTerminal(cfg.Terminal); err != nil {
+			return "", err
+		}
+	}
 	if err := dropPrivileges(); err != nil {
 		return "", err
 	}
@@ -197,6 +202,48 @@ func loadFilter(cfg *wire.Config) error {
 	unix.Close(lfd)
 	if err != nil {
 		return &initError{Stage: "seccomp", Op: "send listener", Err: err}
+	}
+	return nil
+}
+
+// ptmxPath is the sandbox's own devpts instance's multiplexer: a pty made
+// there has nothing to do with the host's ptys.
+const ptmxPath = "/dev/pts/ptmx"
+
+// makeTerminal makes a pty in the sandbox's devpts, sized ws, makes its
+// peer the controlling terminal of this session (the init is its leader,
+// without one) and the program's 0, 1 and 2, and sends the master to the
+// launcher (wire.TerminalMark).
+func makeTerminal(ws *wire.Winsize) error {
+	fail := func(op string, err error) error {
+		return &initError{Stage: "terminal", Op: op, Path: ptmxPath, Err: err}
+	}
+	m, err := unix.Open(ptmxPath, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail("open", err)
+	}
+	defer unix.Close(m)
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		return fail("ioctl TIOCSPTLCK", err)
+	}
+	if err := unix.IoctlSetWinsize(m, unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols}); err != nil {
+		return fail("ioctl TIOCSWINSZ", err)
+	}
+	p, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		return fail("ioctl TIOCGPTPEER", errno)
+	}
+	defer unix.Close(int(p))
+	if err := unix.IoctlSetInt(int(p), unix.TIOCSCTTY, 0); err != nil {
+		return fail("ioctl TIOCSCTTY", err)
+	}
+	for fd := range 3 {
+		if err := unix.Dup3(int(p), fd, 0); err != nil {
+			return fail("dup3", err)
+		}
+	}
+	if err := unix.Sendmsg(initConnFd, []byte{wire.TerminalMark}, unix.UnixRights(m), nil, 0); err != nil {
+		return fail("send master", err)
 	}
 	return nil
 }

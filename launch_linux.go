@@ -29,6 +29,10 @@ import (
 //	clone + id maps + exec (os/exec)  →
 //	wire.GoMark, then SHUT_WR         →  reads the config and waits for GoMark
 //	                                     (EOF: exit), builds the sandbox
+//	                                  ←  with a terminal (cfg.Terminal): wire.TerminalMark
+//	                                     + SCM_RIGHTS(the pty's master)
+//	                                  ←  with a reporting filter: listenerMark
+//	                                     + SCM_RIGHTS(the filter's listener)
 //	                                  ←  on failure: wire.SetupError as JSON, exit 125
 //	                                  ←  setup done: the filter's listener, one marked
 //	                                     byte carrying its fd, or without one the exec
@@ -43,6 +47,10 @@ type handle struct {
 	done  chan wire.Exit        // receives one value when the init has been reaped
 	kill  func()                // kills the init, and so every process of the sandbox
 	lost  error                 // set before done when the spawner died under the run
+
+	// term is the master of the run's pty (cfg.Terminal), set before a
+	// nil ready value is sent; whoever receives that value owns it.
+	term *os.File
 
 	// reported is closed by the spawner once it has told the caller of
 	// done; the teardown of a run it serves waits for it (see launch).
@@ -217,7 +225,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		var sv *supervisor
 		if se == nil {
 			var l *seccomp.Listener
-			l, se = readVerdict(parent, plan)
+			l, h.term, se = readVerdict(parent, plan)
 			if l != nil {
 				var kill func()
 				if cfg.SeccompKill {
@@ -375,28 +383,32 @@ func sendGo(conn *os.File) *wire.SetupError {
 	return nil
 }
 
-// readVerdict waits for the init: EOF alone means the program runs. A
-// filter's listener comes first, as one marked byte carrying the fd. A
-// failure is a wire.SetupError in JSON from the Go init, or a failure
-// record of plan from a planned one, after the mark that ends the setup
-// (the listener's, or execMark). An init that dies during setup without a
-// word (the OOM killer at a tiny memory limit, a write of its report
-// failing for want of memory) shows as a reset connection, or as EOF
-// before a mark: that is a SetupError with Op initDiedOp, which the caller
-// explains with the init's exit.
-func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *wire.SetupError) {
+// readVerdict waits for the init: EOF alone means the program runs. The
+// master of the run's pty, then a filter's listener, come first, each as
+// one marked byte carrying the fd. A failure is a wire.SetupError in JSON
+// from the Go init, or a failure record of plan from a planned one, after
+// the mark that ends the setup (the listener's, or execMark). An init that
+// dies during setup without a word (the OOM killer at a tiny memory limit,
+// a write of its report failing for want of memory) shows as a reset
+// connection, or as EOF before a mark: that is a SetupError with Op
+// initDiedOp, which the caller explains with the init's exit.
+func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *os.File, *wire.SetupError) {
 	var (
 		marked   bool // the init sent the mark that ends its setup
 		reply    []byte
 		listener *seccomp.Listener
+		term     *os.File
 		buf      = make([]byte, 4096)
 		oob      = make([]byte, unix.CmsgSpace(4))
 	)
-	fail := func(se *wire.SetupError) (*seccomp.Listener, *wire.SetupError) {
+	fail := func(se *wire.SetupError) (*seccomp.Listener, *os.File, *wire.SetupError) {
 		if listener != nil {
 			listener.Close()
 		}
-		return nil, se
+		if term != nil {
+			term.Close()
+		}
+		return nil, nil, se
 	}
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(int(conn.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
@@ -411,6 +423,10 @@ func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *wire.S
 		}
 		data := buf[:n]
 		for _, f := range receivedFiles(oob[:oobn]) {
+			if term == nil && listener == nil && len(reply) == 0 && len(data) > 0 && data[0] == wire.TerminalMark {
+				data, term = data[1:], f
+				continue
+			}
 			if listener != nil || len(reply) > 0 || len(data) == 0 || data[0] != listenerMark {
 				f.Close()
 				continue
@@ -439,7 +455,7 @@ func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *wire.S
 		return fail(&wire.SetupError{Stage: "start", Op: initDiedOp, Text: "the init ended before its setup was done"})
 	}
 	if len(reply) == 0 {
-		return listener, nil
+		return listener, term, nil
 	}
 	if plan != nil {
 		f, err := plan.ParseFailure(reply)

@@ -526,7 +526,13 @@ func (b *rootBuilder) buildDev(devs []int) error {
 		if err != nil {
 			return err
 		}
-		mfd, err := newFS(fs.fstype, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, fs.opts...)
+		attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC
+		if fs.fstype == "devpts" {
+			// Its ptys are device nodes: /dev/pts/ptmx opens only
+			// on a mount without nodev.
+			attrs &^= unix.MOUNT_ATTR_NODEV
+		}
+		mfd, err := newFS(fs.fstype, attrs, fs.opts...)
 		if err != nil {
 			return err
 		}

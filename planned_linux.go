@@ -588,7 +588,13 @@ func (b *planner) buildDev(devs []forkplan.Slot) {
 	}
 	for _, fs := range devFilesystems(b.cfg) {
 		t := in(fs.name, false)
-		m := b.newFS(fs.fstype, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, fs.opts...)
+		attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC
+		if fs.fstype == "devpts" {
+			// Its ptys are device nodes: /dev/pts/ptmx opens only
+			// on a mount without nodev.
+			attrs &^= unix.MOUNT_ATTR_NODEV
+		}
+		m := b.newFS(fs.fstype, attrs, fs.opts...)
 		b.attach(m, t, "/dev/"+fs.name, false)
 		b.close(t)
 	}
@@ -655,6 +661,7 @@ func (b *planner) process() {
 	check := forkplan.Where{Stage: "chdir", Op: "check Cmd.Dir inside the root", Path: cfg.Dir}
 	b.call(check, unix.SYS_GETCWD, forkplan.Buf(cwd), forkplan.Val(len(cwd)))
 	b.p.Check(check, &cwd[0], '/', uintptr(unix.EXDEV))
+	b.terminal()
 	b.call(w("capset", ""), unix.SYS_CAPSET, forkplan.Ptr(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}),
 		forkplan.Ptr(&[2]unix.CapUserData{}))
 	b.call(w("prctl PR_SET_NO_NEW_PRIVS", ""), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_NO_NEW_PRIVS), forkplan.Val(1), forkplan.Val(0),
@@ -663,6 +670,38 @@ func (b *planner) process() {
 	b.call(forkplan.Where{Stage: "process", Op: "close_range"}, unix.SYS_CLOSE_RANGE, forkplan.Val(3), forkplan.Val(^uint(0)),
 		forkplan.Val(unix.CLOSE_RANGE_CLOEXEC))
 	b.filter()
+}
+
+// terminal adds the Go init's makeTerminal: a pty of the sandbox's devpts
+// as the program's 0, 1, 2 and controlling terminal, its master sent to
+// the launcher.
+func (b *planner) terminal() {
+	ws := b.cfg.Terminal
+	if ws == nil {
+		return
+	}
+	w := func(op string) forkplan.Where { return forkplan.Where{Stage: "terminal", Op: op, Path: ptmxPath} }
+	m, p := b.slot(), b.slot()
+	b.call(w("open"), unix.SYS_OPENAT, forkplan.Val(unix.AT_FDCWD), forkplan.Str(ptmxPath),
+		forkplan.Val(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)).Save(m)
+	b.call(w("ioctl TIOCSPTLCK"), unix.SYS_IOCTL, forkplan.In(m), forkplan.Val(unix.TIOCSPTLCK), forkplan.Ptr(new(int32)))
+	b.call(w("ioctl TIOCSWINSZ"), unix.SYS_IOCTL, forkplan.In(m), forkplan.Val(unix.TIOCSWINSZ),
+		forkplan.Ptr(&unix.Winsize{Row: ws.Rows, Col: ws.Cols}))
+	b.call(w("ioctl TIOCGPTPEER"), unix.SYS_IOCTL, forkplan.In(m), forkplan.Val(unix.TIOCGPTPEER),
+		forkplan.Val(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)).Save(p)
+	b.call(w("ioctl TIOCSCTTY"), unix.SYS_IOCTL, forkplan.In(p), forkplan.Val(unix.TIOCSCTTY), forkplan.Val(0))
+	for fd := range 3 {
+		b.call(w("dup3"), unix.SYS_DUP3, forkplan.In(p), forkplan.Val(fd), forkplan.Val(0))
+	}
+	b.close(p)
+	// One marked byte carrying the master, as readVerdict takes it.
+	oob := unix.UnixRights(-1)
+	b.p.Store(m, (*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])))
+	mark := []byte{wire.TerminalMark}
+	msg := &unix.Msghdr{Iov: &unix.Iovec{Base: &mark[0], Len: 1}, Iovlen: 1, Control: &oob[0]}
+	msg.SetControllen(len(oob))
+	b.call(w("send master"), unix.SYS_SENDMSG, forkplan.Val(planConnFd), forkplan.Ptr(msg), forkplan.Val(unix.MSG_NOSIGNAL)).Want(1)
+	b.close(m)
 }
 
 // filter adds the filter's load, last before the exec as in the Go init,

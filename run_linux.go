@@ -22,6 +22,14 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		return nil, fmt.Errorf("sandbox: run %q: %w", cmd.Path, err)
 	}
 	cfg := s.opts.config(cmd, s.filter)
+	pool := s.opts.Pool
+	if cmd.Terminal != nil {
+		rows, cols := cmd.Terminal.size()
+		cfg.Terminal = &wire.Winsize{Rows: rows, Cols: cols}
+		// A prepared sandbox's program has its stdio already; the
+		// pty is made with the program, cold.
+		pool = 0
+	}
 	st, err := newStdio(cmd, orDefault(s.opts.OutputLimit, DefaultOutputLimit))
 	if err != nil {
 		return nil, err
@@ -60,7 +68,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 			var sp *spawnerClient
 			if sp, err = theSpawner(s.log); err == nil {
 				s.ws.spawned.Store(true)
-				h, err = sp.start(ctx, cfg, st.child, extra, s.ws.owner, s.opts.Pool)
+				h, err = sp.start(ctx, cfg, st.child, extra, s.ws.owner, pool)
 			}
 			if !errors.Is(err, errSpawnerGone) {
 				break
@@ -84,7 +92,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	var ctxErr error
 	ready, done := h.ready, h.done
 	var se *wire.SetupError
-	var proxyErr error
+	var proxyErr, termErr error
 	var exit wire.Exit
 	for ready != nil || done != nil {
 		select {
@@ -95,6 +103,19 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 					h.kill()
 				}
 			}
+			if se == nil && st.tty != nil {
+				if h.term == nil {
+					termErr = errors.New("sandbox: terminal: the sandbox's init sent no pty")
+				} else {
+					termErr = st.attach(h.term, h.kill)
+				}
+				if termErr != nil {
+					h.kill()
+				}
+			} else if h.term != nil {
+				h.term.Close()
+			}
+			h.term = nil
 		case exit = <-done:
 			done = nil
 		case <-ctx.Done():
@@ -134,6 +155,9 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	if proxyErr != nil {
 		return nil, proxyErr
 	}
+	if termErr != nil {
+		return nil, termErr
+	}
 	ws := syscall.WaitStatus(exit.Status)
 	res.ExitCode = -1
 	switch {
@@ -162,6 +186,10 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		return nil, err
 	case ws.Exited():
 		res.Outcome, res.ExitCode = Exited, ws.ExitStatus()
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && st.interrupted():
+		// SIGINT's default action, which the kernel does not take for
+		// a namespace's init (termInput).
+		res.Outcome, res.Signal = Signaled, syscall.SIGINT
 	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && exit.OOMKills > 0:
 		res.Outcome, res.Signal = OutOfMemory, ws.Signal()
 	case ws.Signaled():
@@ -245,44 +273,67 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 	return &SetupError{Stage: se.Stage, Op: se.Op, Path: se.Path, Err: cause}
 }
 
-// stdio holds the pipes between the caller and one sandbox.
+// stdio holds the pipes between the caller and one sandbox, or, for a
+// Cmd with a Terminal, the master of the pty made in it.
 type stdio struct {
 	child   [3]*os.File // the sandbox's 0, 1, 2
-	stdinW  *os.File    // our end of stdin, when Cmd.Stdin is a plain Reader
+	stdinW  *os.File    // our end of stdin
 	stdin   io.Reader
+	stop    [2]int // a pipe: closing stop[1] ends the copy of an *os.File stdin
 	outR    [2]*os.File
 	outW    [2]io.Writer
 	capped  [2]*cappedBuffer
 	counted [2]*countingWriter
 	wg      sync.WaitGroup
+
+	tty   *ttyState  // the Cmd's, when it has a Terminal; the child's stdio is then /dev/null
+	input *termInput // the Terminal's input, once attached
 }
 
+// interrupted says whether the run was ended for an interrupt its
+// program's init would have ignored (termInput).
+func (st *stdio) interrupted() bool { return st.input != nil && st.input.interrupted.Load() }
+
 func newStdio(cmd *Cmd, limit int64) (_ *stdio, err error) {
-	st := &stdio{}
+	st := &stdio{stop: [2]int{-1, -1}}
 	defer func() {
 		if err != nil {
 			st.close()
 		}
 	}()
-	switch in := cmd.Stdin.(type) {
-	case nil:
-		st.child[0], err = os.Open(os.DevNull)
-	case *os.File:
-		// The sandbox gets its own descriptor of the same file.
-		var fd int
-		if fd, err = unix.FcntlInt(in.Fd(), unix.F_DUPFD_CLOEXEC, 0); err == nil {
-			st.child[0] = os.NewFile(uintptr(fd), "stdin")
+	st.stdin = cmd.Stdin
+	if f, ok := cmd.Stdin.(*os.File); ok {
+		if f == nil {
+			st.stdin = nil
+		} else {
+			var p [2]int
+			if err = unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+				return nil, fmt.Errorf("sandbox: stdin: %w", err)
+			}
+			st.stop = p
 		}
-	default:
-		st.stdin = in
+	}
+	if cmd.Terminal != nil {
+		// The init puts the pty on 0, 1 and 2.
+		st.tty = &cmd.tty
+		for i := range st.child {
+			if st.child[i], err = os.Open(os.DevNull); err != nil {
+				return nil, fmt.Errorf("sandbox: stdio: %w", err)
+			}
+		}
+	} else if st.stdin == nil {
+		st.child[0], err = os.Open(os.DevNull)
+	} else {
 		st.child[0], st.stdinW, err = os.Pipe()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: stdin: %w", err)
 	}
 	for i, w := range []io.Writer{cmd.Stdout, cmd.Stderr} {
-		if st.outR[i], st.child[i+1], err = os.Pipe(); err != nil {
-			return nil, fmt.Errorf("sandbox: output pipe: %w", err)
+		if cmd.Terminal == nil {
+			if st.outR[i], st.child[i+1], err = os.Pipe(); err != nil {
+				return nil, fmt.Errorf("sandbox: output pipe: %w", err)
+			}
 		}
 		if w == nil {
 			st.capped[i] = newCappedBuffer(limit)
@@ -295,25 +346,69 @@ func newStdio(cmd *Cmd, limit int64) (_ *stdio, err error) {
 	return st, nil
 }
 
-// copy starts moving stdin in and output out.
+// copy starts moving stdin in and output out, through the pipes; a run
+// with a terminal starts once its master is there (attach).
 func (st *stdio) copy() {
 	if st.stdinW != nil {
-		// Not waited for: a Reader that never returns must not hold up
-		// Run. Closing our end after the run stops its writes.
-		go func(w *os.File, r io.Reader) {
-			io.Copy(w, r)
-			w.Close()
-		}(st.stdinW, st.stdin)
+		st.copyIn(st.stdinW)
 		st.stdinW = nil
 	}
 	for i := range st.outR {
-		st.wg.Add(1)
-		go func(r *os.File, w io.Writer) {
-			defer st.wg.Done()
-			io.Copy(w, r)
-		}(st.outR[i], st.outW[i])
+		if st.outR[i] != nil {
+			st.copyOut(st.outR[i], st.outW[i])
+		}
 	}
 }
+
+// copyIn starts copying stdin to w, which it closes at stdin's end. The
+// copy is not waited for: a Reader that never returns must not hold up
+// Run; once the run is over, w's reader is gone and its writes fail. An
+// *os.File stdin is read only while the run lasts (st.stop).
+func (st *stdio) copyIn(w io.WriteCloser) {
+	if f, ok := st.stdin.(*os.File); ok {
+		stop := st.stop[0]
+		st.stop[0] = -1
+		go copyFileIn(w, f, stop)
+		return
+	}
+	go func(r io.Reader) {
+		io.Copy(w, r)
+		w.Close()
+	}(st.stdin)
+}
+
+// copyOut copies r to w until r ends; wait waits for it.
+func (st *stdio) copyOut(r io.Reader, w io.Writer) {
+	st.wg.Add(1)
+	go func() {
+		defer st.wg.Done()
+		io.Copy(w, r)
+	}()
+}
+
+// attach starts the copies of a terminal's run through master, the
+// received master of the pty its init made: stdin into it, what it
+// outputs to the Cmd's Stdout (or Result.Stdout). Reads of master end
+// in EIO once every process of the sandbox has closed the pty.
+func (st *stdio) attach(master *os.File, kill func()) error {
+	master, err := pollableMaster(master)
+	if err != nil {
+		return fmt.Errorf("sandbox: terminal: %w", err)
+	}
+	st.tty.setMaster(master)
+	st.input = &termInput{master: master, kill: kill}
+	if st.stdin != nil {
+		st.copyIn(noClose{st.input})
+	}
+	st.copyOut(master, st.outW[0])
+	return nil
+}
+
+// noClose is a Writer whose Close does nothing: the end of stdin does not
+// close a terminal.
+type noClose struct{ io.Writer }
+
+func (noClose) Close() error { return nil }
 
 // wait returns once both output pipes reached EOF: every process of the
 // sandbox is gone by then, so nothing holds their write ends.
@@ -345,13 +440,23 @@ func (st *stdio) closeChild() {
 }
 
 // close closes every end still open, the sandbox's too when the run
-// failed before they were handed over.
+// failed before they were handed over, ends the copy of an *os.File stdin
+// and closes a terminal's master.
 func (st *stdio) close() {
 	st.closeChild()
 	for _, f := range append(st.outR[:], st.stdinW) {
 		if f != nil {
 			f.Close()
 		}
+	}
+	for _, fd := range st.stop {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	st.stop = [2]int{-1, -1}
+	if st.tty != nil {
+		st.tty.end()
 	}
 }
 

@@ -270,13 +270,41 @@ type Cmd struct {
 	// /workspace.
 	Dir string
 	// Stdin is the program's standard input; nil means /dev/null.
+	// Whatever it is, the program reads it from a pipe (or, with a
+	// Terminal, its pty) that Run copies Stdin into: an *os.File is read
+	// by Run, never handed to the program, so nothing the program does to
+	// its descriptors changes the caller's.
 	Stdin io.Reader
 	// Stdout and Stderr, if set, receive the program's output as it is
-	// written. When nil, output is captured into the Result.
+	// written, through pipes Run copies. When nil, output is captured
+	// into the Result.
 	Stdout io.Writer
 	Stderr io.Writer
 
+	// Terminal, when set, runs the program on a terminal of its own: a
+	// pty made in the sandbox's devpts, its controlling terminal in a
+	// session of its own, as its stdin, stdout and stderr. Run copies
+	// Stdin into the pty and what the program writes (on stdout and
+	// stderr alike, as on any terminal) to Stdout, or into
+	// Result.Stdout under Options.OutputLimit; Stderr is not used and
+	// Result.Stderr stays empty. The end of Stdin is not passed on (a
+	// terminal has none: send its EOF character, ^D, to end a read). Set
+	// TERM in Env for programs that look at it. Resize changes the
+	// window size while the program runs. A Sandbox with Options.Pool
+	// starts a run with a Terminal cold.
+	//
+	// The program is pid 1 of its sandbox, and the kernel ignores the
+	// signals it sends a namespace's init that the init does not handle:
+	// the interrupt character (Ctrl-C) would not end a program that
+	// leaves SIGINT to its default action, as it does on the host. When
+	// Stdin sends it to such a program in the foreground, Run takes the
+	// default action itself: it ends the run, with Outcome Signaled and
+	// Signal SIGINT. A shell's foreground jobs, and programs that handle
+	// SIGINT, get the signal as usual.
+	Terminal *Terminal
+
 	used bool
+	tty  ttyState
 }
 
 // Command returns a Cmd that runs name with the given arguments, like

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"os"
 	"runtime"
 )
 
@@ -17,3 +18,5 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) { return n
 // Probe reports that no layer is available on this system.
 func Probe() (*ProbeReport, error) { return &ProbeReport{}, nil }
 func (s *Sandbox) fillPool() error { return unsupported() }
+
+func setWinsize(*os.File, uint16, uint16) error { return unsupported() }

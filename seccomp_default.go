@@ -28,7 +28,10 @@ import "syscall"
 //   - personality other than PER_LINUX, PER_LINUX32 and the 0xffffffff
 //     query (no ADDR_NO_RANDOMIZE: ASLR stays on).
 //   - ioctl TIOCSTI and TIOCLINUX, compared on the low 32 bits of the
-//     request (the kernel ignores the high ones: CVE-2019-10063).
+//     request (the kernel ignores the high ones: CVE-2019-10063). Every
+//     other ioctl stays: a shell with job control on its terminal
+//     (Cmd.Terminal) needs the termios, process group, window size and
+//     pty requests, and the only terminals in a sandbox are its own.
 //   - socket families other than AF_UNIX, AF_INET, AF_INET6 and
 //     AF_NETLINK with NETLINK_ROUTE: no AF_PACKET, AF_VSOCK (which reaches
 //     the Windows host on WSL2), AF_KEY, AF_ALG, AF_TIPC, ... NETLINK_ROUTE

@@ -31,14 +31,18 @@ import (
 //	caller                                    spawner
 //	Request{ID, Config} + SCM_RIGHTS(0,1,2   →  launch (see launch_linux.go)
 //	  [, proxy channel])
-//	                                        ←  Reply{ID, started} or Reply{ID, failed, Err}
+//	                                        ←  Reply{ID, started} or Reply{ID, failed, Err};
+//	                                           a run with a terminal: Reply{ID, started,
+//	                                           Terminal} + SCM_RIGHTS(the pty's master)
 //	Request{ID, Kill} (on ctx end)          →  kill the run's init
 //	                                        ←  Reply{ID, exited, Exit}
 //	close (caller exits or dies)            →  kill every run, exit
 //
-// The spawner never sends fds; the caller keeps the read ends of the output
-// pipes and the write end of stdin. The proxy channel of a NetworkAllow run
-// is passed on to its init, which answers the caller on it directly.
+// The only fd the spawner sends is the master of a run's pty (made in the
+// sandbox: wire.TerminalMark); the caller keeps the read ends of the
+// output pipes and the write end of stdin. The proxy channel of a
+// NetworkAllow run is passed on to its init, which answers the caller on
+// it directly.
 
 const maxMessage = 1 << 20
 
@@ -62,11 +66,15 @@ func spawnerMain() {
 		active sync.WaitGroup // starts not yet reaped, and syncs not yet answered
 		byName owners
 	)
-	reply := func(r wire.Reply) {
+	reply := func(r wire.Reply, fds ...int) {
 		msg, _ := json.Marshal(r)
+		var oob []byte
+		if len(fds) > 0 {
+			oob = unix.UnixRights(fds...)
+		}
 		wmu.Lock()
 		defer wmu.Unlock()
-		for unix.Sendmsg(fd, msg, nil, nil, 0) == unix.EINTR {
+		for unix.Sendmsg(fd, msg, oob, nil, 0) == unix.EINTR {
 		}
 	}
 	// What the caller's Loggers should hear of; the caller has no other
@@ -196,7 +204,7 @@ func (r *served) setHandle(h *handle) {
 
 // serveStart starts one run, from its owner's pool or cold, and reports
 // it until it has been reaped.
-func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply func(wire.Reply)) {
+func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply func(wire.Reply, ...int)) {
 	fail := func(se *wire.SetupError) {
 		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
 		reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
@@ -212,7 +220,7 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 		return
 	}
 	var h *handle
-	if req.Pool > 0 && req.Config.ProxyPort == 0 {
+	if req.Pool > 0 && req.Config.ProxyPort == 0 && req.Config.Terminal == nil {
 		// The pool is refilled once this run is out of the way: a
 		// preparation is a cold start's work, which on a small machine
 		// would take the CPU from this run's start and its report. A
@@ -241,7 +249,13 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 	if se := <-h.ready; se != nil {
 		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
 	} else {
-		reply(wire.Reply{ID: req.ID, Kind: wire.Started})
+		if h.term != nil {
+			// The caller has its own copy once this is sent.
+			reply(wire.Reply{ID: req.ID, Kind: wire.Started, Terminal: true}, int(h.term.Fd()))
+			h.term.Close()
+		} else {
+			reply(wire.Reply{ID: req.ID, Kind: wire.Started})
+		}
 		if cold && req.Pool > 0 {
 			o.coldStarted()
 		}
@@ -520,12 +534,12 @@ func (c *spawnerClient) send(req wire.Request, fds []int) error {
 
 // readLoop delivers the spawner's replies until it goes away.
 func (c *spawnerClient) readLoop() error {
-	buf := make([]byte, 64<<10)
+	buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(4))
 	for {
-		var n int
+		var n, oobn int
 		var rerr error
 		err := c.rc.Read(func(fd uintptr) bool {
-			n, _, _, _, rerr = unix.Recvmsg(int(fd), buf, nil, 0)
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
 			return rerr != unix.EAGAIN && rerr != unix.EINTR
 		})
 		if err == nil {
@@ -537,15 +551,29 @@ func (c *spawnerClient) readLoop() error {
 		if n == 0 {
 			return fmt.Errorf("sandbox: %w: it exited", ErrSpawner)
 		}
+		files := receivedFiles(oob[:oobn])
 		var r wire.Reply
 		if err := json.Unmarshal(buf[:n], &r); err != nil {
+			closeFiles(files)
 			return fmt.Errorf("sandbox: %w: malformed reply: %w", ErrSpawner, err)
 		}
-		c.deliver(r)
+		c.deliver(r, files)
 	}
 }
 
-func (c *spawnerClient) deliver(r wire.Reply) {
+// deliver hands r to its run, with the master of the run's pty when r
+// carries one; every other file is closed.
+func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
+	var term *os.File
+	if r.Kind == wire.Started && r.Terminal && len(files) == 1 {
+		term, files = files[0], nil
+	}
+	closeFiles(files)
+	defer func() {
+		if term != nil {
+			term.Close() // nobody took it
+		}
+	}()
 	if r.Kind == wire.Warning {
 		spawnerWarning(r.Owner, r.Text, c.pid)
 		return
@@ -568,6 +596,9 @@ func (c *spawnerClient) deliver(r wire.Reply) {
 	case wire.Started, wire.Failed:
 		if !run.ready {
 			run.ready = true
+			if r.Err == nil {
+				run.h.term, term = term, nil
+			}
 			run.h.ready <- r.Err
 		}
 	case wire.Exited:

@@ -26,6 +26,12 @@
 // otherwise. Where no writable cgroup exists, run refuses unless
 // --best-effort lets rlimits stand in.
 //
+// When its stdin and stdout are terminals, "sandbox run" gives the program
+// a terminal of its own, a pty made in the sandbox (-t/--tty forces one,
+// --no-tty pipes): "sandbox run -- bash" is an interactive shell with job
+// control. The tool's terminal is raw meanwhile and is put back exactly as
+// it was.
+//
 // The exit status of "sandbox run" is the program's own exit status; 128+N
 // when a signal N killed it; 137 (128+SIGKILL) when the OOM killer ended it
 // at the --memory limit; 159 (128+SIGSYS) when --seccomp-kill ended it at a

@@ -280,6 +280,7 @@ func TestParseRunErrors(t *testing.T) {
 		{[]string{"--workspace-size", "big", "--", "true"}, "-workspace-size"},
 		{[]string{"--best-effort=sometimes", "--", "true"}, "-best-effort"},
 		{[]string{"--max-file-size", "big", "--", "true"}, "-max-file-size"},
+		{[]string{"-t", "--no-tty", "--", "true"}, "--tty and --no-tty"},
 		{[]string{"--timeout", "1s"}, "no command"},
 		{[]string{"--"}, "no command"},
 		{nil, "no command"},
@@ -295,6 +296,25 @@ func TestParseRunErrors(t *testing.T) {
 	}
 	if _, err := parseRun([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("parseRun(-h) = %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestParseRunTTY(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want ttyMode
+	}{
+		{[]string{"--", "true"}, ttyAuto},
+		{[]string{"-t", "--", "true"}, ttyForce},
+		{[]string{"--tty", "--", "true"}, ttyForce},
+		{[]string{"--no-tty", "--", "true"}, ttyNone},
+	} {
+		cfg, err := parseRun(tc.args)
+		if err != nil {
+			t.Errorf("parseRun(%q): %v", tc.args, err)
+		} else if cfg.tty != tc.want {
+			t.Errorf("parseRun(%q): tty %v, want %v", tc.args, cfg.tty, tc.want)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,8 @@ type runFlags struct {
 	seccompKill bool
 
 	net netFlag
+
+	tty, noTTY bool
 }
 
 // limitFlags are the flags whose values runConfig.given keeps as typed, for
@@ -68,7 +71,7 @@ func newRunFlags() *runFlags {
 	f.fs.BoolVar(&f.json, "json", false, "capture output and print the result as one JSON object on stdout")
 	f.fs.BoolVar(&f.verbose, "verbose", false, "also report on stderr the syscalls the seccomp filter refused\n"+
 		"(harmless probes, mostly; --json always lists them in \"denials\")")
-	f.fs.BoolVar(&f.verbose, "v", false, "short for --verbose")
+	f.fs.BoolVar(&f.verbose, "v", false, "")
 	f.fs.Var(&sizeFlag{v: &f.memory, unlimited: true}, "memory",
 		"cap the run's memory (RAM, page cache, files in /tmp and /workspace; no swap)\n"+
 			"at `SIZE`: bytes, or with K, M or G (powers of 1024; \"i\", \"iB\" or \"B\" may\n"+
@@ -104,8 +107,28 @@ func newRunFlags() *runFlags {
 			"hosts, through an HTTP proxy the tool runs: NAME, *.SUFFIX, NAME:PORT,\n"+
 			"CIDR[:PORT]; the program sees HTTP(S)_PROXY and has no DNS), or \"host\"\n"+
 			"(the host's network: UNSAFE, for trusted code only)")
+	f.fs.BoolVar(&f.tty, "tty", false,
+		"run the program on a terminal of its own even when stdin and stdout are not\n"+
+			"terminals (by default it gets one when both are, without --json): an interactive\n"+
+			"shell with job control, where Ctrl-C reaches the foreground job; the tool's\n"+
+			"terminal is raw meanwhile, passes on window size changes, and is put back as it\n"+
+			"was; the program's stderr goes to the same terminal")
+	f.fs.BoolVar(&f.tty, "t", false, "")
+	f.fs.BoolVar(&f.noTTY, "no-tty", false, "never give the program a terminal: stdin, stdout and stderr are pipes")
 	return f
 }
+
+// ttyMode says whether a run gets a terminal.
+type ttyMode int
+
+const (
+	ttyAuto  ttyMode = iota // when stdin and stdout are terminals, without --json
+	ttyForce                // -t, --tty
+	ttyNone                 // --no-tty
+)
+
+// shortFlags are the one-letter names of flags, listed with them.
+var shortFlags = map[string]string{"tty": "t", "verbose": "v"}
 
 // runConfig is a parsed "sandbox run" command line.
 type runConfig struct {
@@ -119,6 +142,7 @@ type runConfig struct {
 	binds   []bindSpec        // the specs behind opts.Binds, for error messages
 	given   map[string]string // the limitFlags given, by name, as typed
 	seccomp seccompFlag
+	tty     ttyMode
 }
 
 // parseRun parses the arguments of "sandbox run". Errors name the flag at
@@ -133,6 +157,15 @@ func parseRun(args []string) (*runConfig, error) {
 	}
 	if f.fs.NArg() == 0 {
 		return nil, errors.New("no command given: want sandbox run [flags] -- COMMAND [ARG...]")
+	}
+	tty := ttyAuto
+	switch {
+	case f.tty && f.noTTY:
+		return nil, errors.New("flags --tty and --no-tty contradict each other: give one")
+	case f.tty:
+		tty = ttyForce
+	case f.noTTY:
+		tty = ttyNone
 	}
 	given := map[string]string{}
 	f.fs.Visit(func(fl *flag.Flag) {
@@ -175,23 +208,35 @@ func parseRun(args []string) (*runConfig, error) {
 		binds:   f.binds.specs,
 		given:   given,
 		seccomp: f.seccomp,
+		tty:     tty,
 	}, nil
 }
 
 // printRunUsage prints the synopsis and flags of "sandbox run".
 func printRunUsage(w io.Writer, f *runFlags) {
-	fmt.Fprint(w, "Usage: sandbox run [flags] -- COMMAND [ARG...]\n\nFlags:\n")
+	fmt.Fprint(w, "Usage: sandbox run [flags] -- COMMAND [ARG...]\n\n"+
+		"When stdin and stdout are terminals, COMMAND runs on a terminal of its own (a pty\n"+
+		"made in the sandbox), so that \"sandbox run -- bash\" is an interactive shell with\n"+
+		"job control; otherwise its stdin, stdout and stderr are pipes. Either way it holds\n"+
+		"no descriptor of yours, and your terminal is as it was afterwards.\n\nFlags:\n")
 	printFlags(w, f.fs)
 }
 
 // printFlags lists a FlagSet's flags with two dashes, as they are usually
-// written (the flag package accepts both), and one-letter ones with one.
+// written (the flag package accepts both), with their one-letter names.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
+	short := map[string]bool{}
+	for _, s := range shortFlags {
+		short[s] = true
+	}
 	fs.VisitAll(func(fl *flag.Flag) {
+		if short[fl.Name] {
+			return // listed with its long name
+		}
 		name, help := flag.UnquoteUsage(fl)
 		line := "  --" + fl.Name
-		if len(fl.Name) == 1 {
-			line = "  -" + fl.Name
+		if s := shortFlags[fl.Name]; s != "" {
+			line = "  -" + s + ", --" + fl.Name
 		}
 		if name != "" {
 			line += " " + name
@@ -219,7 +264,15 @@ func runMain(args []string, s streams) int {
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	caught := catchSignals(stop)
+	var raw atomic.Pointer[ttySaved] // the tool's terminal as it was, while it is raw
+	caught := catchSignals(func() {
+		// A second signal would kill the tool before its deferred
+		// restore: the terminal is put back at the first.
+		if saved := raw.Load(); saved != nil {
+			saved.restore()
+		}
+		stop()
+	})
 	if cfg.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
@@ -232,7 +285,26 @@ func runMain(args []string, s streams) int {
 	if !cfg.json {
 		cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
 	}
+	if cfg.wantsTerminal(s) {
+		cmd.Terminal = &sandbox.Terminal{}
+		cmd.Terminal.Rows, cmd.Terminal.Cols = windowSize()
+		if term := os.Getenv("TERM"); term != "" && !slices.ContainsFunc(cfg.env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
+			cmd.Env = append([]string{"TERM=" + term}, cmd.Env...)
+		}
+		if isTerminal(0) {
+			saved, err := makeRaw()
+			if err != nil {
+				return cfg.fail(s, fmt.Errorf("sandbox: run: put the terminal in raw mode: %w", err))
+			}
+			raw.Store(saved)
+			defer saved.restore()
+		}
+		defer relayResizes(cmd)()
+	}
 	res, err := sb.Run(ctx, cmd)
+	if saved := raw.Load(); saved != nil {
+		saved.restore() // before anything is printed
+	}
 	if err != nil {
 		err = cfg.explain(err)
 	}
@@ -400,9 +472,22 @@ func catchSignals(cancel context.CancelFunc) func() os.Signal {
 	}
 }
 
+// wantsTerminal says whether the program runs on a terminal of its own:
+// with --tty, or by default when the tool's stdin and stdout are
+// terminals (and its output is not --json's).
+func (cfg *runConfig) wantsTerminal(s streams) bool {
+	switch cfg.tty {
+	case ttyForce:
+		return true
+	case ttyNone:
+		return false
+	}
+	return !cfg.json && s.stdin == os.Stdin && s.stdout == io.Writer(os.Stdout) && isTerminal(0) && isTerminal(1)
+}
+
 // stdinOf returns f as the program's stdin, or nil (/dev/null) when the
-// tool has no usable stdin. The library gives the sandbox its own
-// descriptor of the same file.
+// tool has no usable stdin. The library reads it and passes it on through
+// a pipe (or the program's terminal), never handing over the descriptor.
 func stdinOf(f *os.File) io.Reader {
 	if f == nil {
 		return nil

@@ -66,7 +66,39 @@ type Config struct {
 	// ResetOOMScore says the init inherits a negative oom_score_adj and
 	// must raise it to 0; the launcher knows its own, which the init gets.
 	ResetOOMScore bool
+
+	// Terminal, when set, makes the init give the program a pty of the
+	// sandbox's own devpts as 0, 1, 2 and controlling terminal, in place
+	// of the stdio it was started with (see TerminalMark). Never set with
+	// Prepare: a run with a terminal starts cold.
+	Terminal *Winsize `json:",omitempty"`
 }
+
+// Winsize is a terminal's window size, in characters.
+type Winsize struct {
+	Rows, Cols uint16
+}
+
+// TerminalMark is the byte that carries the master of a run's pty from its
+// init to the launcher, as SCM_RIGHTS, after the sandbox is built and
+// before the program's filter is loaded. The launcher passes it on to the
+// caller with the Started reply (Reply.Terminal). The sequence, for a run
+// with Config.Terminal:
+//
+//	caller            spawner (launcher)               init
+//	Request{Config}  →  launch                      →  builds the sandbox, pivots,
+//	                                                   opens /dev/pts/ptmx, unlocks it,
+//	                                                   TIOCGPTPEER, TIOCSCTTY on the peer,
+//	                                                   peer on 0, 1, 2
+//	                                            ←  TerminalMark + SCM_RIGHTS(master)
+//	                                               (then the filter's listener, if any;
+//	                                               then EOF at the program's execve)
+//	                 ←  Reply{Started, Terminal} + SCM_RIGHTS(master)
+//	reads and writes the master, TIOCSWINSZ on it for Cmd.Resize
+//
+// An init that fails sends its setup error instead, and the master, if it
+// was sent, is closed unused.
+const TerminalMark = 'T'
 
 // Bind is one extra bind mount.
 type Bind struct {
@@ -125,6 +157,9 @@ type Reply struct {
 	// Owner and Text are a Warning's.
 	Owner string `json:",omitempty"`
 	Text  string `json:",omitempty"`
+	// Terminal says a Started reply carries the master of the run's pty
+	// as SCM_RIGHTS (Config.Terminal; see TerminalMark).
+	Terminal bool `json:",omitempty"`
 }
 
 // Exit is how the sandbox's init ended and what it used.
