@@ -1,0 +1,134 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The callers containers make: a uid whose primary group is 0 (Kubernetes'
+// runAsUser without runAsGroup, OpenShift's arbitrary uids), and a process
+// whose /proc the runtime masked. Both are run as a helper of their own, as
+// root makes them: the first with setuid/setgid, the second in a mount
+// namespace of its own with a mount over maskedPath, as a runtime's mask
+// (Docker's masks /proc/keys with /dev/null, as it does /proc/kcore, which
+// not every kernel has).
+
+const maskedPath = "/proc/keys"
+
+func init() {
+	// Runs the sandbox both ways (planned init, Go init) and prints, per
+	// way, the error or the program's output.
+	both := func(opts Options, script string) {
+		for _, inProcess := range []bool{false, true} {
+			o := opts
+			o.InProcess = inProcess
+			res, err := New(o).Run(context.Background(), Command("/bin/sh", "-c", script))
+			switch {
+			case err != nil:
+				fmt.Printf("inprocess=%v err notsupported=%v hint=%q: %v\n", inProcess, errors.Is(err, ErrNotSupported), hintOf(err), err)
+			default:
+				fmt.Printf("inprocess=%v exit=%d out=%q stderr=%q\n", inProcess, res.ExitCode, res.Stdout, res.Stderr)
+			}
+		}
+	}
+	helpers["groupzero"] = func([]string) int {
+		uid, gid := (&Options{}).HostIDs()
+		fmt.Printf("caller %d:%d hostids %d:%d\n", os.Getuid(), os.Getgid(), uid, gid)
+		both(Options{LimitPolicy: BestEffortLimits}, "echo hi; cat /proc/self/uid_map /proc/self/gid_map")
+		return 0
+	}
+	helpers["maskedproc"] = func([]string) int {
+		// Private first, so that the mask stays in this mount namespace.
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			fmt.Println("make / private:", err)
+			return 1
+		}
+		if err := unix.Mount("/dev/null", maskedPath, "", unix.MS_BIND, ""); err != nil {
+			fmt.Println("mask", maskedPath+":", err)
+			return 1
+		}
+		fmt.Println("masked")
+		both(Options{LimitPolicy: BestEffortLimits}, "echo hi")
+		if err := unix.Unmount(maskedPath, 0); err != nil {
+			fmt.Println("unmask", maskedPath+":", err)
+			return 1
+		}
+		fmt.Println("unmasked")
+		both(Options{LimitPolicy: BestEffortLimits}, "echo hi")
+		return 0
+	}
+}
+
+func hintOf(err error) string {
+	var ue *UnsupportedError
+	if errors.As(err, &ue) {
+		return ue.Hint
+	}
+	return ""
+}
+
+// runHelperAs runs helper name from a copy of the test binary with attr.
+func runHelperAs(t *testing.T, name string, attr *syscall.SysProcAttr) string {
+	t.Helper()
+	cmd := exec.Command(helperBind(t).Source)
+	cmd.Env = []string{helperEnv + "=" + name, "PATH=/usr/bin:/bin"}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = attr
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper %s: %v\n%s", name, err, out)
+	}
+	return string(out)
+}
+
+// TestGroupZeroCaller: a caller that is not root and whose group is 0 runs
+// sandboxes like any other unprivileged caller, with its own ids mapped.
+func TestGroupZeroCaller(t *testing.T) {
+	requireSandbox(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a helper as uid 1001 with gid 0")
+	}
+	out := runHelperAs(t, "groupzero", &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 0}})
+	if !strings.Contains(out, "caller 1001:0 hostids 1001:0\n") {
+		t.Errorf("a uid 1001 gid 0 caller's default host ids:\n%s\nwant 1001:0, the only ones it can map", out)
+	}
+	// Each map line: inside id, outside id, count.
+	want := fmt.Sprintf("hi\n%10d %10d %10d\n%10d %10d %10d\n", SandboxUID, 1001, 1, SandboxGID, 0, 1)
+	for _, way := range []string{"inprocess=false", "inprocess=true"} {
+		if !strings.Contains(out, fmt.Sprintf("%s exit=0 out=%q", way, want)) {
+			t.Errorf("%s: the run as uid 1001 gid 0:\n%s\nwant exit 0 and output %q", way, out, want)
+		}
+	}
+}
+
+// TestMaskedProcRefused: under a /proc with mounts over its paths, as a
+// container runtime leaves it, the sandbox's own proc mount is refused, and
+// the error says so and gives the fix; without the mask the same run works.
+func TestMaskedProcRefused(t *testing.T) {
+	requireSandbox(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root to mask " + maskedPath + " in a mount namespace of its own")
+	}
+	out := runHelperAs(t, "maskedproc", &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS})
+	masked, unmasked, ok := strings.Cut(out, "unmasked\n")
+	if !ok || !strings.HasPrefix(masked, "masked\n") {
+		t.Fatalf("helper:\n%s", out)
+	}
+	for _, way := range []string{"inprocess=false", "inprocess=true"} {
+		want := fmt.Sprintf("%s err notsupported=true hint=%q", way, procMaskHint)
+		if !strings.Contains(masked, want) || !strings.Contains(masked, maskedPath) {
+			t.Errorf("%s under a masked /proc:\n%s\nwant %s, naming %s", way, masked, want, maskedPath)
+		}
+		if want := way + ` exit=0 out="hi\n"`; !strings.Contains(unmasked, want) {
+			t.Errorf("%s once unmasked:\n%s\nwant %s", way, unmasked, want)
+		}
+	}
+}
