@@ -96,11 +96,33 @@ func usernsUnsupported(cause error) *UnsupportedError {
 	case errno == unix.ENOSPC:
 		ue.Reason = "the limit of user namespaces is reached"
 		ue.Hint = "raise user.max_user_namespaces"
+	case !seccompFiltered():
+		// No filter to blame: what is left is the id maps (written
+		// with the same errno) or a security module.
+		ue.Reason = "creating a user namespace or writing its uid and gid maps was refused"
+		ue.Hint = "a caller that is not root may map only its own uid and gid (see Options.HostUID); " +
+			"otherwise a security module (SELinux, AppArmor) refuses user namespaces to this program"
 	default:
 		ue.Reason = "creating a user namespace was refused"
 		ue.Hint = "in a container, run it with a seccomp profile that allows clone with CLONE_NEWUSER (docker --security-opt seccomp=unconfined) or give it CAP_SYS_ADMIN"
 	}
 	return ue
+}
+
+// seccompFiltered says whether a seccomp filter is on this process, as a
+// container runtime's default profile is: /proc/self/status's "Seccomp: 2".
+// Where that cannot be read, it says yes, so that the filter stays named.
+func seccompFiltered() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			return strings.TrimSpace(v) != "0"
+		}
+	}
+	return true
 }
 
 func readSysctl(name string) string {
