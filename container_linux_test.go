@@ -45,6 +45,28 @@ func init() {
 		both(Options{LimitPolicy: BestEffortLimits}, "echo hi; cat /proc/self/uid_map /proc/self/gid_map")
 		return 0
 	}
+	helpers["echo"] = func([]string) int {
+		both(Options{LimitPolicy: BestEffortLimits}, "echo hi")
+		// A session's workspace, which its keeper holds: files in
+		// from the caller, changed by a run, read back.
+		sb := New(Options{LimitPolicy: BestEffortLimits})
+		defer sb.Close()
+		err := sb.WriteFile("in", []byte("from the caller\n"), 0o644)
+		var res *Result
+		if err == nil {
+			res, err = sb.Run(context.Background(), Command("/bin/sh", "-c", "cat in; echo from the run >> in"))
+		}
+		var b []byte
+		if err == nil {
+			b, err = sb.ReadFile("in")
+		}
+		if err != nil {
+			fmt.Printf("session err notsupported=%v hint=%q: %v\n", errors.Is(err, ErrNotSupported), hintOf(err), err)
+		} else {
+			fmt.Printf("session out=%q file=%q\n", res.Stdout, b)
+		}
+		return 0
+	}
 	helpers["maskedproc"] = func([]string) int {
 		// Private first, so that the mask stays in this mount namespace.
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -75,10 +97,14 @@ func hintOf(err error) string {
 	return ""
 }
 
-// runHelperAs runs helper name from a copy of the test binary with attr.
-func runHelperAs(t *testing.T, name string, attr *syscall.SysProcAttr) string {
+// runHelperAs runs helper name from a copy of the test binary with attr,
+// through the command wrap if any.
+func runHelperAs(t *testing.T, name string, attr *syscall.SysProcAttr, wrap ...string) string {
 	t.Helper()
 	cmd := exec.Command(helperBind(t).Source)
+	if len(wrap) > 0 {
+		cmd = exec.Command(wrap[0], append(wrap[1:], helperBind(t).Source)...)
+	}
 	cmd.Env = []string{helperEnv + "=" + name, "PATH=/usr/bin:/bin"}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = attr
@@ -129,6 +155,48 @@ func TestMaskedProcRefused(t *testing.T) {
 		}
 		if want := way + ` exit=0 out="hi\n"`; !strings.Contains(unmasked, want) {
 			t.Errorf("%s once unmasked:\n%s\nwant %s", way, unmasked, want)
+		}
+	}
+}
+
+// dockerDefaultCaps is the bounding set of a container's root under
+// Docker's defaults, as setpriv's --bounding-set takes it.
+const dockerDefaultCaps = "-all,+chown,+dac_override,+fowner,+fsetid,+kill,+setgid,+setuid,+setpcap," +
+	"+net_bind_service,+net_raw,+sys_chroot,+mknod,+audit_write,+setfcap"
+
+// TestRootWithoutSetIDCaps: a root caller without CAP_SETUID and CAP_SETGID
+// (a container run with --cap-drop ALL) cannot map its sandbox to nobody,
+// and must not map it to root: the run is refused with the two capabilities
+// named, and works once they are kept.
+func TestRootWithoutSetIDCaps(t *testing.T) {
+	requireSandbox(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to run a helper as root without capabilities")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) is missing: it drops the helper's capabilities")
+	}
+	for _, c := range []struct {
+		bounding string
+		want     func(way string) string
+	}{
+		{"-all", func(way string) string { return fmt.Sprintf("%s err notsupported=true hint=%q", way, setIDCapsHint) }},
+		// Docker's default capabilities, without CAP_SYS_ADMIN: the
+		// session's workspace keeper mounts in a user namespace of its
+		// own.
+		{dockerDefaultCaps, func(way string) string {
+			if way == "session" {
+				return `session out="from the caller\n" file="from the caller\nfrom the run\n"`
+			}
+			return way + ` exit=0 out="hi\n"`
+		}},
+	} {
+		out := runHelperAs(t, "echo", nil, setpriv, "--bounding-set="+c.bounding, "--inh-caps=-all")
+		for _, way := range []string{"inprocess=false", "inprocess=true", "session"} {
+			if !strings.Contains(out, c.want(way)) {
+				t.Errorf("as root with bounding set %s:\n%s\nwant %s", c.bounding, out, c.want(way))
+			}
 		}
 	}
 }
