@@ -46,19 +46,29 @@ func TestDockerContainer(t *testing.T) {
 		return slices.DeleteFunc(slices.Clone(documented), func(o string) bool { return o == opt })
 	}
 	for _, user := range []string{"0:0", "1000:0"} {
-		code, out, errOut := d.run(t, user, documented, image, "/sandbox", "run", "--best-effort", "--", "echo", "hi")
+		code, out, errOut := d.run(t, user, documented, nil, image, "/sandbox", "run", "--best-effort", "--", "echo", "hi")
 		if code != 0 || out != "hi\n" {
 			t.Errorf("as %s with the documented settings %q: exit %d, stdout %q, stderr %q; want exit 0 and hi", user, documented, code, out, errOut)
 		}
 		for _, c := range []struct {
-			name string
-			opts []string
-			fix  []string // in the message's first line
+			name        string
+			opts, extra []string
+			fix         []string // in the message's first line
 		}{
-			{"Docker's default seccomp profile", without("seccomp=unconfined"), []string{"seccomp=unconfined", "user namespace"}},
-			{"a masked /proc", without("systempaths=unconfined"), []string{"systempaths=unconfined", "procMount: Unmasked"}},
+			{"Docker's default seccomp profile", without("seccomp=unconfined"), nil, []string{"seccomp=unconfined", "user namespace"}},
+			{"a masked /proc", without("systempaths=unconfined"), nil, []string{"systempaths=unconfined", "procMount: Unmasked"}},
+			// Root needs CAP_SETUID and CAP_SETGID to map its sandboxes
+			// to nobody; a uid that is not root needs no capability.
+			{"--cap-drop ALL", documented, []string{"--cap-drop", "ALL"}, map[string][]string{
+				"0:0": {"--cap-add SETUID --cap-add SETGID"}, "1000:0": nil}[user]},
 		} {
-			code, out, errOut := d.run(t, user, c.opts, image, "/sandbox", "run", "--best-effort", "--", "echo", "hi")
+			code, out, errOut := d.run(t, user, c.opts, c.extra, image, "/sandbox", "run", "--best-effort", "--", "echo", "hi")
+			if c.fix == nil {
+				if code != 0 || out != "hi\n" {
+					t.Errorf("as %s with %s (%q): exit %d, stdout %q, stderr %q; want exit 0 and hi", user, c.name, c.opts, code, out, errOut)
+				}
+				continue
+			}
 			first, _, _ := strings.Cut(errOut, "\n")
 			for _, f := range c.fix {
 				if code == 0 || out != "" || !strings.Contains(first, f) {
@@ -70,7 +80,7 @@ func TestDockerContainer(t *testing.T) {
 	}
 	ran := time.Now()
 	d.stop(t)
-	t.Logf("dockerd started in %v, image built and imported in %v, 6 containers ran in %v, dockerd stopped and cleaned up in %v; %v in all",
+	t.Logf("dockerd started in %v, image built and imported in %v, 8 containers ran in %v, dockerd stopped and cleaned up in %v; %v in all",
 		started.Sub(began).Round(time.Millisecond), imported.Sub(started).Round(time.Millisecond),
 		ran.Sub(imported).Round(time.Millisecond), time.Since(ran).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 }
@@ -238,10 +248,11 @@ func (d *dockerd) importImage(t *testing.T, root string) string {
 }
 
 // run runs args in a new container of image as user, with --security-opt
-// opts and no network, and removes it afterwards.
-func (d *dockerd) run(t *testing.T, user string, opts []string, image string, args ...string) (code int, stdout, stderr string) {
+// opts, the docker run flags extra and no network, and removes it
+// afterwards.
+func (d *dockerd) run(t *testing.T, user string, opts, extra []string, image string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cargs := []string{"run", "--rm", "--network", "none", "--user", user}
+	cargs := append([]string{"run", "--rm", "--network", "none", "--user", user}, extra...)
 	for _, o := range opts {
 		cargs = append(cargs, "--security-opt", o)
 	}
