@@ -235,7 +235,14 @@
 //     (nobody) unless [Options.HostUID] and [Options.HostGID] say
 //     otherwise, so a [Options.Workspace] directory or a writable [Bind]
 //     must be writable by that uid. A caller that is not root maps its own
-//     ids.
+//     ids, gid 0 too where that is its group. A root caller needs
+//     CAP_SETUID, CAP_SETGID and CAP_SETFCAP (a container's root has them
+//     by default).
+//   - In a container: a seccomp profile that allows creating namespaces
+//     and mounting (docker --security-opt seccomp=unconfined), and an
+//     unmasked /proc (docker --security-opt systempaths=unconfined, a
+//     pod's procMount: Unmasked), since the kernel refuses a sandbox its
+//     own /proc beside the runtime's masks; deploy/README.md has the rest.
 //
 // [Probe] reports which layers this host can provide. When a required one
 // is missing, Run's error matches [ErrNotSupported] and is an

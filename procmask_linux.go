@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"strings"
 )
@@ -27,13 +28,13 @@ func procMaskError(cause error) *UnsupportedError {
 	if len(masked) == 0 {
 		return nil
 	}
-	shown := masked
-	if len(shown) > 3 {
-		shown = append(shown[:3:3], "...")
+	shown := strings.Join(masked, ", ")
+	if len(masked) > 3 {
+		shown = fmt.Sprintf("%s and %d more", strings.Join(masked[:3], ", "), len(masked)-3)
 	}
 	return &UnsupportedError{
 		Feature: "a /proc of its own",
-		Reason: "this /proc has mounts over " + strings.Join(shown, ", ") +
+		Reason: "this /proc has mounts over " + shown +
 			" (a container runtime's masks), and the kernel refuses a new proc mount that would reveal what they hide",
 		Hint: procMaskHint,
 		Err:  cause,
