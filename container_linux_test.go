@@ -17,11 +17,19 @@ import (
 // runAsUser without runAsGroup, OpenShift's arbitrary uids), and a process
 // whose /proc the runtime masked. Both are run as a helper of their own, as
 // root makes them: the first with setuid/setgid, the second in a mount
-// namespace of its own with a mount over maskedPath, as a runtime's mask
-// (Docker's masks /proc/keys with /dev/null, as it does /proc/kcore, which
-// not every kernel has).
+// namespace of its own with a mount of /dev/null over one of the files
+// Docker masks so, whichever this kernel has.
 
-const maskedPath = "/proc/keys"
+// maskedPath is the file of /proc the masked-/proc test mounts over, or ""
+// where the kernel has none of them.
+func maskedPath() string {
+	for _, p := range []string{"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug"} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
 
 func init() {
 	// Runs the sandbox both ways (planned init, Go init) and prints, per
@@ -73,14 +81,15 @@ func init() {
 			fmt.Println("make / private:", err)
 			return 1
 		}
-		if err := unix.Mount("/dev/null", maskedPath, "", unix.MS_BIND, ""); err != nil {
-			fmt.Println("mask", maskedPath+":", err)
+		masked := maskedPath()
+		if err := unix.Mount("/dev/null", masked, "", unix.MS_BIND, ""); err != nil {
+			fmt.Println("mask", masked+":", err)
 			return 1
 		}
 		fmt.Println("masked")
 		both(Options{LimitPolicy: BestEffortLimits}, "echo hi")
-		if err := unix.Unmount(maskedPath, 0); err != nil {
-			fmt.Println("unmask", maskedPath+":", err)
+		if err := unix.Unmount(masked, 0); err != nil {
+			fmt.Println("unmask", masked+":", err)
 			return 1
 		}
 		fmt.Println("unmasked")
@@ -141,20 +150,24 @@ func TestGroupZeroCaller(t *testing.T) {
 func TestMaskedProcRefused(t *testing.T) {
 	requireSandbox(t)
 	if os.Getuid() != 0 {
-		t.Skip("needs root to mask " + maskedPath + " in a mount namespace of its own")
+		t.Skip("needs root to mask a file of /proc in a mount namespace of its own")
+	}
+	masked := maskedPath()
+	if masked == "" {
+		t.Skip("this kernel's /proc has none of kcore, keys, timer_list and sched_debug to mask")
 	}
 	out := runHelperAs(t, "maskedproc", &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS})
-	masked, unmasked, ok := strings.Cut(out, "unmasked\n")
-	if !ok || !strings.HasPrefix(masked, "masked\n") {
+	before, after, ok := strings.Cut(out, "unmasked\n")
+	if !ok || !strings.HasPrefix(before, "masked\n") {
 		t.Fatalf("helper:\n%s", out)
 	}
 	for _, way := range []string{"inprocess=false", "inprocess=true"} {
 		want := fmt.Sprintf("%s err notsupported=true hint=%q", way, procMaskHint)
-		if !strings.Contains(masked, want) || !strings.Contains(masked, maskedPath) {
-			t.Errorf("%s under a masked /proc:\n%s\nwant %s, naming %s", way, masked, want, maskedPath)
+		if !strings.Contains(before, want) || !strings.Contains(before, masked) {
+			t.Errorf("%s under a masked /proc:\n%s\nwant %s, naming %s", way, before, want, masked)
 		}
-		if want := way + ` exit=0 out="hi\n"`; !strings.Contains(unmasked, want) {
-			t.Errorf("%s once unmasked:\n%s\nwant %s", way, unmasked, want)
+		if want := way + ` exit=0 out="hi\n"`; !strings.Contains(after, want) {
+			t.Errorf("%s once unmasked:\n%s\nwant %s", way, after, want)
 		}
 	}
 }
@@ -173,9 +186,10 @@ func TestRootWithoutSetIDCaps(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root, to run a helper as root without capabilities")
 	}
+	// util-linux's setpriv; busybox's has no --bounding-set.
 	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv (util-linux) is missing: it drops the helper's capabilities")
+	if help, _ := exec.Command(setpriv, "--help").CombinedOutput(); err != nil || !strings.Contains(string(help), "--bounding-set") {
+		t.Skip("no setpriv with --bounding-set (util-linux's) to drop the helper's capabilities with")
 	}
 	for _, c := range []struct {
 		bounding string
