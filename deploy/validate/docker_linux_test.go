@@ -22,12 +22,14 @@ import (
 // TestDockerContainer runs the sandbox CLI inside Docker containers of a
 // dockerd of its own, with the settings deploy/README.md documents for
 // "docker run", as root and as uid 1000 with gid 0 (a pod's runAsUser
-// without runAsGroup): "sandbox run --best-effort -- echo hi" prints hi.
+// without runAsGroup): "sandbox run --best-effort -- echo hi" prints hi, and
+// the library with its default Options (a session whose workspace a keeper
+// process holds) runs programs and takes files in and out.
 // Without seccomp=unconfined (Docker's default profile) and without
 // systempaths=unconfined (a masked /proc) the run is refused with the
 // setting that fixes it in the message. The image is a root directory
-// made here (the CLI built static, echo and its libraries), imported from a
-// tar: no registry. --best-effort because this host's cgroups are v1, which
+// made here (the CLI and the root package's test binary built static, echo,
+// sh and cat and their libraries), imported from a tar: no registry. --best-effort because this host's cgroups are v1, which
 // a container gets read-only.
 func TestDockerContainer(t *testing.T) {
 	began := time.Now()
@@ -49,6 +51,17 @@ func TestDockerContainer(t *testing.T) {
 		code, out, errOut := d.run(t, user, documented, nil, image, "/sandbox", "run", "--best-effort", "--", "echo", "hi")
 		if code != 0 || out != "hi\n" {
 			t.Errorf("as %s with the documented settings %q: exit %d, stdout %q, stderr %q; want exit 0 and hi", user, documented, code, out, errOut)
+		}
+		// The library with its default Options, whose session workspace
+		// lives in a keeper process: the root package's test helper
+		// "echo" runs a sandbox both ways (planned init, Go init) and a
+		// session that takes files in and gives them back.
+		code, out, errOut = d.run(t, user, documented, []string{"-e", "SBXTEST_HELPER=echo"}, image, "/sandbox.test")
+		for _, want := range []string{`inprocess=false exit=0 out="hi\n"`, `inprocess=true exit=0 out="hi\n"`,
+			`session out="from the caller\n" file="from the caller\nfrom the run\n"`} {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Errorf("as %s, the library with default Options: exit %d, stdout:\n%s\nstderr %q; want %s", user, code, out, errOut, want)
+			}
 		}
 		for _, c := range []struct {
 			name        string
@@ -80,7 +93,7 @@ func TestDockerContainer(t *testing.T) {
 	}
 	ran := time.Now()
 	d.stop(t)
-	t.Logf("dockerd started in %v, image built and imported in %v, 8 containers ran in %v, dockerd stopped and cleaned up in %v; %v in all",
+	t.Logf("dockerd started in %v, image built and imported in %v, 10 containers ran in %v, dockerd stopped and cleaned up in %v; %v in all",
 		started.Sub(began).Round(time.Millisecond), imported.Sub(started).Round(time.Millisecond),
 		ran.Sub(imported).Round(time.Millisecond), time.Since(ran).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 }
@@ -377,17 +390,22 @@ func removeCgroupTree(dir string) error {
 }
 
 // imageRoot makes the container's root: the CLI built static at /sandbox
-// (outside the system directories a sandbox binds), echo with the shared
-// libraries it needs (the sandbox binds the container's /bin and /lib*),
-// and a /tmp.
+// and the root package's test binary at /sandbox.test (outside the system
+// directories a sandbox binds), echo, sh and cat with the shared libraries
+// they need (the sandbox binds the container's /bin and /lib*), and a /tmp.
 func imageRoot(t *testing.T) string {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "root")
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "sandbox"), "./cmd/sandbox")
-	build.Dir = repoRoot
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("CGO_ENABLED=0 go build ./cmd/sandbox: %v\n%s", err, out)
+	for _, args := range [][]string{
+		{"build", "-o", filepath.Join(root, "sandbox"), "./cmd/sandbox"},
+		{"test", "-c", "-o", filepath.Join(root, "sandbox.test"), "."},
+	} {
+		build := exec.Command("go", args...)
+		build.Dir = repoRoot
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("CGO_ENABLED=0 go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 	if err := os.Mkdir(filepath.Join(root, "tmp"), 0o755); err != nil {
 		t.Fatal(err)
@@ -395,8 +413,10 @@ func imageRoot(t *testing.T) string {
 	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777); err != nil {
 		t.Fatal(err)
 	}
-	if err := copyProgram(root, "/bin/echo"); err != nil {
-		t.Skipf("cannot put echo in the image: %v", err)
+	for _, p := range []string{"/bin/echo", "/bin/sh", "/bin/cat"} {
+		if err := copyProgram(root, p); err != nil {
+			t.Skipf("cannot put %s in the image: %v", p, err)
+		}
 	}
 	return root
 }
