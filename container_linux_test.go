@@ -53,6 +53,7 @@ func init() {
 		both(Options{LimitPolicy: BestEffortLimits}, "echo hi; cat /proc/self/uid_map /proc/self/gid_map")
 		return 0
 	}
+	// Also what deploy/validate's TestDockerContainer runs in a container.
 	helpers["echo"] = func([]string) int {
 		both(Options{LimitPolicy: BestEffortLimits}, "echo hi")
 		// A session's workspace, which its keeper holds: files in

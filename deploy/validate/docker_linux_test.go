@@ -24,13 +24,14 @@ import (
 // "docker run", as root and as uid 1000 with gid 0 (a pod's runAsUser
 // without runAsGroup): "sandbox run --best-effort -- echo hi" prints hi, and
 // the library with its default Options (a session whose workspace a keeper
-// process holds) runs programs and takes files in and out.
-// Without seccomp=unconfined (Docker's default profile) and without
+// process holds) runs programs and takes files in and out. Without
+// seccomp=unconfined (Docker's default profile) and without
 // systempaths=unconfined (a masked /proc) the run is refused with the
-// setting that fixes it in the message. The image is a root directory
-// made here (the CLI and the root package's test binary built static, echo,
-// sh and cat and their libraries), imported from a tar: no registry. --best-effort because this host's cgroups are v1, which
-// a container gets read-only.
+// setting that fixes it in the message. The image is a root directory made
+// here (the CLI and the root package's test binary built static, echo, sh
+// and cat and their libraries), imported from a tar: no registry.
+// --best-effort because this host's cgroups are v1, which a container gets
+// read-only.
 func TestDockerContainer(t *testing.T) {
 	began := time.Now()
 	documented := documentedDockerOpts(t)
