@@ -1,5 +1,6 @@
 # Targets for people and CI. Only Go is needed; staticcheck is installed on
-# first use, libseccomp-dev (for the -tags libseccomp build) too, as root. Run "make help" for the list.
+# first use, libseccomp-dev (for the -tags libseccomp build) and docker.io
+# (for the Docker test in deploy/validate) too, as root. Run "make help" for the list.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -68,6 +69,13 @@ test:
 	# The container image and Kubernetes manifests, checked offline
 	# against the Kubernetes API types and the toolserver's flags; a
 	# module of its own, so the library's go.mod stays free of k8s.io.
+	# Its TestDockerContainer runs the CLI in containers of a dockerd of
+	# its own, which needs Debian's docker.io (apt-get as root; it skips
+	# without it).
+	if ! command -v dockerd >/dev/null && [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+		echo "+ apt-get install -y -q --no-install-recommends docker.io"
+		apt-get install -y -q --no-install-recommends docker.io </dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends docker.io </dev/null; }
+	fi
 	echo "+ (cd deploy/validate && $(GO) vet ./... && staticcheck ./... && $(GO) test -count=1 ./...)"
 	(cd deploy/validate && $(GO) vet ./... && "$(STATICCHECK)" ./... && $(GO) test -count=1 ./...)
 	# The libseccomp build: the same policy compiled through libseccomp,

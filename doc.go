@@ -241,9 +241,16 @@
 //     otherwise, so a [Options.Workspace] directory or a writable [Bind]
 //     must be writable by that uid; [New] refuses one it cannot write, and
 //     a Workspace that does not exist, naming the uid and the fix. A
-//     caller that is not root maps its own ids.
+//     caller that is not root maps its own ids, gid 0 too where that is
+//     its group. A root caller needs CAP_SETUID, CAP_SETGID and
+//     CAP_SETFCAP (a container's root has them by default).
 //   - [Options.Memory] of at least [MinMemory], what the sandbox's own
 //     init needs to build it.
+//   - In a container: a seccomp profile that allows creating namespaces
+//     and mounting (docker --security-opt seccomp=unconfined), and an
+//     unmasked /proc (docker --security-opt systempaths=unconfined, a
+//     pod's procMount: Unmasked), since the kernel refuses a sandbox its
+//     own /proc beside the runtime's masks; deploy/README.md has the rest.
 //
 // [Probe] reports which layers this host can provide to the caller it runs
 // as; its report's first line ([ProbeReport.Summary]) says whether a Run

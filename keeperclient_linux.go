@@ -41,7 +41,8 @@ func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keep
 	defer child.Close()
 	cfg := keeperConfig{Size: size, UID: uid, GID: gid, From: from, Flat: flat}
 	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Setsid: true}
-	if os.Geteuid() != 0 {
+	switch {
+	case os.Geteuid() != 0:
 		// Only in a user namespace of its own can it mount; it maps
 		// just the caller's ids, which are also the runs' (validate
 		// allows no other), as its root.
@@ -50,6 +51,17 @@ func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keep
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.Credential = &syscall.Credential{NoSetGroups: true}
+	case !hasCaps(unix.CAP_SYS_ADMIN):
+		// Root without CAP_SYS_ADMIN (a container's root, with the
+		// runtime's default capabilities) mounts only in a user
+		// namespace of its own too. There it maps root and the runs'
+		// ids each to itself, so that the caller (writing files in as
+		// root) and the runs (as their ids) can both own files in it.
+		// That takes CAP_SETUID, CAP_SETGID and, for root,
+		// CAP_SETFCAP, which runtimes grant by default.
+		cfg.UserNS = true
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings, attr.GidMappings = identityMaps(uid), identityMaps(gid)
 	}
 	msg, err := json.Marshal(cfg)
 	if err != nil {
@@ -69,6 +81,9 @@ func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keep
 	}
 	if err := startChild(cmd); err != nil {
 		conn.Close()
+		if me := idMapUnsupported(err); me != nil {
+			return nil, me
+		}
 		return nil, fmt.Errorf("sandbox: start workspace keeper: %w", err)
 	}
 	c := &keeperClient{conn: conn, proc: cmd.Process, reaped: make(chan struct{})}
@@ -173,4 +188,13 @@ func (c *keeperClient) close() {
 		c.proc.Kill()
 		<-c.reaped
 	}
+}
+
+// identityMaps maps root and id (if it is not root) each to itself.
+func identityMaps(id int) []syscall.SysProcIDMap {
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
+	if id != 0 {
+		m = append(m, syscall.SysProcIDMap{ContainerID: id, HostID: id, Size: 1})
+	}
+	return m
 }

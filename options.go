@@ -329,9 +329,21 @@ func limit(v, def int64) int64 {
 	return v
 }
 
-// hostID keeps a caller's own id unless it is root's.
+// hostID is the host id the sandbox maps to by default for own, the
+// caller's uid or gid. A root caller's 0 becomes nobody, so that sandboxed
+// code never owns host root's files. Any other caller keeps its own id, 0
+// included: the kernel lets a process that is not root map exactly one uid
+// and one gid into a user namespace, its own, so a caller whose primary
+// group is 0 (a container given a uid but no gid, as Kubernetes' runAsUser
+// without runAsGroup and OpenShift's arbitrary uids are) can only map gid 0.
+// That gives the sandbox nothing its caller lacks: the caller already holds
+// group 0, the sandbox runs as the caller's own uid besides, setgroups stays
+// denied (so no group can be added or dropped), and what the sandbox sees
+// of the host is still only its read-only system directories and the binds
+// and workspace the options name. Those are what a caller whose group is 0
+// should check: a file there that group 0 may write, the sandbox may write.
 func hostID(own int) int {
-	if own == 0 {
+	if own == 0 && os.Getuid() == 0 {
 		return nobodyID
 	}
 	return own

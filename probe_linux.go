@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -96,11 +97,78 @@ func usernsUnsupported(cause error) *UnsupportedError {
 	case errno == unix.ENOSPC:
 		ue.Reason = "the limit of user namespaces is reached"
 		ue.Hint = "raise user.max_user_namespaces"
-	default:
+	case seccompFiltered():
 		ue.Reason = "creating a user namespace was refused"
 		ue.Hint = "in a container, run it with a seccomp profile that allows clone with CLONE_NEWUSER (docker --security-opt seccomp=unconfined) or give it CAP_SYS_ADMIN"
+	default:
+		// No filter to blame: what is left is the id maps (written
+		// with the same errno) or a security module.
+		if me := idMapUnsupported(cause); me != nil {
+			return me
+		}
+		ue.Reason = "creating a user namespace or writing its uid and gid maps was refused"
+		ue.Hint = "a caller that is not root may map only its own uid and gid (see Options.HostUID); " +
+			"otherwise a security module (SELinux, AppArmor) refuses user namespaces to this program"
 	}
 	return ue
+}
+
+// idMapUnsupported explains a refused write of the id maps by a root
+// caller that lacks the capabilities for it, or returns nil.
+func idMapUnsupported(cause error) *UnsupportedError {
+	if os.Geteuid() != 0 || hasSetIDCaps() {
+		return nil
+	}
+	return &UnsupportedError{Feature: "user namespaces", Err: cause,
+		Reason: "this process is root without CAP_SETUID, CAP_SETGID and CAP_SETFCAP, which mapping the sandbox's user to nobody (65534) " +
+			"and its workspace keeper's to root take",
+		Hint: setIDCapsHint}
+}
+
+const setIDCapsHint = "keep those capabilities, which Docker grants by default " +
+	"(docker run --cap-drop ALL --cap-add SETUID --cap-add SETGID --cap-add SETFCAP), or run as a user that is not root"
+
+// seccompFiltered says whether a seccomp filter is on this process, as a
+// container runtime's default profile is: /proc/self/status's "Seccomp: 2".
+// Where that cannot be read, it says yes, so that the filter stays named.
+func seccompFiltered() bool {
+	v, ok := procStatus("Seccomp")
+	return !ok || v != "0"
+}
+
+// hasSetIDCaps says whether this process holds CAP_SETUID and CAP_SETGID,
+// which writing a user namespace's maps with ids other than its own takes,
+// and CAP_SETFCAP, which mapping root takes.
+func hasSetIDCaps() bool { return hasCaps(unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_SETFCAP) }
+
+// hasCaps says whether this process's effective set holds caps. Where that
+// cannot be read, it says yes.
+func hasCaps(caps ...uintptr) bool {
+	v, ok := procStatus("CapEff")
+	if !ok {
+		return true
+	}
+	eff, err := strconv.ParseUint(v, 16, 64)
+	for _, c := range caps {
+		if err == nil && eff&(1<<c) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// procStatus is the value of a field of /proc/self/status.
+func procStatus(field string) (string, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
 
 func readSysctl(name string) string {

@@ -259,8 +259,18 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 		return notFound(se.Path, cfg.Env)
 	case se.Stage == "exec" && se.Errno == int(unix.EACCES):
 		return fmt.Errorf("sandbox: program %q is not executable in the sandbox: %w", se.Path, cause)
+	case se.Stage == "clone" && se.Op == "write id maps":
+		if ue := idMapUnsupported(cause); ue != nil {
+			return ue
+		}
+		se.Op += fmt.Sprintf(" (sandbox uid %d to host uid %d, gid %d to host gid %d: a caller that is not root may map only its own ids,"+
+			" and root only ids its own user namespace maps; see Options.HostUID)", SandboxUID, cfg.HostUID, SandboxGID, cfg.HostGID)
 	case se.Stage == "clone":
 		if ue := usernsUnsupported(cause); ue != nil {
+			return ue
+		}
+	case se.Stage == "mount" && se.Op == "fsmount proc" && se.Errno == int(unix.EPERM):
+		if ue := procMaskError(cause); ue != nil {
 			return ue
 		}
 	case se.Stage == "cgroup" && se.Op == noCgroupOp:

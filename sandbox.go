@@ -108,7 +108,11 @@ type Options struct {
 	// HostUID and HostGID are the host ids the sandbox's user maps to.
 	// Zero means: the caller's own ids when the caller is not root, and
 	// 65534 (nobody) when it is, so sandboxed code never owns host root's
-	// files. A caller that is not root can map only its own ids.
+	// files. A caller that is not root can map only its own ids, so its
+	// sandbox maps to them, gid 0 too where that is its primary group (a
+	// container run with a uid and no gid): the sandbox then holds group 0
+	// as the caller does, and may write what group 0 may in a writable
+	// Bind or host Workspace.
 	HostUID, HostGID int
 
 	// Memory caps the run's memory (its processes' RAM, page cache and

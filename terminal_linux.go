@@ -143,12 +143,13 @@ func (w *termInput) ignoresInterrupt(p []byte) bool {
 	// On a pty's master, both requests read the peer's (the program's)
 	// side: its termios, and its foreground process group, as a pid of
 	// this process's namespace.
-	rc.Control(func(fd uintptr) {
+	err = rc.Control(func(fd uintptr) {
 		if tio, ierr = unix.IoctlGetTermios(int(fd), unix.TCGETS); ierr == nil {
 			pgrp, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP)
 		}
 	})
-	if ierr != nil || tio.Lflag&unix.ISIG == 0 || tio.Cc[unix.VINTR] == 0 || !bytes.Contains(p, tio.Cc[unix.VINTR:unix.VINTR+1]) {
+	// A master closed at the run's end runs nothing: no termios to read.
+	if err != nil || ierr != nil || tio.Lflag&unix.ISIG == 0 || tio.Cc[unix.VINTR] == 0 || !bytes.Contains(p, tio.Cc[unix.VINTR:unix.VINTR+1]) {
 		return false
 	}
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(pgrp) + "/status")

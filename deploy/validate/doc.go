@@ -14,4 +14,8 @@
 // ports, probes, grace period, security context, autoscaler target and
 // selectors, and the Dockerfile's EXPOSE, USER, ENTRYPOINT and the package
 // it builds. Nothing is fetched at test time: no cluster, no schemas.
+//
+// Where dockerd is installed and the test runs as root, it also runs the
+// sandbox CLI in containers of a dockerd of its own, with the docker run
+// settings README.md documents (TestDockerContainer).
 package validate
