@@ -69,7 +69,27 @@ type Options struct {
 	TmpSize int64
 
 	// Binds are extra bind mounts from the host, read-only unless Writable.
+	// A target may lie in /etc (a host directory of configuration such as
+	// /etc/apt), writable too, as anywhere else; it may not be /etc itself
+	// nor a file the sandbox generates there (passwd, group, hosts,
+	// hostname, resolv.conf, nsswitch.conf), which follow other options.
+	// A Bind over a file of the trust store hides what TrustedCAs adds to it.
 	Binds []Bind
+
+	// TrustedCAs, if set, are PEM certificates (a corporate CA, a test CA)
+	// that TLS clients in the sandbox trust besides the host's store: each
+	// CA bundle file of the store that programs read (Debian's
+	// /etc/ssl/certs/ca-certificates.crt, RHEL's ca-bundle.crt and
+	// tls-ca-bundle.pem, SUSE's ca-bundle.pem, ...) shows the store's
+	// certificates followed by these. New refuses input that holds no
+	// certificate, anything but CERTIFICATE blocks, or a malformed one.
+	// Where the store has no bundle, they become
+	// /etc/ssl/certs/ca-certificates.crt. OpenSSL's hashed directory lookup
+	// (-CApath, /etc/ssl/certs/<hash>.0) does not find them: the OpenSSL,
+	// GnuTLS and Go clients load the bundle file too. With Rootfs, the
+	// store is the rootfs's (its /etc/ssl, /etc/pki, ...) and they are
+	// added to its bundles the same way. Nil means the store as it is.
+	TrustedCAs []byte
 
 	// Env is the environment every run starts from; Cmd.Env is added to
 	// it and wins on conflicts. PATH, HOME and LANG get defaults when

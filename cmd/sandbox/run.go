@@ -41,6 +41,8 @@ type runFlags struct {
 	seccompKill bool
 
 	net netFlag
+
+	caCerts pemFile
 }
 
 // limitFlags are the flags whose values runConfig.given keeps as typed, for
@@ -95,6 +97,9 @@ func newRunFlags() *runFlags {
 			"hosts, through an HTTP proxy the tool runs: NAME, *.SUFFIX, NAME:PORT,\n"+
 			"CIDR[:PORT]; the program sees HTTP(S)_PROXY and has no DNS), or \"host\"\n"+
 			"(the host's network: UNSAFE, for trusted code only)")
+	f.fs.Var(&f.caCerts, "ca-certs",
+		"trust the PEM certificates in `FILE` (a corporate or test CA) besides the\n"+
+			"host's CA store: every CA bundle in the sandbox's /etc lists them too")
 	return f
 }
 
@@ -154,6 +159,7 @@ func parseRun(args []string) (*runConfig, error) {
 			SeccompKill:    f.seccompKill,
 			Network:        f.net.mode,
 			Egress:         f.net.egress,
+			TrustedCAs:     f.caCerts.data,
 		},
 		args:    f.fs.Args(),
 		env:     f.env,
@@ -279,6 +285,7 @@ var optionFlags = map[string]string{
 	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size",
 	"Options.Seccomp": "--seccomp", "Options.SeccompKill": "--seccomp-kill",
 	"Options.Network": "--net", "Options.Egress": "--net",
+	"Options.TrustedCAs": "--ca-certs",
 }
 
 // denialList is Result.Denials as "ptrace (EPERM) x2, bpf (EPERM)".

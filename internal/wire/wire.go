@@ -66,6 +66,10 @@ type Config struct {
 	// ResetOOMScore says the init inherits a negative oom_score_adj and
 	// must raise it to 0; the launcher knows its own, which the init gets.
 	ResetOOMScore bool
+
+	// TrustedCAs are PEM certificates added to every CA bundle of the
+	// sandbox's trust store.
+	TrustedCAs []byte
 }
 
 // Bind is one extra bind mount.
