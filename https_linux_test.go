@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,4 +278,111 @@ func TestTrustedCAsRefused(t *testing.T) {
 	if err := New(Options{TrustedCAs: comment}).Err(); err != nil {
 		t.Errorf("a commented bundle: %v", err)
 	}
+}
+
+// registryAccess is the allowlist for the host of rawURL, as this machine
+// resolves it, or why it cannot be reached. The addresses the name
+// resolves to are opened by CIDR entries of the test's own: the proxy
+// refuses special ranges by default.
+func registryAccess(t *testing.T, rawURL string) ([]string, string) {
+	t.Helper()
+	u, err := neturl.Parse(strings.TrimSpace(rawURL))
+	if err != nil || u.Hostname() == "" {
+		return nil, fmt.Sprintf("no host in %q", rawURL)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupIPAddr(ctx, u.Hostname())
+	if err != nil || len(addrs) == 0 {
+		return nil, fmt.Sprintf("%s does not resolve: %v", u.Hostname(), err)
+	}
+	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", net.JoinHostPort(addrs[0].IP.String(), port))
+	if err != nil {
+		return nil, fmt.Sprintf("%s is not reachable from this machine: %v", u.Host, err)
+	}
+	c.Close()
+	rules := []string{u.Hostname() + ":" + port}
+	for _, a := range addrs {
+		bits := 32
+		if a.IP.To4() == nil {
+			bits = 128
+		}
+		rules = append(rules, fmt.Sprintf("%s/%d:%s", a.IP, bits, port))
+		if bits == 128 {
+			rules[len(rules)-1] = fmt.Sprintf("[%s/%d]:%s", a.IP, bits, port)
+		}
+	}
+	return rules, ""
+}
+
+// Package managers fetch over HTTPS through the allowlist with the host's
+// trust store and no TLS settings of the test's.
+func TestPackageRegistries(t *testing.T) {
+	requireSandbox(t)
+	t.Run("npm", func(t *testing.T) {
+		if !installedUnderUsr("npm") {
+			t.Skip("npm is not installed under /usr/bin or /bin")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		reg, err := exec.CommandContext(ctx, "npm", "config", "get", "registry").Output()
+		if err != nil {
+			t.Skipf("npm config get registry: %v", err)
+		}
+		rules, why := registryAccess(t, string(reg))
+		if why != "" {
+			t.Skip(why)
+		}
+		res := run(t, Options{Network: NetworkAllow, Egress: rules, Memory: 1 << 30},
+			Command("/bin/sh", "-c", "npm install --no-audit --no-fund --no-update-notifier --registry "+strings.TrimSpace(string(reg))+
+				" is-number@7.0.0 && cat node_modules/is-number/package.json | grep '\"version\"'"))
+		if !res.Success() || !strings.Contains(string(res.Stdout), `"version": "7.0.0"`) {
+			t.Errorf("npm install: %v\nstdout: %s\nstderr: %s\nconnections: %+v", res.Err(), res.Stdout, res.Stderr, res.Connections)
+		}
+	})
+	t.Run("go", func(t *testing.T) {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			t.Skip("no go tool on PATH")
+		}
+		if goTool, err = filepath.EvalSymlinks(goTool); err != nil || !strings.HasPrefix(goTool, "/usr/") {
+			t.Skipf("the go tool (%s) is not under /usr, where the sandbox sees it", goTool)
+		}
+		out, err := exec.Command(goTool, "env", "GOPROXY", "GOSUMDB").Output()
+		if err != nil {
+			t.Skipf("go env: %v", err)
+		}
+		lines := strings.Fields(string(out))
+		if len(lines) != 2 {
+			t.Skipf("go env GOPROXY GOSUMDB: %q", out)
+		}
+		proxy, _, _ := strings.Cut(lines[0], ",")
+		if !strings.HasPrefix(proxy, "https://") {
+			t.Skipf("GOPROXY %q names no HTTPS proxy", lines[0])
+		}
+		rules, why := registryAccess(t, proxy)
+		if why != "" {
+			t.Skip(why)
+		}
+		// The go command reaches the checksum database through the
+		// proxy where the proxy serves it, so the database's own host
+		// is opened only if it can be reached.
+		if sumdb := lines[1]; sumdb != "off" {
+			host := strings.Fields(sumdb)[0]
+			if more, why := registryAccess(t, "https://"+strings.TrimPrefix(host, "https://")); why == "" {
+				rules = append(rules, more...)
+			} else {
+				t.Logf("checksum database: %s", why)
+			}
+		}
+		res := run(t, Options{Network: NetworkAllow, Egress: rules, Memory: 1 << 30},
+			Command(goTool, "mod", "download", "-json", "rsc.io/quote@v1.5.2"))
+		if !res.Success() || !strings.Contains(string(res.Stdout), `"Sum": "h1:w5fcysjrx7yqtD/aO+QwRjYZOKnaM9Uh2b40tElTs3Y="`) {
+			t.Errorf("go mod download: %v\nstdout: %s\nstderr: %s\nconnections: %+v", res.Err(), res.Stdout, res.Stderr, res.Connections)
+		}
+	})
 }
