@@ -93,7 +93,9 @@ type Options struct {
 
 	// Env is the environment every run starts from; Cmd.Env is added to
 	// it and wins on conflicts. PATH, HOME and LANG get defaults when
-	// neither sets them. Nothing of the host's environment is passed on.
+	// neither sets them, and so does NODE_EXTRA_CA_CERTS, the trust
+	// store's bundle, where the sandbox has one (Node reads no other
+	// store). Nothing of the host's environment is passed on.
 	Env []string
 
 	// OutputLimit caps each captured stream (Result.Stdout, Result.Stderr),
