@@ -131,7 +131,7 @@ func parseRun(args []string) (*runConfig, error) {
 	}
 	given := map[string]string{}
 	f.fs.Visit(func(fl *flag.Flag) {
-		if slices.Contains(limitFlags, fl.Name) {
+		if slices.Contains(limitFlags, fl.Name) || fl.Name == "ca-certs" {
 			given[fl.Name] = fl.Value.String()
 		}
 	})
