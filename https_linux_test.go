@@ -89,14 +89,20 @@ func (ca *testCA) serverCert(t testing.TB, host string) tls.Certificate {
 }
 
 // tlsServer serves "hello <client> over TLS" on 127.0.0.2 with cert, and
-// returns its port.
-func tlsServer(t testing.TB, cert tls.Certificate) string {
+// the files of files, if set, beneath /files/ (a git repository for git's
+// dumb HTTP protocol); it returns its port.
+func tlsServer(t testing.TB, cert tls.Certificate, files string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Skipf("cannot listen on 127.0.0.2, the test's upstream address: %v", err)
 	}
+	fileServer := http.StripPrefix("/files/", http.FileServer(http.Dir(files)))
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if files != "" && strings.HasPrefix(r.URL.Path, "/files/") {
+			fileServer.ServeHTTP(w, r)
+			return
+		}
 		fmt.Fprintf(w, "hello %s over TLS\n", strings.TrimPrefix(r.URL.Path, "/"))
 	}))
 	s.Listener.Close()
@@ -169,8 +175,9 @@ func TestHTTPSWithTrustedCAs(t *testing.T) {
 	requireSandbox(t)
 	ca, rogue := newTestCA(t, "sandbox test CA"), newTestCA(t, "a CA nobody trusts")
 	const name, rogueName = "tls.example.com", "rogue.example.com"
-	port := tlsServer(t, ca.serverCert(t, name))
-	roguePort := tlsServer(t, rogue.serverCert(t, rogueName))
+	repo := gitRepo(t)
+	port := tlsServer(t, ca.serverCert(t, name), repo)
+	roguePort := tlsServer(t, rogue.serverCert(t, rogueName), repo)
 	resolver := &fakeResolver{addrs: map[string][]string{name: {"127.0.0.2"}, rogueName: {"127.0.0.2"}}}
 	opts := Options{
 		Network:        NetworkAllow,
@@ -183,23 +190,29 @@ func TestHTTPSWithTrustedCAs(t *testing.T) {
 	type client struct {
 		name, needs string
 		cmd         func(host, port string) *Cmd
+		want        string // in stdout, when not "over TLS"
 	}
 	shell := func(script string) *Cmd { return Command("/bin/sh", "-c", script) }
 	clients := []client{
-		{"curl", "curl", func(h, p string) *Cmd { return Command("curl", "-sS", url(h, p, "curl")) }},
-		{"wget", "wget", func(h, p string) *Cmd { return Command("wget", "-q", "-O", "-", url(h, p, "wget")) }},
+		{"curl", "curl", func(h, p string) *Cmd { return Command("curl", "-sS", url(h, p, "curl")) }, ""},
+		{"wget", "wget", func(h, p string) *Cmd { return Command("wget", "-q", "-O", "-", url(h, p, "wget")) }, ""},
 		{"python urllib", "python3", func(h, p string) *Cmd {
 			return shell(`/usr/bin/python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen("` + url(h, p, "urllib") + `").read().decode())'`)
-		}},
+		}, ""},
 		{"python ssl default context", "python3", func(h, p string) *Cmd {
 			return shell(`/usr/bin/python3 -c 'import ssl,urllib.request,sys; sys.stdout.write(urllib.request.urlopen("` + url(h, p, "ssl") +
 				`", context=ssl.create_default_context()).read().decode())'`)
-		}},
-		{"node", "node", func(h, p string) *Cmd { return Command("node", "-e", nodeGet, h, p, "node") }},
+		}, ""},
+		{"node", "node", func(h, p string) *Cmd { return Command("node", "-e", nodeGet, h, p, "node") }, ""},
+	}
+	if repo != "" {
+		clients = append(clients, client{"git", "git", func(h, p string) *Cmd {
+			return Command("git", "ls-remote", "https://"+h+":"+p+"/files/repo.git")
+		}, "refs/heads/main"})
 	}
 	if goClient, ok := goHTTPSClient(t); ok {
 		opts.Binds = append(opts.Binds, Bind{Source: goClient, Target: "/opt/gohttps"})
-		clients = append(clients, client{"go", "", func(h, p string) *Cmd { return Command("/opt/gohttps", url(h, p, "go")) }})
+		clients = append(clients, client{"go", "", func(h, p string) *Cmd { return Command("/opt/gohttps", url(h, p, "go")) }, ""})
 	} else {
 		t.Log("no go tool on PATH: the Go client is not tried")
 	}
@@ -215,14 +228,18 @@ func TestHTTPSWithTrustedCAs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !res.Success() || !strings.HasPrefix(string(res.Stdout), "hello ") || !strings.HasSuffix(string(res.Stdout), " over TLS\n") {
-				t.Errorf("%s to a server of the trusted CA: %v\nstdout: %s\nstderr: %s\nwant hello ... over TLS", c.name, res.Err(), res.Stdout, res.Stderr)
+			want := c.want
+			if want == "" {
+				want = "over TLS"
+			}
+			if !res.Success() || !strings.Contains(string(res.Stdout), want) {
+				t.Errorf("%s to a server of the trusted CA: %v\nstdout: %s\nstderr: %s\nwant %q", c.name, res.Err(), res.Stdout, res.Stderr, want)
 			}
 			res, err = s.Run(ctx, c.cmd(rogueName, roguePort))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Success() || bytes.Contains(res.Stdout, []byte("over TLS")) {
+			if res.Success() || bytes.Contains(res.Stdout, []byte("over TLS")) || bytes.Contains(res.Stdout, []byte("refs/heads")) {
 				t.Errorf("%s accepted a server of a CA the store does not hold:\nstdout: %s\nstderr: %s", c.name, res.Stdout, res.Stderr)
 			}
 			t.Logf("refused the rogue server: %s", firstLine(string(res.Stdout)+string(res.Stderr)))
@@ -385,4 +402,29 @@ func TestPackageRegistries(t *testing.T) {
 			t.Errorf("go mod download: %v\nstdout: %s\nstderr: %s\nconnections: %+v", res.Err(), res.Stdout, res.Stderr, res.Connections)
 		}
 	})
+}
+
+// gitRepo makes a bare git repository with one commit on main, ready for
+// git's dumb HTTP protocol, in a directory beneath which it is at
+// repo.git; "" if git is missing.
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		return ""
+	}
+	dir := t.TempDir()
+	work := filepath.Join(dir, "work")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", work},
+		{"-C", work, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
+		{"clone", "-q", "--bare", work, filepath.Join(dir, "repo.git")},
+		{"-C", filepath.Join(dir, "repo.git"), "update-server-info"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v\n%s", args, err, out)
+		}
+	}
+	return dir
 }
