@@ -182,6 +182,11 @@ func TestEnvironmentIsExactlyGiven(t *testing.T) {
 	got := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
 	slices.Sort(got)
 	want := []string{"BASE=1", "FOO=bar", "HOME=/workspace", "LANG=C.UTF-8", "PATH=/usr/bin", helperEnv + "=env"}
+	// And Node's pointer to the trust store, where the host has one.
+	if bundle := trustBundleIn("", false); bundle != "" {
+		want = append(want, "NODE_EXTRA_CA_CERTS="+bundle)
+		slices.Sort(want)
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("environment inside:\n%v\nwant\n%v", got, want)
 	}
