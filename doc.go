@@ -130,8 +130,8 @@
 //   - mtab: a link to /proc/mounts, the sandbox's own mounts.
 //   - inputrc, fonts: readline's key bindings and fontconfig's setup.
 //   - python3, python3.*: the site customisation Debian keeps there.
-//   - java-*: the Java runtime's security and logging configuration, which
-//     Debian keeps there and java needs to start.
+//   - java-*: the Java runtime's configuration (java.security, with its TLS
+//     and crypto providers, logging, jvm.cfg), which Debian keeps there.
 //   - the trust store: ssl/certs, ssl/openssl.cnf, ssl/cert.pem,
 //     ssl/ca-bundle.pem, ca-certificates, ca-certificates.conf,
 //     pki/tls/certs, pki/tls/cert.pem, pki/tls/openssl.cnf, pki/ca-trust,

@@ -17,8 +17,8 @@ import (
 // generatedEtc are the files of /etc the sandbox writes itself, each with
 // the option that shapes it; a Bind over one is refused with that advice.
 var generatedEtc = map[string]string{
-	"/etc/passwd":        "it names the sandbox's own users (root, sandbox, nobody); set HOME or USER through Options.Env",
-	"/etc/group":         "it names the sandbox's own groups; set the program's environment through Options.Env",
+	"/etc/passwd":        "it names the sandbox's own users (root, sandbox as SandboxUID, nobody); set HOME, USER or LOGNAME for the program through Options.Env",
+	"/etc/group":         "it names the sandbox's own groups (root, sandbox as SandboxGID, nogroup); the host ids they map to are Options.HostUID and Options.HostGID",
 	"/etc/hosts":         "it names loopback and Options.Hostname; reach hosts by name through Options.Network: NetworkAllow and Options.Egress",
 	"/etc/hostname":      "it holds Options.Hostname; set that instead",
 	"/etc/resolv.conf":   "names are resolved by the egress proxy (Options.Network: NetworkAllow, Options.EgressResolver), or by the host's resolv.conf with NetworkHostUnsafe",
@@ -55,8 +55,8 @@ var hostEtc = []string{
 	"/etc/inputrc", "/etc/fonts",
 	// Python's site customisation, which Debian keeps in /etc.
 	"/etc/python3", "/etc/python3.*",
-	// The Java runtime's security and logging configuration, which
-	// Debian keeps in /etc (java does not start without it).
+	// The Java runtime's configuration, which Debian keeps in /etc:
+	// java.security (its TLS and crypto providers), logging, jvm.cfg.
 	"/etc/java-*",
 	// The OpenSSL configuration and the trust store, in the places of
 	// Debian and Ubuntu, Alpine, RHEL and Fedora, and SUSE: certificates

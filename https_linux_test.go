@@ -428,3 +428,10 @@ func gitRepo(t *testing.T) string {
 	}
 	return dir
 }
+
+// BenchmarkRunTrueTrustedCAs is BenchmarkRunTrue with a CA added to the
+// trust store: the difference is the per-run cost of extending the
+// store's bundles (read, copied into the run's root, bound over).
+func BenchmarkRunTrueTrustedCAs(b *testing.B) {
+	benchRun(b, Options{TrustedCAs: newTestCA(b, "bench CA").pem}, "/bin/true")
+}

@@ -238,10 +238,16 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	if len(args) == 0 {
 		args = []string{cmd.Path}
 	}
+	defaults := defaultEnv
+	// Node trusts only the certificates built into it; this points it at
+	// the store's bundle too.
+	if bundle := trustBundleIn(o.Rootfs, len(o.TrustedCAs) > 0); bundle != "" {
+		defaults = append(slices.Clip(defaults), "NODE_EXTRA_CA_CERTS="+bundle)
+	}
 	cfg := &wire.Config{
 		Path:          cmd.Path,
 		Args:          args,
-		Env:           mergeEnv(o.Env, cmd.Env, defaultEnv),
+		Env:           mergeEnv(o.Env, cmd.Env, defaults),
 		Dir:           orDefault(cmd.Dir, DefaultDir),
 		Hostname:      orDefault(o.Hostname, DefaultHostname),
 		Rootfs:        o.Rootfs,
@@ -263,13 +269,6 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	}
 	cfg.MaxFileSize = limit(o.MaxFileSize, max(cfg.TmpSize, cfg.WorkspaceSize))
 	cfg.TrustedCAs = o.TrustedCAs
-	defaults := defaultEnv
-	// Node trusts only the certificates built into it; this points it at
-	// the store's bundle too.
-	if bundle := trustBundleIn(o.Rootfs, len(o.TrustedCAs) > 0); bundle != "" {
-		defaults = append(slices.Clip(defaults), "NODE_EXTRA_CA_CERTS="+bundle)
-		cfg.Env = mergeEnv(o.Env, cmd.Env, defaults)
-	}
 	if f != nil {
 		cfg.Seccomp, cfg.SeccompListen, cfg.SeccompKill = f.prog, f.notify, o.SeccompKill
 	}
