@@ -87,8 +87,10 @@ var trustBundles = []string{
 // bundle to extend.
 const newTrustBundle = "/etc/ssl/certs/ca-certificates.crt"
 
-// maxTrustBundle bounds a host bundle read to extend it.
-const maxTrustBundle = 16 << 20
+// maxTrustBundle bounds a host bundle read to extend it, and
+// Options.TrustedCAs: each extended copy lives in the run's root, a tmpfs
+// of 4 MiB. Debian's bundle is about 220 KiB, RHEL's largest 600 KiB.
+const maxTrustBundle = 1 << 20
 
 // etcKind is what one brought-in path is.
 type etcKind int
@@ -173,6 +175,9 @@ func hostEtcEntries() ([]etcEntry, error) {
 // parseTrustedCAs checks Options.TrustedCAs and returns it as plain PEM
 // certificates, without the comments and headers it may carry.
 func parseTrustedCAs(data []byte) ([]byte, error) {
+	if len(data) > maxTrustBundle {
+		return nil, optionErr("Options.TrustedCAs", fmt.Sprintf("%d bytes", len(data)), "is larger than %d bytes", maxTrustBundle)
+	}
 	var out bytes.Buffer
 	rest := data
 	for n := 0; ; n++ {

@@ -284,6 +284,7 @@ func TestTrustedCAsRefused(t *testing.T) {
 		"empty": {}, "text": []byte("hello\n"), "malformed": junk, "a key": key,
 		"trailing junk": append(append([]byte{}, ca.pem...), "garbage"...),
 		"good then bad": append(append([]byte{}, ca.pem...), junk...),
+		"over 1 MiB":    bytes.Repeat(ca.pem, (1<<20)/len(ca.pem)+1),
 	} {
 		err := New(Options{TrustedCAs: in}).Err()
 		oe, ok := errors.AsType[*OptionError](err)

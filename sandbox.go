@@ -82,11 +82,15 @@ type Options struct {
 	// /etc/ssl/certs/ca-certificates.crt, RHEL's ca-bundle.crt and
 	// tls-ca-bundle.pem, SUSE's ca-bundle.pem, ...) shows the store's
 	// certificates followed by these. New refuses input that holds no
-	// certificate, anything but CERTIFICATE blocks, or a malformed one.
+	// certificate, anything but CERTIFICATE blocks, a malformed one, or
+	// more than 1 MiB.
 	// Where the store has no bundle, they become
 	// /etc/ssl/certs/ca-certificates.crt. OpenSSL's hashed directory lookup
 	// (-CApath, /etc/ssl/certs/<hash>.0) does not find them: the OpenSSL,
-	// GnuTLS and Go clients load the bundle file too. With Rootfs, the
+	// GnuTLS and Go clients load the bundle file too; Java's keystore
+	// (certs/java/cacerts) does not list them either. Node is pointed at
+	// the bundle (see Env). Each run copies the bundles it extends into
+	// its root (about 220 KiB for Debian's). With Rootfs, the
 	// store is the rootfs's (its /etc/ssl, /etc/pki, ...) and they are
 	// added to its bundles the same way. Nil means the store as it is.
 	TrustedCAs []byte
