@@ -109,11 +109,13 @@ type etcEntry struct {
 }
 
 // etcPaths expands hostEtc into the paths to look for, sorted, with
-// names listed by readdir (a directory's names, nil if it has none). With
-// a rootfs, only paths in /etc are taken: it brings the rest itself. A
-// pattern's wildcards are in its last element only.
+// names listed by readdir (a directory's names, nil if it has none), asked
+// once per directory. With a rootfs, only paths in /etc are taken: it
+// brings the rest itself. A pattern's wildcards are in its last element
+// only.
 func etcPaths(rootfs bool, readdir func(dir string) []string) []string {
 	var out []string
+	listed := map[string][]string{}
 	for _, pat := range hostEtc {
 		if rootfs && !strings.HasPrefix(pat, "/etc/") {
 			continue
@@ -123,7 +125,12 @@ func etcPaths(rootfs bool, readdir func(dir string) []string) []string {
 			continue
 		}
 		dir, name := path.Split(pat)
-		for _, n := range readdir(dir) {
+		names, ok := listed[dir]
+		if !ok {
+			names = readdir(dir)
+			listed[dir] = names
+		}
+		for _, n := range names {
 			if ok, _ := path.Match(name, n); ok {
 				out = append(out, dir+n)
 			}
@@ -133,17 +140,29 @@ func etcPaths(rootfs bool, readdir func(dir string) []string) []string {
 	return slices.Compact(out)
 }
 
+// etcDirs are the directories hostEtc's paths lie in, each once.
+func etcDirs() []string {
+	var dirs []string
+	for _, p := range hostEtc {
+		if d := path.Dir(p); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
 // hostEtcEntries lists the hostEtc paths that exist on the host. A link
 // is recreated, never followed: what it points to is visible only if the
 // sandbox has it.
 func hostEtcEntries() ([]etcEntry, error) {
 	var out []etcEntry
 	for _, p := range etcPaths(false, func(dir string) []string {
-		des, _ := os.ReadDir(dir)
-		var names []string
-		for _, de := range des {
-			names = append(names, de.Name())
+		f, err := os.Open(dir)
+		if err != nil {
+			return nil
 		}
+		defer f.Close()
+		names, _ := f.Readdirnames(-1)
 		return names
 	}) {
 		st, err := os.Lstat(p)

@@ -45,8 +45,7 @@ const (
 
 // hostFacts is what a plan takes from the host; read once per process.
 type hostFacts struct {
-	entries      []entry    // the host's system directories (fd unused)
-	etc          []etcEntry // the hostEtc paths the host has
+	entries      []entry // the host's system directories (fd unused)
 	lastCap      int
 	waitKillable bool // SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19)
 	root         bool
@@ -79,9 +78,6 @@ func readHostFacts() *hostFacts {
 			}
 			f.entries = append(f.entries, e)
 		}
-		if f.etc, f.err = hostEtcEntries(); f.err != nil {
-			return
-		}
 		if f.lastCap, f.err = lastCap(); f.err != nil {
 			return
 		}
@@ -92,6 +88,52 @@ func readHostFacts() *hostFacts {
 		f.waitKillable = kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 19)
 	})
 	return &theHostFacts
+}
+
+// hostEtcCache holds what /etc takes from the host, with the directories
+// it was listed from as they were then.
+var hostEtcCache struct {
+	sync.Mutex
+	stamp   []int64
+	entries []etcEntry
+	ok      bool
+}
+
+// currentHostEtc lists what /etc takes from the host now, as the Go init
+// looks it up for each run: a package installed or removed since the last
+// plan (tzdata, a JDK) would otherwise leave a plan opening what is gone.
+// The list is kept while none of the directories it comes from has
+// changed (entries added, removed or replaced change a directory's mtime),
+// which costs a stat of each instead of a look at every path.
+func currentHostEtc() ([]etcEntry, error) {
+	stamp := etcDirsStamp()
+	c := &hostEtcCache
+	c.Lock()
+	defer c.Unlock()
+	if c.ok && slices.Equal(c.stamp, stamp) {
+		return c.entries, nil
+	}
+	entries, err := hostEtcEntries()
+	if err != nil {
+		return nil, err
+	}
+	c.stamp, c.entries, c.ok = stamp, entries, true
+	return entries, nil
+}
+
+// etcDirsStamp is the mtime and inode of each directory hostEtc lists
+// from, -1 for one missing.
+func etcDirsStamp() []int64 {
+	var stamp []int64
+	for _, dir := range etcDirs() {
+		var st unix.Stat_t
+		if err := unix.Stat(dir, &st); err != nil {
+			stamp = append(stamp, -1, -1)
+			continue
+		}
+		stamp = append(stamp, st.Mtim.Nano(), int64(st.Ino))
+	}
+	return stamp
 }
 
 // kernelAtLeast compares a kernel release ("6.1.0-18-amd64") with major.minor.
@@ -130,6 +172,7 @@ type planner struct {
 	p     *forkplan.Plan
 	cfg   *wire.Config
 	facts *hostFacts
+	etc   []etcEntry          // the hostEtc paths the host has
 	tree  map[string]nodeKind // by absolute path inside the sandbox
 	root  forkplan.Slot       // the new root's mount
 	block *programBlock       // a prepared init's: where its program lands
@@ -164,7 +207,11 @@ func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, *programBlock, boo
 			return nil, nil, false
 		}
 	}
-	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, tree: map[string]nodeKind{"/": nodeDir}, ok: true}
+	etc, err := currentHostEtc()
+	if err != nil {
+		return nil, nil, false
+	}
+	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, etc: etc, tree: map[string]nodeKind{"/": nodeDir}, ok: true}
 	if cfg.Prepare {
 		b.block = newProgramBlock()
 	}
@@ -315,8 +362,8 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	if cfg.Workspace != "" {
 		workspace = b.open(cfg.Workspace, "open source (Options.Workspace)", 0)
 	}
-	etcSrc := make([]forkplan.Slot, len(b.facts.etc))
-	for i, e := range b.facts.etc {
+	etcSrc := make([]forkplan.Slot, len(b.etc))
+	for i, e := range b.etc {
 		etcSrc[i] = -1
 		if e.kind != etcLink {
 			etcSrc[i] = b.open(e.path, "open source", unix.O_NOFOLLOW)
@@ -515,7 +562,7 @@ func (b *planner) buildEtc(srcs []forkplan.Slot) {
 		b.writeFile(t, "/etc/"+f.name, []byte(f.content))
 	}
 	b.close(t)
-	for i, e := range b.facts.etc {
+	for i, e := range b.etc {
 		if e.kind != etcLink {
 			b.bind(srcs[i], e.kind == etcDir, e.path, roAttrs)
 			continue
