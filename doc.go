@@ -34,7 +34,8 @@
 // /sbin and /lib* (or of [Options.Rootfs]), a generated /etc (see The
 // sandbox's /etc), a new /proc with the sensitive paths masked as runc masks
 // them, a minimal /dev (null, zero, full, random, urandom, tty, and a devpts
-// of its own, so programs can open ptys through /dev/ptmx), and
+// of its own, so programs can open ptys through /dev/ptmx, 64 at most at
+// once; the host's ptys are not in it), and
 // size-capped tmpfs /tmp and /workspace (the working directory). It runs as
 // uid/gid [SandboxUID] ("sandbox" in /etc/passwd) with no capabilities,
 // no_new_privs set and RLIMIT_NOFILE of [Options.MaxOpenFiles]. Nothing of

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,12 +148,22 @@ print(sorted(os.listdir("/dev/pts")))
 m2, s2 = os.openpty()
 print(os.ttyname(s2), os.stat(os.ttyname(s2)).st_gid)
 '
-		script -qc tty /dev/null`
+		script -qc tty /dev/null
+		/usr/bin/python3 -c '
+import os
+fds = []
+try:
+    while len(fds) < 500:
+        fds.append(os.openpty())
+except OSError as e:
+    print(len(fds), e.errno)
+'`
 	planned, goInit, errP, errG := runBoth(t, Options{}, func() *Cmd { return Command("/bin/sh", "-c", script) })
 	if errP != nil || errG != nil {
 		t.Fatalf("planned: %v; Go init: %v", errP, errG)
 	}
-	want := "ptmx \n/dev/pts/0\nb'ping\\n'\n['0', 'ptmx']\n/dev/pts/1 1000\n/dev/pts/0\r\n"
+	// At most maxPtys at once: the host's pool of ptys is shared.
+	want := "ptmx \n/dev/pts/0\nb'ping\\n'\n['0', 'ptmx']\n/dev/pts/1 1000\n/dev/pts/0\r\n" + fmt.Sprintf("%d %d\n", maxPtys, unix.ENOSPC)
 	for _, r := range []*Result{planned, goInit} {
 		if !r.Success() || string(r.Stdout) != want {
 			t.Errorf("planned %v: %v, stdout %q, stderr %q; want %q", r.planned, r.Err(), r.Stdout, r.Stderr, want)

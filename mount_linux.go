@@ -30,6 +30,9 @@ var rootfsSkip = map[string]bool{"proc": true, "dev": true, "sys": true, "tmp": 
 // devices are the host device nodes bound into /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
+// maxPtys is how many ptys one sandbox may hold open at once.
+const maxPtys = 64
+
 // devFS is a filesystem mounted in /dev.
 type devFS struct {
 	name, fstype string
@@ -46,10 +49,13 @@ type devFS struct {
 // devpts made in a user namespace may hold only its own pty nodes (the
 // kernel clears SB_I_NODEV for devpts alone), so no other device becomes
 // reachable. Without gid=, a pty's slave gets the group of the process
-// that opened it: the sandbox's own group, which /etc/group names.
+// that opened it: the sandbox's own group, which /etc/group names. The
+// host's ptys are one pool (kernel.pty.max, of which kernel.pty.reserve
+// stays for the host's own devpts): maxPtys keeps one sandbox from taking
+// what the others need.
 func devFilesystems(cfg *wire.Config) []devFS {
 	return []devFS{
-		{"pts", "devpts", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC, []string{"ptmxmode=0666", "mode=0620"}},
+		{"pts", "devpts", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC, []string{"ptmxmode=0666", "mode=0620", fmt.Sprintf("max=%d", maxPtys)}},
 		{"shm", "tmpfs", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC,
 			[]string{"mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.TmpSize))}},
 	}
