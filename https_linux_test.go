@@ -16,6 +16,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -108,6 +110,8 @@ func tlsServer(t testing.TB, cert tls.Certificate, files string) string {
 	s.Listener.Close()
 	s.Listener = ln
 	s.Config.SetKeepAlivesEnabled(false)
+	// Clients refusing the certificate are what some tests want.
+	s.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	s.StartTLS()
 	t.Cleanup(s.Close)
