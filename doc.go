@@ -35,10 +35,11 @@
 // Every program sees: its own user, PID, mount, network (loopback only),
 // IPC, UTS (hostname [DefaultHostname]) and cgroup namespaces; a root that
 // is a read-only tmpfs holding read-only binds of the host's /usr, /bin,
-// /sbin and /lib* (or of [Options.Rootfs]), a generated /etc (passwd,
-// group, hosts, hostname, nsswitch.conf, plus the host's ld.so.cache and
-// alternatives), a new /proc with the sensitive paths masked as runc masks
-// them, a minimal /dev (null, zero, full, random, urandom, tty), and
+// /sbin and /lib* (or of [Options.Rootfs]), a generated /etc (see The
+// sandbox's /etc), a new /proc with the sensitive paths masked as runc masks
+// them, a minimal /dev (null, zero, full, random, urandom, tty, and a devpts
+// of its own, so programs can open ptys through /dev/ptmx, 64 at most at
+// once; the host's ptys are not in it), and
 // size-capped tmpfs /tmp and /workspace (the working directory). It runs as
 // uid/gid [SandboxUID] ("sandbox" in /etc/passwd) with no capabilities,
 // no_new_privs set and RLIMIT_NOFILE of [Options.MaxOpenFiles]. Nothing of
@@ -110,6 +111,58 @@
 // kills every other process of the sandbox. A failure before the exec comes
 // back to the caller with its stage and errno as a [*SetupError], so
 // errors.Is(err, unix.EPERM) works across the process boundary.
+//
+// # The sandbox's /etc
+//
+// /etc is made for each sandbox. It holds files the sandbox writes itself:
+// passwd and group (root, sandbox and nobody), hosts (loopback and
+// [Options.Hostname]), hostname, nsswitch.conf (files only), and, with
+// [NetworkHostUnsafe] alone, the host's resolv.conf. Of the host's /etc (or
+// the rootfs's, with [Options.Rootfs]) it brings in, read-only and where
+// they exist, the files that describe the system and hold nothing of the
+// host's identity or secrets:
+//
+//   - services, protocols, rpc, ethertypes: the name and number tables
+//     behind getservbyname, getprotobyname and getrpcbyname.
+//   - gai.conf, host.conf: how getaddrinfo orders addresses and how the
+//     resolver reads hosts.
+//   - mime.types: file types by extension (Python's mimetypes, web servers).
+//   - localtime (a link into /usr/share/zoneinfo), timezone: the time zone.
+//   - os-release (a link into /usr/lib), debian_version: which distribution
+//     this is, as pip, platform and installers read it.
+//   - ld.so.cache, alternatives: the dynamic linker's cache, and the links
+//     Debian's /usr/bin names point into.
+//   - mtab: a link to /proc/mounts, the sandbox's own mounts.
+//   - inputrc, fonts: readline's key bindings and fontconfig's setup.
+//   - python3, python3.*: the site customisation Debian keeps there.
+//   - java-*: the Java runtime's configuration (java.security, with its TLS
+//     and crypto providers, logging, jvm.cfg), which Debian keeps there.
+//   - the trust store: ssl/certs, ssl/openssl.cnf, ssl/cert.pem,
+//     ssl/ca-bundle.pem, ca-certificates, ca-certificates.conf,
+//     pki/tls/certs, pki/tls/cert.pem, pki/tls/openssl.cnf, pki/ca-trust,
+//     and SUSE's /var/lib/ca-certificates (host only), which covers Debian,
+//     Ubuntu, Alpine, RHEL, Fedora and SUSE. Public certificates only:
+//     ssl/private, pki/tls/private and a subscription's keys stay out.
+//
+// Links are recreated as they are, never followed on the host: a link to
+// something the sandbox lacks dangles. Everything else stays out, among it
+// machine-id (which names the host), shadow and gshadow, ssh's keys, the
+// host's own passwd, group, hosts and hostname, and the configuration of
+// package managers and tools (apt, pip.conf, npmrc, gitconfig, wgetrc,
+// profile, environment), which may hold credentials or point at the host's
+// mirrors and proxies. A program that needs one gets it from [Options.Binds]:
+// a bind into /etc works, read-only or writable, as anywhere else
+// (`sandbox run --ro-bind /etc/apt` for apt), except over /etc itself and
+// the files the sandbox generates, which are refused naming the option to
+// set instead.
+//
+// TLS clients verify with that store and no environment of the caller's:
+// curl, wget, git, apt, Python (urllib, ssl's default context, pip) and Go
+// read the bundle /etc/ssl/certs/ca-certificates.crt (or their system's
+// own); Node trusts only the certificates built into it, so the default
+// environment sets NODE_EXTRA_CA_CERTS to the store's bundle where there is
+// one (Options.Env or Cmd.Env may override it). [Options.TrustedCAs] adds
+// the caller's certificates (a corporate or test CA) to every bundle.
 //
 // # Seccomp
 //

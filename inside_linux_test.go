@@ -100,14 +100,8 @@ func TestHostInvisible(t *testing.T) {
 	if out != "" {
 		t.Errorf("host paths visible inside:\n%s", out)
 	}
-	// The generated files, plus what the host has of the two it lends.
-	want := []string{"group", "hostname", "hosts", "nsswitch.conf", "passwd"}
-	for _, lent := range []string{"alternatives", "ld.so.cache"} {
-		if _, err := os.Stat("/etc/" + lent); err == nil {
-			want = append(want, lent)
-		}
-	}
-	slices.Sort(want)
+	// The generated files, plus what the host has of those it lends.
+	want := etcWant(t)
 	etc := strings.Fields(sh(t, Options{}, `ls /etc`))
 	if !slices.Equal(etc, want) {
 		t.Errorf("/etc holds %q, want only %q", etc, want)
@@ -188,6 +182,11 @@ func TestEnvironmentIsExactlyGiven(t *testing.T) {
 	got := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
 	slices.Sort(got)
 	want := []string{"BASE=1", "FOO=bar", "HOME=/workspace", "LANG=C.UTF-8", "PATH=/usr/bin", helperEnv + "=env"}
+	// And Node's pointer to the trust store, where the host has one.
+	if bundle := trustBundleIn("", false); bundle != "" {
+		want = append(want, "NODE_EXTRA_CA_CERTS="+bundle)
+		slices.Sort(want)
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("environment inside:\n%v\nwant\n%v", got, want)
 	}

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -29,18 +30,34 @@ var rootfsSkip = map[string]bool{"proc": true, "dev": true, "sys": true, "tmp": 
 // devices are the host device nodes bound into /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
+// maxPtys is how many ptys one sandbox may hold open at once.
+const maxPtys = 64
+
 // devFS is a filesystem mounted in /dev.
 type devFS struct {
 	name, fstype string
+	attrs        int // MOUNT_ATTR_* of its mount
 	opts         []string
 }
 
 // devFilesystems are /dev's own filesystems, in the order they are
 // mounted: a private devpts and a tmpfs /dev/shm.
+//
+// The devpts is a new instance, the sandbox's own: its ptys are the only
+// ones reachable, and /dev/ptmx (a link to pts/ptmx) opens them. Its mount
+// must allow device nodes (no nodev), or opening ptmx fails with EACCES; a
+// devpts made in a user namespace may hold only its own pty nodes (the
+// kernel clears SB_I_NODEV for devpts alone), so no other device becomes
+// reachable. Without gid=, a pty's slave gets the group of the process
+// that opened it: the sandbox's own group, which /etc/group names. The
+// host's ptys are one pool (kernel.pty.max, of which kernel.pty.reserve
+// stays for the host's own devpts): maxPtys keeps one sandbox from taking
+// what the others need.
 func devFilesystems(cfg *wire.Config) []devFS {
 	return []devFS{
-		{"pts", "devpts", []string{"ptmxmode=0666", "mode=0620"}},
-		{"shm", "tmpfs", []string{"mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.TmpSize))}},
+		{"pts", "devpts", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC, []string{"ptmxmode=0666", "mode=0620", fmt.Sprintf("max=%d", maxPtys)}},
+		{"shm", "tmpfs", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC,
+			[]string{"mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.TmpSize))}},
 	}
 }
 
@@ -364,11 +381,18 @@ func (b *rootBuilder) targetDepth(root int, p string, file bool, links int) (int
 	return b.keep(fd), nil
 }
 
-// etcSources opens what the generated /etc takes from the host (or rootfs):
-// the dynamic linker's cache and the alternatives symlink farm that Debian's
-// /usr/bin links point into. Missing ones are skipped.
-func (b *rootBuilder) etcSources() (map[string]int, error) {
-	base := "/"
+// etcSource is one path of hostEtc found in the host (or rootfs), opened.
+type etcSource struct {
+	etcEntry
+	fd int // O_PATH fd of a file or directory to bind
+}
+
+// etcSources opens what the generated /etc takes from the host (or
+// rootfs): the hostEtc paths that exist there. Paths resolve inside the
+// rootfs, whose links cannot lead out of it; a link is recreated, not
+// followed.
+func (b *rootBuilder) etcSources() ([]etcSource, error) {
+	base := ""
 	if b.cfg.Rootfs != "" {
 		base = b.cfg.Rootfs
 	}
@@ -376,23 +400,58 @@ func (b *rootBuilder) etcSources() (map[string]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	srcs := map[string]int{}
-	for _, name := range []string{"ld.so.cache", "alternatives"} {
-		fd, err := openIn(basefd, "/etc/"+name)
-		if errors.Is(err, unix.ENOENT) {
+	readdir := func(dir string) []string {
+		fd, err := unix.Openat2(basefd, dir, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+		if err != nil {
+			return nil
+		}
+		f := os.NewFile(uintptr(fd), dir)
+		defer f.Close()
+		names, _ := f.Readdirnames(-1)
+		return names
+	}
+	var srcs []etcSource
+	for _, p := range etcPaths(base != "", readdir) {
+		fd, err := unix.Openat2(basefd, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			continue
 		}
 		if err != nil {
-			return nil, &initError{Stage: "mount", Op: "open source", Path: path.Join(base, "etc", name), Err: err}
+			return nil, &initError{Stage: "mount", Op: "open source", Path: base + p, Err: err}
 		}
-		srcs[name] = b.keep(fd)
+		b.keep(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return nil, &initError{Stage: "mount", Op: "stat source", Path: base + p, Err: err}
+		}
+		src := etcSource{etcEntry{path: p}, fd}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			buf := make([]byte, unix.PathMax)
+			n, err := unix.Readlinkat(fd, "", buf)
+			if err != nil {
+				return nil, &initError{Stage: "mount", Op: "readlink", Path: base + p, Err: err}
+			}
+			src.kind, src.link = etcLink, string(buf[:n])
+		case unix.S_IFDIR:
+			src.kind = etcDir
+		case unix.S_IFREG:
+			src.kind = etcRegular
+		default:
+			continue // a device or socket describes no system
+		}
+		srcs = append(srcs, src)
 	}
 	return srcs, nil
 }
 
-// buildEtc writes the minimal /etc: the sandbox user, loopback names, and
-// the files-only name service; everything else of the host's /etc stays out.
-func (b *rootBuilder) buildEtc(srcs map[string]int) error {
+// buildEtc writes the generated /etc (the sandbox user, loopback names,
+// the files-only name service), brings in hostEtc, and extends the trust
+// store with Options.TrustedCAs; everything else of the host's /etc stays
+// out.
+func (b *rootBuilder) buildEtc(srcs []etcSource) error {
 	etc, err := b.target("/etc", false)
 	if err != nil {
 		return err
@@ -402,12 +461,112 @@ func (b *rootBuilder) buildEtc(srcs map[string]int) error {
 			return &initError{Stage: "mount", Op: "write", Path: "/etc/" + f.name, Err: err}
 		}
 	}
-	for _, name := range sortedKeys(srcs) {
-		if err := b.bind(srcs[name], "/etc/"+name, roAttrs); err != nil {
+	for _, src := range srcs {
+		if src.kind != etcLink {
+			if err := b.bind(src.fd, src.path, roAttrs); err != nil {
+				return err
+			}
+			continue
+		}
+		dir, err := b.target(path.Dir(src.path), false)
+		if err != nil {
 			return err
 		}
+		if err := unix.Symlinkat(src.link, dir, path.Base(src.path)); err != nil {
+			return &initError{Stage: "mount", Op: "symlink", Path: src.path, Err: err}
+		}
+	}
+	return b.extendTrust()
+}
+
+// trustName is the name, in the new root, of the nth extended bundle
+// while it is bound into place; it is unlinked right after.
+func trustName(n int) string { return fmt.Sprintf(".trusted-ca-%d", n) }
+
+// extendTrust shows Options.TrustedCAs in every bundle of trustBundles
+// present in the new root: a copy of the bundle with them appended is
+// bound over it. Without any, it writes them as newTrustBundle.
+func (b *rootBuilder) extendTrust() error {
+	extra := b.cfg.TrustedCAs
+	if len(extra) == 0 {
+		return nil
+	}
+	seen := map[[2]uint64]bool{}
+	n := 0
+	for _, p := range trustBundles {
+		if b.cfg.Rootfs != "" && !strings.HasPrefix(p, "/etc/") {
+			continue
+		}
+		t, err := openIn(b.root, p)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return &initError{Stage: "mount", Op: "resolve CA bundle (Options.TrustedCAs)", Path: p, Err: err}
+		}
+		b.keep(t)
+		var st unix.Stat_t
+		if err := unix.Fstat(t, &st); err != nil {
+			return &initError{Stage: "mount", Op: "stat CA bundle (Options.TrustedCAs)", Path: p, Err: err}
+		}
+		id := [2]uint64{st.Dev, st.Ino}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || seen[id] {
+			continue
+		}
+		seen[id] = true
+		bundle, err := readIn(b.root, p, maxTrustBundle)
+		if err != nil {
+			return &initError{Stage: "mount", Op: "read CA bundle (Options.TrustedCAs)", Path: p, Err: err}
+		}
+		name := trustName(n)
+		n++
+		if err := writeAt(b.root, name, string(mergeTrust(bundle, extra))); err != nil {
+			return &initError{Stage: "mount", Op: "write CA bundle (Options.TrustedCAs)", Path: p, Err: err}
+		}
+		src, err := unix.Openat(b.root, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return &initError{Stage: "mount", Op: "open CA bundle (Options.TrustedCAs)", Path: p, Err: err}
+		}
+		b.keep(src)
+		mfd, err := cloneTree(src, roAttrs, p)
+		if err != nil {
+			return err
+		}
+		if err := attach(mfd, t, p); err != nil {
+			return err
+		}
+		if err := unix.Unlinkat(b.root, name, 0); err != nil {
+			return &initError{Stage: "mount", Op: "unlink", Path: "/" + name, Err: err}
+		}
+	}
+	if n > 0 {
+		return nil
+	}
+	dir, err := b.target(path.Dir(newTrustBundle), false)
+	if err != nil {
+		return err
+	}
+	if err := writeAt(dir, path.Base(newTrustBundle), string(extra)); err != nil {
+		return &initError{Stage: "mount", Op: "write CA bundle (Options.TrustedCAs)", Path: newTrustBundle, Err: err}
 	}
 	return nil
+}
+
+// readIn reads the file p beneath root, as openIn resolves it, up to
+// limit bytes (EFBIG beyond).
+func readIn(root int, p string, limit int64) ([]byte, error) {
+	fd, err := unix.Openat2(root, p, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = unix.EFBIG
+	}
+	return data, err
 }
 
 // etcFile is one file of the generated /etc.
@@ -526,13 +685,7 @@ func (b *rootBuilder) buildDev(devs []int) error {
 		if err != nil {
 			return err
 		}
-		attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC
-		if fs.fstype == "devpts" {
-			// Its ptys are device nodes: /dev/pts/ptmx opens only
-			// on a mount without nodev.
-			attrs &^= unix.MOUNT_ATTR_NODEV
-		}
-		mfd, err := newFS(fs.fstype, attrs, fs.opts...)
+		mfd, err := newFS(fs.fstype, fs.attrs, fs.opts...)
 		if err != nil {
 			return err
 		}

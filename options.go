@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/fumehood/sandbox/internal/wire"
@@ -19,8 +20,9 @@ var defaultEnv = []string{
 }
 
 // reservedTargets are provided by the sandbox itself; binding over them
-// would remove a protection.
-var reservedTargets = []string{"/", "/proc", "/dev", "/etc"}
+// would remove a protection. /etc is reserved itself, and for the files
+// it generates (generatedEtc).
+var reservedTargets = []string{"/", "/proc", "/dev"}
 
 func optionErr(option, value, format string, a ...any) error {
 	return &OptionError{Option: option, Value: value, Reason: fmt.Sprintf(format, a...)}
@@ -112,6 +114,15 @@ func (o *Options) validate() error {
 	if err := checkEnv("Options.Env", o.Env); err != nil {
 		return err
 	}
+	if o.TrustedCAs != nil {
+		// The Sandbox keeps its own copy: later changes to the
+		// caller's slice do not reach it.
+		cas, err := parseTrustedCAs(o.TrustedCAs)
+		if err != nil {
+			return err
+		}
+		o.TrustedCAs = cas
+	}
 	if len(o.Hostname) > 64 || strings.ContainsAny(o.Hostname, "/ \x00") {
 		return optionErr("Options.Hostname", o.Hostname, "must be at most 64 characters without '/', space or NUL")
 	}
@@ -184,6 +195,12 @@ func checkTarget(option, t string) error {
 			return optionErr(option, t, "lies in %s, which the sandbox provides itself", r)
 		}
 	}
+	if t == "/etc" {
+		return optionErr(option, t, "is the sandbox's own /etc; bind a file or directory inside it instead")
+	}
+	if why := etcGenerated(t); why != "" {
+		return optionErr(option, t, "%s", why)
+	}
 	return nil
 }
 
@@ -247,10 +264,16 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	if len(args) == 0 {
 		args = []string{cmd.Path}
 	}
+	defaults := defaultEnv
+	// Node trusts only the certificates built into it; this points it at
+	// the store's bundle too.
+	if bundle := trustBundleIn(o.Rootfs, len(o.TrustedCAs) > 0); bundle != "" {
+		defaults = append(slices.Clip(defaults), "NODE_EXTRA_CA_CERTS="+bundle)
+	}
 	cfg := &wire.Config{
 		Path:          cmd.Path,
 		Args:          args,
-		Env:           mergeEnv(o.Env, cmd.Env, defaultEnv),
+		Env:           mergeEnv(o.Env, cmd.Env, defaults),
 		Dir:           orDefault(cmd.Dir, DefaultDir),
 		Hostname:      orDefault(o.Hostname, DefaultHostname),
 		Rootfs:        o.Rootfs,
@@ -271,13 +294,14 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 		cfg.CPUQuota, cfg.CPUPeriod = int64(cpus*cpuPeriod), cpuPeriod
 	}
 	cfg.MaxFileSize = limit(o.MaxFileSize, max(DefaultMaxFileSize, cfg.TmpSize, cfg.WorkspaceSize))
+	cfg.TrustedCAs = o.TrustedCAs
 	if f != nil {
 		cfg.Seccomp, cfg.SeccompListen, cfg.SeccompKill = f.prog, f.notify, o.SeccompKill
 	}
 	switch o.Network {
 	case NetworkAllow:
 		cfg.ProxyPort = proxyPort
-		cfg.Env = mergeEnv(o.Env, cmd.Env, append(proxyEnv(), defaultEnv...))
+		cfg.Env = mergeEnv(o.Env, cmd.Env, append(proxyEnv(), defaults...))
 	case NetworkHostUnsafe:
 		cfg.HostNetwork = true
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -44,8 +45,7 @@ const (
 
 // hostFacts is what a plan takes from the host; read once per process.
 type hostFacts struct {
-	entries      []entry         // the host's system directories (fd unused)
-	etc          map[string]bool // ld.so.cache and alternatives, by name: is a directory
+	entries      []entry // the host's system directories (fd unused)
 	lastCap      int
 	waitKillable bool // SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19)
 	root         bool
@@ -61,7 +61,6 @@ func readHostFacts() *hostFacts {
 	hostFactsOnce.Do(func() {
 		f := &theHostFacts
 		f.root = os.Geteuid() == 0
-		f.etc = map[string]bool{}
 		for _, name := range hostSystemDirs {
 			st, err := os.Lstat("/" + name)
 			if err != nil {
@@ -79,11 +78,6 @@ func readHostFacts() *hostFacts {
 			}
 			f.entries = append(f.entries, e)
 		}
-		for _, name := range []string{"ld.so.cache", "alternatives"} {
-			if st, err := os.Stat("/etc/" + name); err == nil {
-				f.etc[name] = st.IsDir()
-			}
-		}
 		if f.lastCap, f.err = lastCap(); f.err != nil {
 			return
 		}
@@ -94,6 +88,52 @@ func readHostFacts() *hostFacts {
 		f.waitKillable = kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 19)
 	})
 	return &theHostFacts
+}
+
+// hostEtcCache holds what /etc takes from the host, with the directories
+// it was listed from as they were then.
+var hostEtcCache struct {
+	sync.Mutex
+	stamp   []int64
+	entries []etcEntry
+	ok      bool
+}
+
+// currentHostEtc lists what /etc takes from the host now, as the Go init
+// looks it up for each run: a package installed or removed since the last
+// plan (tzdata, a JDK) would otherwise leave a plan opening what is gone.
+// The list is kept while none of the directories it comes from has
+// changed (entries added, removed or replaced change a directory's mtime),
+// which costs a stat of each instead of a look at every path.
+func currentHostEtc() ([]etcEntry, error) {
+	stamp := etcDirsStamp()
+	c := &hostEtcCache
+	c.Lock()
+	defer c.Unlock()
+	if c.ok && slices.Equal(c.stamp, stamp) {
+		return c.entries, nil
+	}
+	entries, err := hostEtcEntries()
+	if err != nil {
+		return nil, err
+	}
+	c.stamp, c.entries, c.ok = stamp, entries, true
+	return entries, nil
+}
+
+// etcDirsStamp is the mtime and inode of each directory hostEtc lists
+// from, -1 for one missing.
+func etcDirsStamp() []int64 {
+	var stamp []int64
+	for _, dir := range etcDirs() {
+		var st unix.Stat_t
+		if err := unix.Stat(dir, &st); err != nil {
+			stamp = append(stamp, -1, -1)
+			continue
+		}
+		stamp = append(stamp, st.Mtim.Nano(), int64(st.Ino))
+	}
+	return stamp
 }
 
 // kernelAtLeast compares a kernel release ("6.1.0-18-amd64") with major.minor.
@@ -132,6 +172,7 @@ type planner struct {
 	p     *forkplan.Plan
 	cfg   *wire.Config
 	facts *hostFacts
+	etc   []etcEntry          // the hostEtc paths the host has
 	tree  map[string]nodeKind // by absolute path inside the sandbox
 	root  forkplan.Slot       // the new root's mount
 	block *programBlock       // a prepared init's: where its program lands
@@ -166,7 +207,11 @@ func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, *programBlock, boo
 			return nil, nil, false
 		}
 	}
-	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, tree: map[string]nodeKind{"/": nodeDir}, ok: true}
+	etc, err := currentHostEtc()
+	if err != nil {
+		return nil, nil, false
+	}
+	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, etc: etc, tree: map[string]nodeKind{"/": nodeDir}, ok: true}
 	if cfg.Prepare {
 		b.block = newProgramBlock()
 	}
@@ -317,10 +362,12 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	if cfg.Workspace != "" {
 		workspace = b.open(cfg.Workspace, "open source (Options.Workspace)", 0)
 	}
-	etcNames := sortedKeys(b.facts.etc)
-	etcSrc := make([]forkplan.Slot, len(etcNames))
-	for i, name := range etcNames {
-		etcSrc[i] = b.open("/etc/"+name, "open source", 0)
+	etcSrc := make([]forkplan.Slot, len(b.etc))
+	for i, e := range b.etc {
+		etcSrc[i] = -1
+		if e.kind != etcLink {
+			etcSrc[i] = b.open(e.path, "open source", unix.O_NOFOLLOW)
+		}
 	}
 
 	b.call(forkplan.Where{Stage: "mount", Op: "make / private"}, unix.SYS_MOUNT, forkplan.Str(""), forkplan.Str("/"), forkplan.Str(""),
@@ -338,7 +385,7 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	for _, e := range entries {
 		b.bind(e.fd, true, "/"+e.name, roAttrs)
 	}
-	b.buildEtc(etcNames, etcSrc)
+	b.buildEtc(etcSrc)
 	b.buildProc(devs[0])
 	b.buildDev(devs)
 	b.mountNew("/tmp", "tmpfs", rwAttrs, "mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.TmpSize)))
@@ -509,22 +556,108 @@ func (b *planner) mountNew(target, fstype string, attrs int, opts ...string) {
 	b.close(t)
 }
 
-func (b *planner) buildEtc(names []string, srcs []forkplan.Slot) {
+func (b *planner) buildEtc(srcs []forkplan.Slot) {
 	t := b.target("/etc", false)
 	for _, f := range etcFiles(b.cfg) {
-		p := "/etc/" + f.name
-		fd := b.slot()
-		w := forkplan.Where{Stage: "mount", Op: "write", Path: p}
-		b.call(w, unix.SYS_OPENAT, forkplan.In(t), forkplan.Str(f.name),
-			forkplan.Val(unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC), forkplan.Val(0o644)).Save(fd)
-		b.call(w, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf([]byte(f.content)), forkplan.Val(len(f.content))).Want(uintptr(len(f.content)))
-		b.close(fd)
-		b.tree[p] = nodeFile
+		b.writeFile(t, "/etc/"+f.name, []byte(f.content))
 	}
 	b.close(t)
-	for i, name := range names {
-		b.bind(srcs[i], b.facts.etc[name], "/etc/"+name, roAttrs)
+	for i, e := range b.etc {
+		if e.kind != etcLink {
+			b.bind(srcs[i], e.kind == etcDir, e.path, roAttrs)
+			continue
+		}
+		dir := b.target(path.Dir(e.path), false)
+		b.call(forkplan.Where{Stage: "mount", Op: "symlink", Path: e.path}, unix.SYS_SYMLINKAT, forkplan.Str(e.link),
+			forkplan.In(dir), forkplan.Str(path.Base(e.path)))
+		b.close(dir)
+		b.tree[e.path] = nodeLink
 	}
+	b.extendTrust()
+}
+
+// writeFile adds the steps that write a new file p, named by its last
+// element in the directory dir.
+func (b *planner) writeFile(dir forkplan.Slot, p string, content []byte) {
+	fd := b.slot()
+	w := forkplan.Where{Stage: "mount", Op: "write", Path: p}
+	b.call(w, unix.SYS_OPENAT, forkplan.In(dir), forkplan.Str(path.Base(p)),
+		forkplan.Val(unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC), forkplan.Val(0o644)).Save(fd)
+	b.call(w, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf(content), forkplan.Val(len(content))).Want(uintptr(len(content)))
+	b.close(fd)
+	b.tree[p] = nodeFile
+}
+
+// extendTrust adds what the Go init's extendTrust does, with the host's
+// bundles read now: each present in the new root is covered by a copy
+// with Options.TrustedCAs appended, and without any they become
+// newTrustBundle. A bundle the host has but the root does not is skipped
+// with its steps.
+func (b *planner) extendTrust() {
+	extra := b.cfg.TrustedCAs
+	if len(extra) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	n := 0
+	for _, p := range trustBundles {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		if st, err := os.Stat(real); err != nil || !st.Mode().IsRegular() || seen[real] {
+			continue
+		}
+		seen[real] = true
+		bundle, err := readBounded(real, maxTrustBundle)
+		if err != nil {
+			b.ok = false // the Go init reports it
+			return
+		}
+		t := b.slot()
+		open := b.call(forkplan.Where{Stage: "mount", Op: "resolve CA bundle (Options.TrustedCAs)", Path: p}, unix.SYS_OPENAT2, forkplan.In(b.root),
+			forkplan.Str(p), forkplan.Ptr(&unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}),
+			forkplan.Val(unix.SizeofOpenHow)).Save(t)
+		before := b.p.Len()
+		name := trustName(n)
+		n++
+		fd := b.slot()
+		w := forkplan.Where{Stage: "mount", Op: "write CA bundle (Options.TrustedCAs)", Path: p}
+		merged := mergeTrust(bundle, extra)
+		b.call(w, unix.SYS_OPENAT, forkplan.In(b.root), forkplan.Str(name),
+			forkplan.Val(unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC), forkplan.Val(0o644)).Save(fd)
+		b.call(w, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf(merged), forkplan.Val(len(merged))).Want(uintptr(len(merged)))
+		b.close(fd)
+		src := b.slot()
+		b.call(forkplan.Where{Stage: "mount", Op: "open CA bundle (Options.TrustedCAs)", Path: p}, unix.SYS_OPENAT, forkplan.In(b.root),
+			forkplan.Str(name), forkplan.Val(unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)).Save(src)
+		m := b.cloneTree(src, roAttrs, p)
+		b.attach(m, t, p, false)
+		b.close(src)
+		b.call(forkplan.Where{Stage: "mount", Op: "unlink", Path: "/" + name}, unix.SYS_UNLINKAT, forkplan.In(b.root), forkplan.Str(name), forkplan.Val(0))
+		b.close(t)
+		open.SkipOn(uintptr(unix.ENOENT), b.p.Len()-before)
+	}
+	if n > 0 {
+		return
+	}
+	dir := b.target(path.Dir(newTrustBundle), false)
+	b.writeFile(dir, newTrustBundle, extra)
+	b.close(dir)
+}
+
+// readBounded reads the host file p, up to limit bytes.
+func readBounded(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = unix.EFBIG
+	}
+	return data, err
 }
 
 func (b *planner) buildProc(devNull forkplan.Slot) {
@@ -588,13 +721,7 @@ func (b *planner) buildDev(devs []forkplan.Slot) {
 	}
 	for _, fs := range devFilesystems(b.cfg) {
 		t := in(fs.name, false)
-		attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC
-		if fs.fstype == "devpts" {
-			// Its ptys are device nodes: /dev/pts/ptmx opens only
-			// on a mount without nodev.
-			attrs &^= unix.MOUNT_ATTR_NODEV
-		}
-		m := b.newFS(fs.fstype, attrs, fs.opts...)
+		m := b.newFS(fs.fstype, fs.attrs, fs.opts...)
 		b.attach(m, t, "/dev/"+fs.name, false)
 		b.close(t)
 	}

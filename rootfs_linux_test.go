@@ -128,3 +128,44 @@ func TestProbe(t *testing.T) {
 		}
 	}
 }
+
+// A rootfs brings its own /etc files and trust store; TrustedCAs extends
+// that store, and nothing of the host's /etc shows.
+func TestRootfsTrustStore(t *testing.T) {
+	requireSandbox(t)
+	root, _ := miniRootfs(t)
+	ca := newTestCA(t, "rootfs test CA")
+	store := "# the rootfs's own store\n"
+	for p, content := range map[string]string{"etc/ssl/certs/ca-certificates.crt": store, "etc/protocols": "tcp 6 TCP\n",
+		"etc/ssl/private/key.pem": "secret\n"} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A link in the rootfs's /etc that would name a host file if it were
+	// followed on the host.
+	if err := os.Symlink("/etc/shadow", filepath.Join(root, "etc", "services")); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, Options{Rootfs: root, TrustedCAs: ca.pem}, Command("/bin/sh", "-c", `
+		while read -r l; do echo "$l"; done < /etc/ssl/certs/ca-certificates.crt
+		while read -r l; do echo "$l"; done < /etc/protocols
+		for p in /etc/services /etc/ssl/private /etc/mime.types /etc/ld.so.cache; do test -e $p && echo "visible $p"; done
+		echo "node: $NODE_EXTRA_CA_CERTS"`))
+	want := store + strings.TrimSpace(string(mustParseCAs(t, ca.pem))) + "\ntcp 6 TCP\nnode: /etc/ssl/certs/ca-certificates.crt\n"
+	if got := string(res.Stdout); got != want || !res.Success() {
+		t.Errorf("inside a rootfs with a store: %v\n%s\nstderr %s\nwant\n%s", res.Err(), got, res.Stderr, want)
+	}
+}
+
+func mustParseCAs(t *testing.T, data []byte) []byte {
+	t.Helper()
+	out, err := parseTrustedCAs(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -86,11 +86,37 @@ type Options struct {
 	TmpSize int64
 
 	// Binds are extra bind mounts from the host, read-only unless Writable.
+	// A target may lie in /etc (a host directory of configuration such as
+	// /etc/apt), writable too, as anywhere else; it may not be /etc itself
+	// nor a file the sandbox generates there (passwd, group, hosts,
+	// hostname, resolv.conf, nsswitch.conf), which follow other options.
+	// A Bind over a file of the trust store hides what TrustedCAs adds to it.
 	Binds []Bind
+
+	// TrustedCAs, if set, are PEM certificates (a corporate CA, a test CA)
+	// that TLS clients in the sandbox trust besides the host's store: each
+	// CA bundle file of the store that programs read (Debian's
+	// /etc/ssl/certs/ca-certificates.crt, RHEL's ca-bundle.crt and
+	// tls-ca-bundle.pem, SUSE's ca-bundle.pem, ...) shows the store's
+	// certificates followed by these. New refuses input that holds no
+	// certificate, anything but CERTIFICATE blocks, a malformed one, or
+	// more than 1 MiB.
+	// Where the store has no bundle, they become
+	// /etc/ssl/certs/ca-certificates.crt. OpenSSL's hashed directory lookup
+	// (-CApath, /etc/ssl/certs/<hash>.0) does not find them: the OpenSSL,
+	// GnuTLS and Go clients load the bundle file too; Java's keystore
+	// (certs/java/cacerts) does not list them either. Node is pointed at
+	// the bundle (see Env). Each run copies the bundles it extends into
+	// its root (about 220 KiB for Debian's). With Rootfs, the
+	// store is the rootfs's (its /etc/ssl, /etc/pki, ...) and they are
+	// added to its bundles the same way. Nil means the store as it is.
+	TrustedCAs []byte
 
 	// Env is the environment every run starts from; Cmd.Env is added to
 	// it and wins on conflicts. PATH, HOME and LANG get defaults when
-	// neither sets them. Nothing of the host's environment is passed on.
+	// neither sets them, and so does NODE_EXTRA_CA_CERTS, the trust
+	// store's bundle, where the sandbox has one (Node reads no other
+	// store). Nothing of the host's environment is passed on.
 	Env []string
 
 	// OutputLimit caps each captured stream (Result.Stdout, Result.Stderr),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -301,5 +302,28 @@ func (f *pidsFlag) Set(s string) error {
 		return fmt.Errorf("%q: must not be negative (use \"unlimited\" for no limit)", s)
 	}
 	*f.v, f.text = n, s
+	return nil
+}
+
+// pemFile is a flag.Value for a file of PEM certificates, read when set;
+// New checks what it holds.
+type pemFile struct {
+	name string
+	data []byte
+}
+
+func (f *pemFile) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.name
+}
+
+func (f *pemFile) Set(name string) error {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	*f = pemFile{name: name, data: data}
 	return nil
 }

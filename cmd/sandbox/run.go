@@ -45,6 +45,7 @@ type runFlags struct {
 	net netFlag
 
 	tty, noTTY bool
+	caCerts pemFile
 }
 
 // limitFlags are the flags whose values runConfig.given keeps as typed, for
@@ -115,6 +116,9 @@ func newRunFlags() *runFlags {
 			"was; the program's stderr goes to the same terminal")
 	f.fs.BoolVar(&f.tty, "t", false, "")
 	f.fs.BoolVar(&f.noTTY, "no-tty", false, "never give the program a terminal: stdin, stdout and stderr are pipes")
+	f.fs.Var(&f.caCerts, "ca-certs",
+		"trust the PEM certificates in `FILE` (a corporate or test CA) besides the\n"+
+			"host's CA store: every CA bundle in the sandbox's /etc lists them too")
 	return f
 }
 
@@ -169,7 +173,7 @@ func parseRun(args []string) (*runConfig, error) {
 	}
 	given := map[string]string{}
 	f.fs.Visit(func(fl *flag.Flag) {
-		if slices.Contains(limitFlags, fl.Name) {
+		if slices.Contains(limitFlags, fl.Name) || fl.Name == "ca-certs" {
 			given[fl.Name] = fl.Value.String()
 		}
 	})
@@ -198,6 +202,7 @@ func parseRun(args []string) (*runConfig, error) {
 			SeccompKill:    f.seccompKill,
 			Network:        f.net.mode,
 			Egress:         f.net.egress,
+			TrustedCAs:     f.caCerts.data,
 		},
 		args:    f.fs.Args(),
 		env:     f.env,
@@ -361,6 +366,7 @@ var optionFlags = map[string]string{
 	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size", "Options.MaxFileSize": "--max-file-size",
 	"Options.Seccomp": "--seccomp", "Options.SeccompKill": "--seccomp-kill",
 	"Options.Network": "--net", "Options.Egress": "--net",
+	"Options.TrustedCAs": "--ca-certs",
 }
 
 // denialList is Result.Denials as "ptrace (EPERM) x2, bpf (EPERM)".

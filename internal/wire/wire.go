@@ -72,6 +72,9 @@ type Config struct {
 	// of the stdio it was started with (see TerminalMark). Never set with
 	// Prepare: a run with a terminal starts cold.
 	Terminal *Winsize `json:",omitempty"`
+	// TrustedCAs are PEM certificates added to every CA bundle of the
+	// sandbox's trust store.
+	TrustedCAs []byte
 }
 
 // Winsize is a terminal's window size, in characters.
