@@ -45,7 +45,7 @@ type runFlags struct {
 	net netFlag
 
 	tty, noTTY bool
-	caCerts pemFile
+	caCerts    pemFile
 }
 
 // limitFlags are the flags whose values runConfig.given keeps as typed, for
