@@ -67,7 +67,9 @@ test:
 	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./...
 	# CPython's own regression tests, on the host and in a sandbox: they
 	# need the testsuite package of the python3 the machine has (apt-get
-	# as root; the package follows the python3 version found here).
+	# as root; the package follows the python3 version found here). Built
+	# with CGO_ENABLED=0 as the pass above, whose compiled packages it
+	# reuses.
 	py=$$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
 	if [ -n "$$py" ] && [ ! -e "/usr/lib/python$$py/test/test_os.py" ]; then
 		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
@@ -77,8 +79,8 @@ test:
 			echo "libpython$$py-testsuite is not installed and this is not root: TestCPythonRegressionTests will skip" >&2
 		fi
 	fi
-	echo "+ $(GO) test -count=1 -run '$(CPYTHON_TEST)' -v ."
-	$(GO) test -count=1 -run '$(CPYTHON_TEST)' -v .
+	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -run '$(CPYTHON_TEST)' -v ."
+	CGO_ENABLED=0 $(GO) test -count=1 -run '$(CPYTHON_TEST)' -v .
 	# The core, limit, session and escape tests again with every test
 	# Sandbox pooled (Options.Pool): a pooled run must be as isolated as
 	# a cold one, and each such Sandbox must really serve from its pool.
