@@ -455,3 +455,51 @@ func cpythonTail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestCPythonResultsParse checks the readers of the runner's output on
+// what CPython 3.11 writes, without running it.
+func TestCPythonResultsParse(t *testing.T) {
+	xmlData := `<testsuites tests="5" errors="1" failures="1"><testsuite tests="5">` +
+		`<testcase name="test.test_os.A.test_ok" status="run" result="completed" time="0.1" />` +
+		`<testcase name="test.test_os.A.test_skip" status="run" result="completed"><skipped>needs a tty</skipped></testcase>` +
+		`<testcase name="test.test_os.A.test_err" status="run" result="completed"><system-out /><error type="OSError" message="OSError: [Errno 13]">Traceback&#10;OSError: [Errno 13] Permission denied</error></testcase>` +
+		`<testcase name="test.test_os.A.test_fail" status="run" result="completed"><failure type="AssertionError" message="x">AssertionError: 1 != 2</failure></testcase>` +
+		`<testcase />` +
+		`</testsuite></testsuites>`
+	got, err := cpythonParse([]byte(xmlData), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]cpythonState{
+		"test.test_os.A.test_ok": cpythonPassed, "test.test_os.A.test_skip": cpythonSkipped,
+		"test.test_os.A.test_err": cpythonFailed, "test.test_os.A.test_fail": cpythonFailed,
+	}
+	if len(got) != len(want) {
+		t.Errorf("parsed %d tests, want %d: %v", len(got), len(want), got)
+	}
+	for id, st := range want {
+		if got[id].state != st {
+			t.Errorf("%s: state %d, want %d", id, got[id].state, st)
+		}
+	}
+	if !strings.Contains(got["test.test_os.A.test_err"].detail, "Permission denied") {
+		t.Errorf("error detail %q lacks the traceback", got["test.test_os.A.test_err"].detail)
+	}
+
+	sep, dash := strings.Repeat("=", 70), strings.Repeat("-", 70)
+	log := "test_user (test.test_subprocess.P.test_user) ... ERROR\n\n" +
+		sep + "\nERROR: test_user (test.test_subprocess.P.test_user) (user=65534)\n" + dash + "\nTraceback\nOSError: [Errno 22] Invalid argument\n\n" +
+		sep + "\nFAIL: test_x (test.test_os.B.test_x) (n=1)\n" + dash + "\nAssertionError\n\n" +
+		dash + "\nRan 2 tests in 0.1s\n\nFAILED (errors=1)\n"
+	subs := cpythonSubtestFailures(log)
+	if len(subs) != 2 || !strings.Contains(subs["test.test_subprocess.P.test_user"], "[Errno 22]") ||
+		!strings.Contains(subs["test.test_os.B.test_x"], "AssertionError") || strings.Contains(subs["test.test_os.B.test_x"], "Ran 2") {
+		t.Errorf("subtest failures: %q", subs)
+	}
+	if r := cpythonKnownReason("test.test_subprocess.POSIXProcessTestCase.test_user", subs["test.test_subprocess.P.test_user"]); r == "" {
+		t.Error("test_user failing with EINVAL is not the known difference")
+	}
+	if r := cpythonKnownReason("test.test_subprocess.POSIXProcessTestCase.test_user", "PermissionError: [Errno 13]"); r != "" {
+		t.Error("test_user failing with EACCES passed as the known difference, whose symptom is EINVAL")
+	}
+}
