@@ -31,16 +31,17 @@ import (
 // together). test_asyncio is run as its submodules, found at run time, so
 // that they spread over the workers.
 //
-// Left out, to keep the test to a few minutes: test_multiprocessing_*
-// and test_concurrent_futures (minutes each, process pools over the same
-// system calls as test_subprocess and test_os), test_largefile (copies
+// Left out, to keep the test to a few minutes: test_multiprocessing's
+// forkserver and spawn variants (a minute or more each, the same system
+// calls as its fork variant, which is run) and test_concurrent_futures
+// (over two minutes of process and thread pools), test_largefile (copies
 // 2.5 GB of real data), and test_socketserver, test_timeout and the
 // other modules that need the "network" resource (the Internet, which
-// neither side has). test_ioctl and test_curses need a terminal, which
-// neither run has, so they skip on both sides.
+// neither side has), and test_curses, which needs a terminal. Neither run
+// has a terminal, so test_ioctl skips on both sides.
 var cpythonModules = []string{
-	"test_signal", "test_ssl", "test_io", "test_subprocess", "test_socket",
-	"test_asyncio", "test_logging", "test_faulthandler", "test_selectors",
+	"test_multiprocessing_fork", "test_signal", "test_ssl", "test_io",
+	"test_subprocess", "test_socket", "test_asyncio", "test_logging", "test_faulthandler", "test_selectors",
 	"test_threading", "test_poll", "test_os", "test_pty", "test_readline",
 	"test_eintr", "test_wait3", "test_wait4", "test_time", "test_httpservers",
 	"test_urllib2_localnet", "test_select", "test_fcntl", "test_tempfile",
@@ -194,7 +195,7 @@ func TestCPythonRegressionTests(t *testing.T) {
 // runner's workers and the files they make.
 func cpythonOptions() Options {
 	return Options{
-		// The parallel run peaked at about 250 MiB here.
+		// The parallel run peaked at about 400 MiB here.
 		Memory: 1 << 30,
 		// The runner's workers, and the threads and children of their
 		// tests.
