@@ -1,6 +1,7 @@
 # Targets for people and CI. Only Go is needed; staticcheck is installed on
-# first use, libseccomp-dev (for the -tags libseccomp build) and docker.io
-# (for the Docker test in deploy/validate) too, as root. Run "make help" for the list.
+# first use, libseccomp-dev (for the -tags libseccomp build), docker.io (for
+# the Docker test in deploy/validate) and CPython's testsuite package too, as
+# root. Run "make help" for the list.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -20,6 +21,9 @@ ROOTLESS_USER ?= sbxtest
 # "context deadline exceeded" as its time runs out (go.dev/issue/75804, fixed
 # in go1.27), and a count sets no deadline.
 FUZZEXECS ?= 150000
+# CPython's regression tests in a sandbox take minutes: make test runs them
+# once, on their own, and every other pass skips them.
+CPYTHON_TEST = ^TestCPythonRegressionTests$$
 # The tests run a second time with pooled sandboxes (see the test target).
 POOL_TESTS = TestEscape|TestOnly|TestHostInvisible|TestReadOnly|TestWritable|TestIdentity|TestNoPrivileges|TestEnvironment|TestProc|TestOOMScore|TestWorkingDirectory|TestTmpfs|TestExitStatus|TestCrash|TestMissing|TestStdin|TestTimeout|TestCancel|TestOutputFlood|TestConcurrentRuns|TestSetupFailure|TestBindSource|TestSession|TestLimitsReported|TestMemoryHog|TestForkBomb|TestCPUQuota|TestFillTmp|TestFileSizeLimit|TestSeccompRefuses|TestSeccompKill|TestPool
 
@@ -28,7 +32,8 @@ POOL_TESTS = TestEscape|TestOnly|TestHostInvisible|TestReadOnly|TestWritable|Tes
 help:
 	@echo 'make demo           run examples/quickstart (snippets) and examples/agent-session (a multi-turn session)'
 	echo 'make test           go vet, staticcheck, go test -race, go test with CGO_ENABLED=0,'
-	echo '                     then the same with -tags libseccomp (installs libseccomp-dev as root)'
+	echo '                     then the same with -tags libseccomp (installs libseccomp-dev as root);'
+	echo '                     CPython'"'"'s regression tests once (installs libpython3.X-testsuite as root)'
 	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
 	echo 'make test-vm        the tests in a Debian kernel under qemu (no KVM needed) on pure cgroup v2,'
 	echo '                     as root and as a user with a delegated cgroup; VM_TESTS=regex narrows them'
@@ -57,10 +62,26 @@ test:
 	$(GO) vet ./...
 	echo "+ $(STATICCHECK) ./..."
 	"$(STATICCHECK)" ./...
-	echo "+ $(GO) test -race -count=1 -p 1 ./..."
-	$(GO) test -race -count=1 -p 1 ./...
-	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -p 1 ./..."
-	CGO_ENABLED=0 $(GO) test -count=1 -p 1 ./...
+	echo "+ $(GO) test -race -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./..."
+	$(GO) test -race -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./...
+	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./..."
+	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./...
+	# CPython's own regression tests, on the host and in a sandbox: they
+	# need the testsuite package of the python3 the machine has (apt-get
+	# as root; the package follows the python3 version found here). Built
+	# with CGO_ENABLED=0 as the pass above, whose compiled packages it
+	# reuses.
+	py=$$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
+	if [ -n "$$py" ] && [ ! -e "/usr/lib/python$$py/test/test_os.py" ]; then
+		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+			echo "+ apt-get install -y -q libpython$$py-testsuite"
+			apt-get install -y -q "libpython$$py-testsuite" </dev/null || { apt-get update -q && apt-get install -y -q "libpython$$py-testsuite" </dev/null; }
+		else
+			echo "libpython$$py-testsuite is not installed and this is not root: TestCPythonRegressionTests will skip" >&2
+		fi
+	fi
+	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -run '$(CPYTHON_TEST)' -v ."
+	CGO_ENABLED=0 $(GO) test -count=1 -run '$(CPYTHON_TEST)' -v .
 	# The core, limit, session and escape tests again with every test
 	# Sandbox pooled (Options.Pool): a pooled run must be as isolated as
 	# a cold one, and each such Sandbox must really serve from its pool.
@@ -92,8 +113,8 @@ test:
 	echo "+ $(GO) vet -tags libseccomp ./... && $(STATICCHECK) -tags libseccomp ./..."
 	$(GO) vet -tags libseccomp ./...
 	"$(STATICCHECK)" -tags libseccomp ./...
-	echo "+ $(GO) test -tags libseccomp -count=1 -p 1 ./..."
-	$(GO) test -tags libseccomp -count=1 -p 1 ./...
+	echo "+ $(GO) test -tags libseccomp -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./..."
+	$(GO) test -tags libseccomp -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./...
 	# Short fuzz runs: the two compilers against each other, the pure-Go
 	# compiler against its reference, the profile reader for panics, and
 	# every parser of caller input (Options, workspace paths, egress
@@ -154,8 +175,8 @@ test-rootless:
 		runuser -u $(ROOTLESS_USER) -- env HOME="$$home" USER=$(ROOTLESS_USER) TMPDIR="$$dir/tmp" \
 			SANDBOX_CLI="$$dir/sandbox" "$$@"
 	}
-	echo "+ (cd $$dir/root && runuser -u $(ROOTLESS_USER) -- ./sandbox.test -test.count=1)"
-	(cd "$$dir/root" && as_user ./sandbox.test -test.count=1 -test.timeout=10m)
+	echo "+ (cd $$dir/root && runuser -u $(ROOTLESS_USER) -- ./sandbox.test -test.count=1 -test.skip '$(CPYTHON_TEST)')"
+	(cd "$$dir/root" && as_user ./sandbox.test -test.count=1 -test.timeout=10m -test.skip '$(CPYTHON_TEST)')
 	echo "ok   root package as $(ROOTLESS_USER)"
 	echo "+ (cd $$dir/cli && runuser -u $(ROOTLESS_USER) -- ./cli.test -test.count=1)"
 	(cd "$$dir/cli" && as_user ./cli.test -test.count=1 -test.timeout=10m)
