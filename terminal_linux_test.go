@@ -143,39 +143,7 @@ func TestTerminalResize(t *testing.T) {
 	}
 }
 
-// hostileTerminal changes all it can of every descriptor it holds, and
-// counts the terminal changes that took: termios (echo and canonical
-// mode off), O_NONBLOCK, TIOCEXCL and the window size, then the line
-// discipline (N_NULL) and flow control (TCOOFF) last, since after them
-// nothing it prints would come out.
-const hostileTerminal = `import fcntl, os, struct, sys, termios
-took = 0
-def attempt(f, fd):
-    global took
-    try:
-        f(fd)
-        took += 1
-    except (OSError, termios.error):
-        pass
-def raw(fd):
-    a = termios.tcgetattr(fd)
-    a[3] &= ~(termios.ECHO | termios.ICANON)
-    termios.tcsetattr(fd, termios.TCSANOW, a)
-for fd in range(3):
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
-    except OSError:
-        pass
-    attempt(raw, fd)
-    attempt(lambda fd: fcntl.ioctl(fd, termios.TIOCEXCL), fd)
-    attempt(lambda fd: fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 3, 7, 0, 0)), fd)
-os.write(2, b"terminal changes: %d\n" % took)
-for fd in range(3):
-    attempt(lambda fd: fcntl.ioctl(fd, termios.TIOCSETD, struct.pack("i", 27)), fd)
-    attempt(lambda fd: termios.tcflow(fd, termios.TCOOFF), fd)
-`
-
-// TestHostileTerminal runs hostileTerminal with the test's own pty as
+// TestHostileTerminal runs ptytest.HostileProgram with the test's own pty as
 // Cmd.Stdin, Stdout and Stderr, with and without a Terminal: the pty's
 // state afterwards is what it was, and it still works.
 func TestHostileTerminal(t *testing.T) {
@@ -188,7 +156,7 @@ func TestHostileTerminal(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := newTest(t, Options{})
-			c := Command("/usr/bin/python3", "-c", hostileTerminal)
+			c := Command("/usr/bin/python3", "-c", ptytest.HostileProgram)
 			c.Stdin, c.Stdout, c.Stderr = p.Peer, p.Peer, p.Peer
 			if term {
 				c.Terminal = &Terminal{}

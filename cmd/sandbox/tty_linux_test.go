@@ -227,36 +227,7 @@ func TestCLITerminalRestoredOnFailure(t *testing.T) {
 	}
 }
 
-// hostileTerminal is the library test's program of the same name: it
-// changes all it can of every descriptor it holds.
-const hostileTerminal = `import fcntl, os, struct, sys, termios
-took = 0
-def attempt(f, fd):
-    global took
-    try:
-        f(fd)
-        took += 1
-    except (OSError, termios.error):
-        pass
-def raw(fd):
-    a = termios.tcgetattr(fd)
-    a[3] &= ~(termios.ECHO | termios.ICANON)
-    termios.tcsetattr(fd, termios.TCSANOW, a)
-for fd in range(3):
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
-    except OSError:
-        pass
-    attempt(raw, fd)
-    attempt(lambda fd: fcntl.ioctl(fd, termios.TIOCEXCL), fd)
-    attempt(lambda fd: fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 3, 7, 0, 0)), fd)
-os.write(2, b"terminal changes: %d\n" % took)
-for fd in range(3):
-    attempt(lambda fd: fcntl.ioctl(fd, termios.TIOCSETD, struct.pack("i", 27)), fd)
-    attempt(lambda fd: termios.tcflow(fd, termios.TCOOFF), fd)
-`
-
-// TestCLIHostileTerminal runs hostileTerminal through the tool on the
+// TestCLIHostileTerminal runs ptytest.HostileProgram through the tool on the
 // test's pty, with --tty and --no-tty: the pty is as it was afterwards,
 // and works.
 func TestCLIHostileTerminal(t *testing.T) {
@@ -272,7 +243,7 @@ func TestCLIHostileTerminal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd := startOnPty(t, bin, p, "run", "--best-effort", tc.flag, "--", "/usr/bin/python3", "-c", hostileTerminal)
+			cmd := startOnPty(t, bin, p, "run", "--best-effort", tc.flag, "--", "/usr/bin/python3", "-c", ptytest.HostileProgram)
 			out, _ := p.ReadUntil("terminal changes:", 30*time.Second)
 			if i := bytes.Index(out, []byte("changes:")); i >= 0 && !bytes.Contains(out[i:], []byte("\n")) {
 				more, _ := p.ReadUntil("\n", time.Second)

@@ -193,3 +193,35 @@ func (p *Pair) CheckWorks(t testing.TB) {
 		t.Errorf("the master read %q after the run, want pong", out)
 	}
 }
+
+// HostileProgram is a python3 program that changes all it can of every
+// descriptor it holds, and counts the terminal changes that took: termios (echo and canonical
+// mode off), O_NONBLOCK, TIOCEXCL and the window size, then the line
+// discipline (N_NULL) and flow control (TCOOFF) last, since after them
+// nothing it prints would come out.
+const HostileProgram = `import fcntl, os, struct, sys, termios
+took = 0
+def attempt(f, fd):
+    global took
+    try:
+        f(fd)
+        took += 1
+    except (OSError, termios.error):
+        pass
+def raw(fd):
+    a = termios.tcgetattr(fd)
+    a[3] &= ~(termios.ECHO | termios.ICANON)
+    termios.tcsetattr(fd, termios.TCSANOW, a)
+for fd in range(3):
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    except OSError:
+        pass
+    attempt(raw, fd)
+    attempt(lambda fd: fcntl.ioctl(fd, termios.TIOCEXCL), fd)
+    attempt(lambda fd: fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 3, 7, 0, 0)), fd)
+os.write(2, b"terminal changes: %d\n" % took)
+for fd in range(3):
+    attempt(lambda fd: fcntl.ioctl(fd, termios.TIOCSETD, struct.pack("i", 27)), fd)
+    attempt(lambda fd: termios.tcflow(fd, termios.TCOOFF), fd)
+`
