@@ -32,8 +32,10 @@ type ttyState struct {
 	ended  bool
 }
 
-// errNotRunning is Resize's error outside a run with a terminal.
-var errNotRunning = errors.New("the program is not running on a terminal")
+// ErrNotRunning is matched by the error of Cmd.Resize outside a run with a
+// terminal: before the program starts, after its run, or without
+// Cmd.Terminal.
+var ErrNotRunning = errors.New("the program is not running on a terminal")
 
 // Resize sets the window size of the program's terminal (Cmd.Terminal)
 // to rows by cols characters; the program gets SIGWINCH. It is safe to
@@ -45,11 +47,11 @@ func (c *Cmd) Resize(rows, cols uint16) error {
 	defer c.tty.mu.Unlock()
 	switch {
 	case c.Terminal == nil:
-		return fmt.Errorf("sandbox: resize: %w: Cmd.Terminal is not set", errNotRunning)
+		return fmt.Errorf("sandbox: resize: %w: Cmd.Terminal is not set", ErrNotRunning)
 	case c.tty.ended:
-		return fmt.Errorf("sandbox: resize: %w: its run has ended", errNotRunning)
+		return fmt.Errorf("sandbox: resize: %w: its run has ended", ErrNotRunning)
 	case c.tty.master == nil:
-		return fmt.Errorf("sandbox: resize: %w: it has not started", errNotRunning)
+		return fmt.Errorf("sandbox: resize: %w: it has not started", ErrNotRunning)
 	}
 	if err := setWinsize(c.tty.master, rows, cols); err != nil {
 		return fmt.Errorf("sandbox: resize: TIOCSWINSZ: %w", err)

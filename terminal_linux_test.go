@@ -5,6 +5,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"strconv"
@@ -110,8 +111,8 @@ func TestTerminalResize(t *testing.T) {
 	s := newTest(t, Options{})
 	c := Command("bash", "-c", `trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done`)
 	c.Terminal = &Terminal{Rows: 10, Cols: 20}
-	if err := c.Resize(1, 1); err == nil {
-		t.Error("Resize before Run succeeded")
+	if err := c.Resize(1, 1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Resize before Run = %v, want ErrNotRunning", err)
 	}
 	ready := make(chan struct{})
 	out := &notifyWriter{want: map[string]chan struct{}{"ready": ready}}
@@ -135,11 +136,11 @@ func TestTerminalResize(t *testing.T) {
 	if !res.Success() || !strings.Contains(out.String(), "42 123") {
 		t.Errorf("outcome %v exit %d, output %q; want 42 123", res.Outcome, res.ExitCode, out)
 	}
-	if err := c.Resize(1, 1); err == nil {
-		t.Error("Resize after Run succeeded")
+	if err := c.Resize(1, 1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Resize after Run = %v, want ErrNotRunning", err)
 	}
-	if err := Command("true").Resize(1, 1); err == nil {
-		t.Error("Resize of a Cmd without a Terminal succeeded")
+	if err := Command("true").Resize(1, 1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Resize of a Cmd without a Terminal = %v, want ErrNotRunning", err)
 	}
 }
 
