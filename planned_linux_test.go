@@ -51,7 +51,7 @@ func TestPlannedInitBuildsTheSameSandbox(t *testing.T) {
 	opts := Options{Env: []string{marker}, Binds: []Bind{{Source: data, Target: "/opt/planned/data"}, {Source: data, Target: "/srv/rw", Writable: true},
 		{Source: data, Target: "/etc/planned"}}, TrustedCAs: newTestCA(t, "planned").pem}
 	script := `id; grep -E '^(Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups|SigIgn)' /proc/self/status; hostname; cat /etc/hostname /etc/passwd /etc/hosts
-ls -AlL / /dev /etc /proc/1/fd | awk '{print $1, $3, $4}'; ls -A / /dev /etc /etc/ssl /etc/pki /tmp /workspace; cat /opt/planned/data/f; touch /opt/planned/data/x 2>&1
+ls -AlL / /dev /etc /proc/1/fd >/tmp/ls; awk '{print $1, $3, $4}' /tmp/ls; ls -A / /dev /etc /etc/ssl /etc/pki /tmp /workspace; cat /opt/planned/data/f; touch /opt/planned/data/x 2>&1
 readlink /etc/localtime /etc/mtab; cksum /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt 2>&1; python3 -c 'import os; print(os.openpty())'
 
 cut -d' ' -f5,6,9 /proc/self/mountinfo; ulimit -a; pwd; cat /proc/net/dev | cut -c1-10; ls /proc/self/ns | wc -l; env | sort`
