@@ -632,11 +632,16 @@ func drain(fd int) string {
 func tiocstiRun(t *testing.T, opts Options, text string, terminal bool) (*Result, *attack.Report, string) {
 	t.Helper()
 	master, slave := openPty(t)
-	s := newTest(t, attackOpts(t, opts))
 	cmd := helperCmd("attack", "tiocsti", text)
 	cmd.Stdin = slave
+	var s *Sandbox
 	if terminal {
 		cmd.Terminal = &Terminal{}
+		// A run with a terminal always starts cold: no pool to check.
+		s = New(testOpts(attackOpts(t, opts)))
+		t.Cleanup(func() { s.Close() })
+	} else {
+		s = newTest(t, attackOpts(t, opts))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
