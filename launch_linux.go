@@ -365,7 +365,7 @@ const initDiedOp = "init died during setup"
 // sendConfig writes the init's config frame.
 func sendConfig(conn *os.File, msg []byte) *wire.SetupError {
 	if err := writeFrame(conn, msg, nil); err != nil {
-		return &wire.SetupError{Stage: "start", Op: "send config", Errno: errnoOf(err), Text: err.Error()}
+		return sendError("send config", err)
 	}
 	return nil
 }
@@ -378,9 +378,19 @@ func sendGo(conn *os.File) *wire.SetupError {
 		err = unix.Shutdown(int(conn.Fd()), unix.SHUT_WR)
 	}
 	if err != nil {
-		return &wire.SetupError{Stage: "start", Op: "send go", Errno: errnoOf(err), Text: err.Error()}
+		return sendError("send go", err)
 	}
 	return nil
+}
+
+// sendError is the failure of a write to a Go init: one whose init is
+// gone (a broken pipe, a reset) is an init that died during setup, which
+// the caller explains with its exit.
+func sendError(op string, err error) *wire.SetupError {
+	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+		op = initDiedOp
+	}
+	return &wire.SetupError{Stage: "start", Op: op, Errno: errnoOf(err), Text: err.Error()}
 }
 
 // readVerdict waits for the init: EOF alone means the program runs. The
