@@ -130,6 +130,7 @@ func TestEtcBinds(t *testing.T) {
 
 func TestPtys(t *testing.T) {
 	requireSandbox(t)
+	requirePrograms(t, "python3", "script")
 	// A pty of the host's, which must stay out of sight.
 	master, _ := openPty(t)
 	n, err := unix.IoctlGetUint32(master, unix.TIOCGPTN)

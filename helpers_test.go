@@ -341,6 +341,17 @@ func hostProcesses(marker string) []int {
 	return pids
 }
 
+// requirePrograms skips a test that runs programs the host (whose /usr
+// and /bin the sandbox shows) does not have, as the VM's busybox userland.
+func requirePrograms(t testing.TB, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if !installedUnderUsr(name) {
+			t.Skipf("%s is not installed under /usr/bin or /bin, and the test runs it in the sandbox", name)
+		}
+	}
+}
+
 // ownProcesses is hostProcesses narrowed to this process's descendants,
 // for markers that other programs' sandboxes on the host carry too.
 func ownProcesses(marker string) []int {

@@ -154,6 +154,7 @@ func TestFillTmpENOSPC(t *testing.T) {
 // SIGXFSZ. Under both inits, which must both leave SIGXFSZ ignored.
 func TestFileSizes(t *testing.T) {
 	requireSandbox(t)
+	requirePrograms(t, "bash")
 	const dd = `dd if=/dev/zero of=%s bs=1M count=%d 2>&1 >/dev/null | grep -o -e 'File too large' -e 'No space left on device'; echo "exit ${PIPESTATUS[0]}"`
 	for _, inProcess := range []bool{false, true} {
 		ws := sharedTempDir(t)

@@ -512,6 +512,17 @@ func installedUnderUsr(name string) bool {
 	return false
 }
 
+// busyboxApplet says whether the program name in /usr/bin or /bin is a
+// link to BusyBox.
+func busyboxApplet(name string) bool {
+	for _, dir := range []string{"/usr/bin", "/bin"} {
+		if p, err := filepath.EvalSymlinks(filepath.Join(dir, name)); err == nil {
+			return filepath.Base(p) == "busybox"
+		}
+	}
+	return false
+}
+
 func TestNetworkHostUnsafe(t *testing.T) {
 	requireSandbox(t)
 	hostTCP := listenCounting(t, "tcp", "127.0.0.1:0")

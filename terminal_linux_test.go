@@ -24,6 +24,7 @@ import (
 // a session it leads, of the asked size, and input and output flow.
 func TestTerminal(t *testing.T) {
 	requireSandbox(t)
+	requirePrograms(t, "python3")
 	const script = `import os, sys
 print("tty", os.ttyname(0), os.ttyname(1), os.ttyname(2))
 print("size", os.get_terminal_size(0).lines, os.get_terminal_size(0).columns)
@@ -108,6 +109,7 @@ func (w *notifyWriter) String() string {
 // sees SIGWINCH and the new size; Resize fails before and after the run.
 func TestTerminalResize(t *testing.T) {
 	requireSandbox(t)
+	requirePrograms(t, "bash")
 	s := newTest(t, Options{})
 	c := Command("bash", "-c", `trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done`)
 	c.Terminal = &Terminal{Rows: 10, Cols: 20}
@@ -149,6 +151,7 @@ func TestTerminalResize(t *testing.T) {
 // state afterwards is what it was, and it still works.
 func TestHostileTerminal(t *testing.T) {
 	requireSandbox(t)
+	requirePrograms(t, "python3")
 	for _, term := range []bool{false, true} {
 		t.Run(map[bool]string{false: "pipes", true: "terminal"}[term], func(t *testing.T) {
 			p := ptytest.Open(t)
@@ -321,6 +324,7 @@ func TestTerminalLeavesNoFds(t *testing.T) {
 // sandbox's init, and reaches one that handles it.
 func TestTerminalInterrupt(t *testing.T) {
 	requireSandbox(t)
+	requirePrograms(t, "python3")
 	s := newTest(t, Options{})
 	run := func(script string) (*Result, string) {
 		t.Helper()
