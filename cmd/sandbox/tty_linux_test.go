@@ -43,11 +43,12 @@ func waitExit(t *testing.T, cmd *exec.Cmd, p *ptytest.Pair) int {
 		cmd.Wait()
 		close(done)
 	}()
+	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case <-done:
 			return cmd.ProcessState.ExitCode()
-		case <-time.After(30 * time.Second):
+		case <-deadline:
 			t.Fatalf("the tool did not exit; it printed %q", p.Drain(100*time.Millisecond))
 		default:
 			p.Drain(50 * time.Millisecond)
@@ -148,7 +149,22 @@ func TestCLIInterruptEndsPlainProgram(t *testing.T) {
 	if out, ok := p.Expect("started", 15*time.Second); !ok {
 		t.Fatalf("no start: %q", out)
 	}
-	p.Master.Write([]byte{0x03})
+	// Again until the tool exits: one that came before sh had exec'd
+	// sleep went to sh, which catches SIGINT.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			p.Master.Write([]byte{0x03})
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	if code := waitExit(t, cmd, p); code != 128+int(syscall.SIGINT) {
 		t.Errorf("exit %d after Ctrl-C, want %d", code, 128+int(syscall.SIGINT))
 	}
