@@ -191,13 +191,7 @@ func TestHostileTerminal(t *testing.T) {
 			if !bytes.Contains(out, []byte(want)) || res.Outcome != Exited {
 				t.Errorf("outcome %v, the program printed %q; want %q", res.Outcome, out, want)
 			}
-			after, err := ptytest.Snapshot(p.Peer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if after != before {
-				t.Errorf("the caller's terminal changed:\nbefore %+v\nafter  %+v", before, after)
-			}
+			p.CheckState(t, before)
 			p.CheckWorks(t)
 		})
 	}

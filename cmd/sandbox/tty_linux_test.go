@@ -200,13 +200,7 @@ func TestCLITerminalRestoredOnSignal(t *testing.T) {
 			if code := waitExit(t, cmd, p); code != 128+int(sig) {
 				t.Errorf("exit %d, want %d", code, 128+int(sig))
 			}
-			after, err := ptytest.Snapshot(p.Peer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if after != before {
-				t.Errorf("the tool's terminal was not put back:\nbefore %+v\nafter  %+v", before, after)
-			}
+			p.CheckState(t, before)
 		})
 	}
 }
@@ -234,13 +228,7 @@ func TestCLITerminalRestoredOnFailure(t *testing.T) {
 	if rest, _ := p.Expect("\n", time.Second); !bytes.HasSuffix(rest, []byte("\r")) {
 		t.Errorf("the error line ended %q, not CR LF: printed before the terminal was put back", rest)
 	}
-	after, err := ptytest.Snapshot(p.Peer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after != before {
-		t.Errorf("the tool's terminal was not put back:\nbefore %+v\nafter  %+v", before, after)
-	}
+	p.CheckState(t, before)
 }
 
 // TestCLIHostileTerminal runs ptytest.HostileProgram through the tool on the
@@ -268,13 +256,7 @@ func TestCLIHostileTerminal(t *testing.T) {
 			if code := waitExit(t, cmd, p); code != 0 || !bytes.Contains(out, []byte(tc.want)) {
 				t.Errorf("exit %d, the program printed %q; want 0 and %q", code, out, tc.want)
 			}
-			after, err := ptytest.Snapshot(p.Peer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if after != before {
-				t.Errorf("the tool's terminal changed:\nbefore %+v\nafter  %+v", before, after)
-			}
+			p.CheckState(t, before)
 			p.CheckWorks(t)
 		})
 	}

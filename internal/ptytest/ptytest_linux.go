@@ -151,6 +151,19 @@ func (p *Pair) Expect(want string, d time.Duration) ([]byte, bool) {
 	}
 }
 
+// CheckState checks that the peer's terminal state is before's, byte
+// for byte.
+func (p *Pair) CheckState(t testing.TB, before State) {
+	t.Helper()
+	after, err := Snapshot(p.Peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("the terminal's state changed:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
 // CheckWorks checks that the terminal still carries input and output: a
 // fresh open of the peer succeeds (exclusive mode would refuse it), a line
 // written to the master is read on the peer, and one written on the peer
