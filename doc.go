@@ -347,6 +347,17 @@
 //     O_NONBLOCK, the line discipline, flow control, TIOCEXCL, the window
 //     size) stays in the sandbox. The copy costs the caller a goroutine
 //     and a 32 KiB buffer per stream.
+//   - A command line is bounded on every kind of run alike: each string of
+//     [Cmd.Args], [Cmd.Env] and [Options.Env] at [MaxArgString] bytes
+//     (execve's own bound), and argv and the whole environment together
+//     at [MaxCommandLine] bytes (256 KiB), each string counted with its
+//     NUL. Run checks both before it starts anything and answers an
+//     [*OptionError] naming the field, the size and the bound. A command
+//     line whose strings are mostly control bytes or <, > and & takes up
+//     to six times its size in the run's configuration, which the spawner
+//     receives in one message of at most 1 MiB (less for an unprivileged
+//     caller: twice net.core.wmem_max); one that does not fit is an
+//     [*OptionError] too, before anything starts.
 //   - The program is pid 1 of its PID namespace: signals it sends itself
 //     without a handler are ignored, and orphans are reaped only when it
 //     exits.

@@ -114,6 +114,12 @@ func (o *Options) validate() error {
 	if err := checkEnv("Options.Env", o.Env); err != nil {
 		return err
 	}
+	if n, err := checkStrings("Options.Env", o.Env); err != nil {
+		return err
+	} else if n > MaxCommandLine {
+		return optionErr("Options.Env", fmt.Sprintf("%d strings, %d bytes", len(o.Env), n),
+			"is more than the %d bytes (MaxCommandLine) of a run's whole command line", MaxCommandLine)
+	}
 	if o.TrustedCAs != nil {
 		// The Sandbox keeps its own copy: later changes to the
 		// caller's slice do not reach it.

@@ -418,6 +418,9 @@ func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	if err := cmd.validate(); err != nil {
 		return nil, err
 	}
+	if err := checkCommandLine(&s.opts, cmd); err != nil {
+		return nil, err
+	}
 	cmd.used = true
 	id := runIDs.Add(1)
 	s.log.Debug("sandbox: run started", "run", id, "program", cmd.Path)

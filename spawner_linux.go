@@ -46,6 +46,25 @@ import (
 
 const maxMessage = 1 << 20
 
+// sizeSendBuffer lets fd, a SOCK_SEQPACKET socket, send messages of up to
+// maxMessage bytes where it may, and returns the largest it can send: a
+// packet must fit the socket's send buffer (less 32 bytes the kernel
+// keeps), whose default (net.core.wmem_default, 208 KiB on Debian) is far
+// less. Root may raise it past net.core.wmem_max; others get at most twice
+// that, which at Debian's default (208 KiB) still carries MaxCommandLine
+// with room for the rest of the configuration.
+func sizeSendBuffer(fd int) int {
+	want := maxMessage + 64<<10
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, want) != nil {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, want) // best effort: the size is read back
+	}
+	got, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	if err != nil {
+		return 200 << 10 // below any default the kernel sets
+	}
+	return min(maxMessage, got-32)
+}
+
 // errSpawnerGone marks a request that never reached a spawner because it
 // had already died: safe to retry with a new one. It matches ErrSpawner,
 // for a Run whose retry met the same.
@@ -301,6 +320,8 @@ type spawnerClient struct {
 	runs map[uint64]*clientRun
 	next uint64
 	dead error // why the spawner is gone; nil while it serves
+
+	maxSend int // the largest request the socket sends (sizeSendBuffer)
 }
 
 // clientRun is one run as the caller sees it through the spawner, or one
@@ -378,6 +399,7 @@ func startSpawner() (*spawnerClient, error) {
 		unix.Close(fds[1])
 		return nil, fmt.Errorf("sandbox: start spawner: %w", err)
 	}
+	maxSend := sizeSendBuffer(fds[0])
 	conn, child := os.NewFile(uintptr(fds[0]), "spawner"), os.NewFile(uintptr(fds[1]), "spawner-child")
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
@@ -403,7 +425,7 @@ func startSpawner() (*spawnerClient, error) {
 		cmd.Wait()
 		return nil, fmt.Errorf("sandbox: start spawner: %w", err)
 	}
-	c := &spawnerClient{conn: conn, rc: rc, pid: cmd.Process.Pid, runs: map[uint64]*clientRun{}}
+	c := &spawnerClient{conn: conn, rc: rc, pid: cmd.Process.Pid, runs: map[uint64]*clientRun{}, maxSend: maxSend}
 	go func() {
 		err := c.readLoop()
 		c.fail(err) // at once: new Runs go to a new spawner
@@ -508,9 +530,13 @@ func (c *spawnerClient) send(req wire.Request, fds []int) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: encode request: %w", err)
 	}
-	if len(msg) > maxMessage {
-		return fmt.Errorf("sandbox: run configuration is %d bytes, more than the %d the spawner takes (Options.Env, Cmd.Env, Cmd.Args): %w",
-			len(msg), maxMessage, ErrInvalidOption)
+	// Run has checked the command line against MaxCommandLine; what
+	// still does not fit is a configuration whose strings grew in their
+	// encoding (JSON escapes control bytes and <, > and & as six bytes
+	// each), or one with a long list of Binds or TrustedCAs.
+	if len(msg) > c.maxSend {
+		return fmt.Errorf("sandbox: run configuration is %d bytes encoded, more than the %d the spawner's socket takes (Cmd.Args, Cmd.Env, Options.Env, Options.Binds): %w",
+			len(msg), c.maxSend, ErrInvalidOption)
 	}
 	var oob []byte
 	if len(fds) > 0 {

@@ -1,0 +1,165 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// commandLineOf is a Cmd whose argv and environment under o take exactly
+// size bytes as execve counts them: sh, told to print the number of its
+// arguments, the bytes in them, and the length of $BIG, fills the rest
+// with arguments (when env is false) or with BIG and more variables.
+func commandLineOf(t *testing.T, o *Options, size int, env bool) (c *Cmd, args, argBytes, big int) {
+	t.Helper()
+	script := `n=0; for a; do n=$((n+${#a})); done; echo $# $n ${#BIG}`
+	c = Command("/bin/sh", "-c", script, "sh")
+	used := 0
+	for _, a := range c.Args {
+		used += len(a) + 1
+	}
+	for _, kv := range o.config(c, nil).Env {
+		used += len(kv) + 1
+	}
+	rest := size - used
+	if rest < 0 {
+		t.Fatalf("the command alone takes %d bytes, more than %d", used, size)
+	}
+	if !env {
+		for rest > 0 {
+			n := min(rest-1, MaxArgString)
+			c.Args = append(c.Args, strings.Repeat("a", n))
+			args++
+			argBytes += n
+			rest -= n + 1
+		}
+		return c, args, argBytes, 0
+	}
+	for i := 0; rest > 0; i++ {
+		key := "BIG="
+		if i > 0 {
+			key = fmt.Sprintf("BIG%d=", i)
+		}
+		n := min(rest-1, MaxArgString)
+		if n < len(key) {
+			t.Fatalf("%d bytes left over, too few for another variable", rest)
+		}
+		c.Env = append(c.Env, key+strings.Repeat("b", n-len(key)))
+		if i == 0 {
+			big = n - len(key)
+		}
+		rest -= n + 1
+	}
+	return c, 0, 0, big
+}
+
+// TestCommandLineLimits runs, on each path a run takes, a command line of
+// exactly MaxCommandLine bytes (the program sees all of it) and one of a
+// byte more (an *OptionError naming the field, before the Cmd is taken).
+func TestCommandLineLimits(t *testing.T) {
+	requireSandbox(t)
+	kinds := []struct {
+		name string
+		o    Options
+	}{
+		{"cold", Options{FreshWorkspace: true}},
+		{"pooled", Options{Pool: 1}},
+		{"InProcess", Options{InProcess: true, FreshWorkspace: true}},
+		{"session", Options{}},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			s := newTest(t, k.o)
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, env := range []bool{false, true} {
+				field := "Cmd.Args"
+				if env {
+					field = "Cmd.Env"
+				}
+				c, args, argBytes, big := commandLineOf(t, &s.opts, MaxCommandLine, env)
+				res, err := s.Run(context.Background(), c)
+				if err != nil {
+					t.Fatalf("%s: a command line of MaxCommandLine bytes: %v", field, err)
+				}
+				want := fmt.Sprintf("%d %d %d", args, argBytes, big)
+				if got := strings.TrimSpace(string(res.Stdout)); got != want || res.ExitCode != 0 {
+					t.Errorf("%s: at MaxCommandLine the program saw %q (exit %d, stderr %q), want %q", field, got, res.ExitCode, res.Stderr, want)
+				}
+
+				before := s.ws.runs.Load()
+				c, _, _, _ = commandLineOf(t, &s.opts, MaxCommandLine+1, env)
+				_, err = s.Run(context.Background(), c)
+				var oe *OptionError
+				if !errors.Is(err, ErrInvalidOption) || !errors.As(err, &oe) || oe.Option != field {
+					t.Fatalf("%s: a command line of MaxCommandLine+1 bytes: got %v, want an *OptionError for %s", field, err, field)
+				}
+				for _, n := range []int{MaxCommandLine + 1, MaxCommandLine} {
+					if !strings.Contains(err.Error(), fmt.Sprint(n)) {
+						t.Errorf("%s: the error does not give %d: %v", field, n, err)
+					}
+				}
+				if c.used || s.ws.runs.Load() != before {
+					t.Errorf("%s: a command line over the limit was run (Cmd taken %v, runs %d then %d)", field, c.used, before, s.ws.runs.Load())
+				}
+			}
+		})
+	}
+}
+
+// TestCommandLineStringLimit: one string longer than execve takes is an
+// *OptionError naming it, in Cmd.Args, Cmd.Env and Options.Env.
+func TestCommandLineStringLimit(t *testing.T) {
+	requireSandbox(t)
+	long := strings.Repeat("x", MaxArgString)
+	s := newTest(t, Options{FreshWorkspace: true})
+	for _, env := range []bool{false, true} {
+		c := Command("/bin/sh", "-c", `echo $((${#1}+${#L}))`, "sh", long)
+		if env {
+			c = Command("/bin/sh", "-c", `echo $((${#1}+${#L}))`)
+			c.Env = []string{"L=" + long[2:]}
+		}
+		res, err := s.Run(context.Background(), c)
+		if err != nil {
+			t.Fatalf("a string of MaxArgString bytes (in the environment: %v): %v", env, err)
+		}
+		want := MaxArgString
+		if env {
+			want -= 2
+		}
+		if got := strings.TrimSpace(string(res.Stdout)); got != fmt.Sprint(want) {
+			t.Errorf("a string of MaxArgString bytes (in the environment: %v): the program saw %q, want %d", env, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		field string
+		cmd   *Cmd
+	}{
+		{"Cmd.Args[4]", Command("/bin/sh", "-c", `true`, "sh", long+"x")},
+		{"Cmd.Env[0]", &Cmd{Path: "/bin/true", Env: []string{"L=" + long[1:]}}},
+	} {
+		_, err := s.Run(context.Background(), tc.cmd)
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Option != tc.field || !strings.Contains(err.Error(), fmt.Sprint(MaxArgString)) {
+			t.Errorf("%s of MaxArgString+1 bytes: got %v, want an *OptionError for %s giving the limit", tc.field, err, tc.field)
+		}
+	}
+	bad := New(Options{Env: []string{"L=" + long[1:]}})
+	defer bad.Close()
+	var oe *OptionError
+	if err := bad.Err(); !errors.As(err, &oe) || oe.Option != "Options.Env[0]" {
+		t.Errorf("Options.Env[0] of MaxArgString+1 bytes: New's Err is %v, want an *OptionError for it", err)
+	}
+	var many []string
+	for i := 0; i*(MaxArgString+1) <= MaxCommandLine; i++ {
+		many = append(many, fmt.Sprintf("V%d=%s", i, long[:MaxArgString-4]))
+	}
+	bad2 := New(Options{Env: many})
+	defer bad2.Close()
+	if err := bad2.Err(); !errors.As(err, &oe) || oe.Option != "Options.Env" || !strings.Contains(err.Error(), fmt.Sprint(MaxCommandLine)) {
+		t.Errorf("an Options.Env of more than MaxCommandLine bytes: New's Err is %v, want an *OptionError for it", err)
+	}
+}
