@@ -356,8 +356,8 @@
 //     line whose strings are mostly control bytes or <, > and & takes up
 //     to six times its size in the run's configuration, which the spawner
 //     receives in one message of at most 1 MiB (less for an unprivileged
-//     caller: twice net.core.wmem_max); one that does not fit is an
-//     [*OptionError] too, before anything starts.
+//     caller: twice net.core.wmem_max); one that does not fit fails
+//     with [ErrInvalidOption] too, before the run's sandbox starts.
 //   - The program is pid 1 of its PID namespace: signals it sends itself
 //     without a handler are ignored, and orphans are reaped only when it
 //     exits.
