@@ -26,7 +26,8 @@ type runResponse struct {
 }
 
 // result is a sandbox.Result with the field names of cmd/sandbox --json.
-// When streaming, stdout and stderr are empty: the output went in events.
+// Stdout and Stderr stay empty here: writeAnswer writes the Result's
+// output in their place, and when streaming the output went in events.
 type result struct {
 	Outcome         sandbox.Outcome `json:"outcome"` // its name, e.g. "out of memory"
 	ExitCode        int             `json:"exit_code"`
@@ -97,8 +98,6 @@ func newRunResponse(id string, r *sandbox.Result, elapsed time.Duration) *runRes
 		Outcome:         r.Outcome,
 		ExitCode:        r.ExitCode,
 		Signal:          int(r.Signal),
-		Stdout:          string(r.Stdout),
-		Stderr:          string(r.Stderr),
 		StdoutTruncated: r.StdoutTruncated,
 		StderrTruncated: r.StderrTruncated,
 		StdoutBytes:     r.StdoutBytes,

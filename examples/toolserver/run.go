@@ -152,11 +152,11 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 	case events != nil:
 		events.finish(resp)
 	case res != nil:
-		writeJSON(w, http.StatusOK, resp)
+		writeAnswer(w, http.StatusOK, resp, res.Stdout, res.Stderr)
 	case errors.Is(err, sandbox.ErrInvalidOption):
-		writeJSON(w, http.StatusBadRequest, resp)
+		writeAnswer(w, http.StatusBadRequest, resp, nil, nil)
 	default:
-		writeJSON(w, http.StatusInternalServerError, resp)
+		writeAnswer(w, http.StatusInternalServerError, resp, nil, nil)
 	}
 }
 

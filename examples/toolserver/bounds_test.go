@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// peakRSS reads the server's peak resident set since resetPeak, in bytes.
+func (ts *testServer) peakRSS(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", ts.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kib << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/pid/status")
+	return 0
+}
+
+// resetPeak starts the server's peak resident set again from its current
+// one (clear_refs 5), so that peakRSS measures what comes after.
+func (ts *testServer) resetPeak(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", ts.cmd.Process.Pid), []byte("5"), 0); err != nil {
+		t.Skipf("cannot reset the server's peak RSS (/proc/pid/clear_refs): %v", err)
+	}
+}
+
+// TestAnswerMemoryBounded: an answer whose output JSON escapes six bytes
+// for one (control bytes) costs the server no more than the output it
+// keeps (OutputLimit a stream), not the escaped text of it.
+func TestAnswerMemoryBounded(t *testing.T) {
+	const limit = 4 << 20
+	ts := startServer(t, "-max-concurrent", "1", "-max-output", fmt.Sprint(limit))
+	body := fmt.Sprintf(`{"command":["sh","-c","head -c %d /dev/zero | tr '\\0' '\\1'; head -c %d /dev/zero | tr '\\0' '\\2' >&2"],"limits":{"output":%d}}`, limit, limit, limit)
+	ts.run(t, `{"command":["true"]}`) // the server's own start-up heap
+	ts.resetPeak(t)
+	base := ts.peakRSS(t)
+	a := ts.run(t, body)
+	peak := ts.peakRSS(t)
+	if !a.success() || a.Stdout != strings.Repeat("\x01", limit) || a.Stderr != strings.Repeat("\x02", limit) {
+		t.Fatalf("the answer: %d bytes of stdout, %d of stderr, %+v; want %d of each", len(a.Stdout), len(a.Stderr), a.short(), limit)
+	}
+	// The library holds each stream's kept output twice at the end of a
+	// run (its capture and the Result's copy), with the garbage of
+	// growing the capture, and the collector lets the heap reach twice
+	// what is live: about 6 times the output kept. Escaping the answer
+	// whole took 22 times (the JSON of a control byte is 6 bytes, in
+	// buffers that double).
+	grew := peak - base
+	t.Logf("the server's peak RSS grew by %d KiB answering %d KiB of output in each stream", grew>>10, limit>>10)
+	if bound := int64(6 * 2 * limit); grew > bound {
+		t.Errorf("the server's peak RSS grew by %d KiB, more than %d KiB for %d KiB kept of each stream", grew>>10, bound>>10, limit>>10)
+	}
+}
+
+// TestAnswerTextAsJSON: writing the output a chunk at a time gives the
+// bytes encoding/json gives for the whole, characters and bytes that are
+// not UTF-8 across the chunks' edges included.
+func TestAnswerTextAsJSON(t *testing.T) {
+	pieces := []string{"a", "é", "€", "😀", "\x01", "\"", "\\", "<", "\xff", "\xe2\x82", "\u2028", "\n"}
+	for seed := range 50 {
+		var b strings.Builder
+		for i := 0; b.Len() < 3*answerChunk+seed; i++ {
+			b.WriteString(pieces[(i*7+seed*13+i/5)%len(pieces)])
+		}
+		text := b.String()
+		var got strings.Builder
+		if err := writeJSONText(&got, []byte(text)); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		enc.Encode(text)
+		if w := want.String(); got.String() != w[1:len(w)-2] {
+			t.Fatalf("seed %d: writeJSONText differs from encoding/json", seed)
+		}
+	}
+}
