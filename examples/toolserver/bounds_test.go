@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fumehood/sandbox"
 )
 
 // peakRSS reads the server's peak resident set since resetPeak, in bytes.
@@ -89,5 +96,70 @@ func TestAnswerTextAsJSON(t *testing.T) {
 		if w := want.String(); got.String() != w[1:len(w)-2] {
 			t.Fatalf("seed %d: writeJSONText differs from encoding/json", seed)
 		}
+	}
+}
+
+// TestCommandLineTooLong: a command line longer than the library takes
+// is the client's mistake, 400 naming the request field and the bound,
+// and so is a variable longer than execve takes.
+func TestCommandLineTooLong(t *testing.T) {
+	ts := startServer(t)
+	arg := strings.Repeat("a", 100<<10)
+	cases := []struct{ body, field, says string }{
+		{`{"command":["sh","-c","true","` + arg + `","` + arg + `","` + arg + `"]}`, "command", fmt.Sprint(sandbox.MaxCommandLine)},
+		{`{"command":["true"],"env":{"A":"` + arg + `","B":"` + arg + `","C":"` + arg + `"}}`, "env", fmt.Sprint(sandbox.MaxCommandLine)},
+		{`{"command":["true"],"env":{"A":"` + arg + arg + `"}}`, "env", fmt.Sprint(sandbox.MaxArgString)},
+	}
+	for _, c := range cases {
+		resp, a := ts.post(t, c.body)
+		if resp.StatusCode != http.StatusBadRequest || a.Field != c.field || !strings.Contains(a.Error, c.says) {
+			t.Errorf("POST %.80s...: %s field %q error %q, want 400 naming %s and saying %s", c.body, resp.Status, a.Field, a.Error, c.field, c.says)
+		}
+	}
+	// Just within the bound runs.
+	if a := ts.run(t, `{"command":["sh","-c","echo $(($#+${#1}+${#2}))","sh","`+arg+`","`+arg+`"]}`); !a.success() || a.Stdout != fmt.Sprintln(2+2*len(arg)) {
+		t.Errorf("a command line of 200 KiB: %+v, want it run whole", a.short())
+	}
+}
+
+// TestBodiesReadBounded: the server reads the bodies of at most as many
+// requests at once as could run and wait; one beyond them is refused with
+// 429 before its body is read, and a slow body holds nothing else.
+func TestBodiesReadBounded(t *testing.T) {
+	ts := startServer(t, "-max-concurrent", "1", "-max-queue", "0")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"command":["echo","slow"]}`
+	fmt.Fprintf(conn, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:5])
+
+	// The slow body holds the one place; another request is turned away
+	// once the server has begun to read it.
+	refused := false
+	for deadline := time.Now().Add(10 * time.Second); !refused && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, a := ts.post(t, `{"command":["echo","fast"]}`)
+		refused = resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "" && a.Error != ""
+		if !refused && resp.StatusCode != http.StatusOK {
+			t.Fatalf("while a body is read: %s %+v, want 429 or 200", resp.Status, a)
+		}
+	}
+	if !refused {
+		t.Fatal("while another request's body was being read, a request beyond -max-concurrent 1 -max-queue 0 was read and run, not refused with 429")
+	}
+	// The slow request, finished, runs.
+	io.WriteString(conn, body[5:])
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"stdout":"slow\n"`) {
+		t.Errorf("the slow request: %s %s, want it run", resp.Status, b)
+	}
+	if a := ts.run(t, `{"command":["echo","after"]}`); a.Stdout != "after\n" {
+		t.Errorf("after the slow request: %+v", a.short())
 	}
 }

@@ -33,6 +33,24 @@
 // names the field at fault; 429 with Retry-After when every slot is busy
 // and the queue is full; 503 while shutting down.
 //
+// What a request costs the server is bounded, whatever the client or the
+// program sends:
+//
+//	body          at most maxBody (1 MiB), read within 30 s; at most
+//	              -max-concurrent plus -max-queue bodies are read at once,
+//	              and a request beyond them gets 429 before its body is read
+//	command line  the library's sandbox.MaxCommandLine (256 KiB) of argv
+//	              and environment, sandbox.MaxArgString a string; beyond
+//	              them 400, naming "command", "code" or "env"
+//	runs          -max-concurrent at once, -max-queue waiting (else 429)
+//	output        the run's output limit a stream (at most -max-output),
+//	              kept by the library; the JSON answer escapes it
+//	              answerChunk (32 KiB) at a time as it writes, and a stream
+//	              sends each piece the library reads (32 KiB at most) as
+//	              it comes, never more than the limit a stream
+//	slow client   the answer's writes end at the run's timeout plus
+//	              writeGrace (10 s); the run then ends, its output drained
+//
 // Each run gets its own sandbox with an empty /workspace: requests share
 // nothing. GET /metrics serves Prometheus text metrics, GET /healthz and
 // GET /readyz serve probes, and SIGTERM or SIGINT kills the runs in flight,

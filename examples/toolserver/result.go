@@ -19,6 +19,9 @@ type runResponse struct {
 	// Error says what went wrong: the run could not be made, or it was
 	// killed at its timeout or by the server's shutdown.
 	Error string `json:"error,omitempty"`
+	// Field is the request field at fault when the request could not
+	// run as given (400), e.g. "command" for a command line too long.
+	Field string `json:"field,omitempty"`
 	// DurationNS is the run as the server saw it, the sandbox's set-up
 	// and removal included.
 	DurationNS int64 `json:"duration_ns"`

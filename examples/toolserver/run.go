@@ -154,10 +154,28 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 	case res != nil:
 		writeAnswer(w, http.StatusOK, resp, res.Stdout, res.Stderr)
 	case errors.Is(err, sandbox.ErrInvalidOption):
+		resp.Field = requestField(err, spec)
 		writeAnswer(w, http.StatusBadRequest, resp, nil, nil)
 	default:
 		writeAnswer(w, http.StatusInternalServerError, resp, nil, nil)
 	}
+}
+
+// requestField is the request field that the library's *OptionError
+// comes from, or "" when it names none of the request's own.
+func requestField(err error, spec *runSpec) string {
+	var oe *sandbox.OptionError
+	switch {
+	case !errors.As(err, &oe):
+		return ""
+	case strings.HasPrefix(oe.Option, "Cmd.Args") && spec.language != "":
+		return "code"
+	case strings.HasPrefix(oe.Option, "Cmd.Args"):
+		return "command"
+	case strings.HasPrefix(oe.Option, "Cmd.Env"):
+		return "env"
+	}
+	return ""
 }
 
 // execute runs cmd in a sandbox and closes it before it returns, so that

@@ -23,6 +23,11 @@ type server struct {
 	metrics   *metrics
 	languages map[string]language
 	slots     chan struct{}
+	// reading bounds the requests whose bodies are read and checked at
+	// once, to as many as could run and wait (-max-concurrent plus
+	// -max-queue): each holds up to maxBody bytes and their decoding.
+	// A request beyond them is refused with 429 before its body is read.
+	reading chan struct{}
 	// stopping ends when shutdown begins: it cancels the runs in flight
 	// and turns away the requests in the queue.
 	stopping context.Context
@@ -38,7 +43,7 @@ var (
 
 func newServer(cfg *config, log *slog.Logger) *server {
 	s := &server{cfg: cfg, log: log, metrics: newMetrics(), languages: hostLanguages(),
-		slots: make(chan struct{}, cfg.maxConcurrent)}
+		slots: make(chan struct{}, cfg.maxConcurrent), reading: make(chan struct{}, cfg.maxConcurrent+cfg.maxQueue)}
 	s.stopping, s.drain = context.WithCancel(context.Background())
 	for name, l := range s.languages {
 		if l.missing != "" {
@@ -82,6 +87,9 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	id := rand.Text()
 	w.Header().Set("X-Run-Id", id)
 	spec, aerr := s.admit(w, r)
+	if aerr != nil && aerr.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
 	if aerr != nil {
 		s.refuse(w, id, aerr)
 		return
@@ -114,6 +122,12 @@ func (s *server) admit(w http.ResponseWriter, r *http.Request) (*runSpec, *apiEr
 	}
 	if s.stopping.Err() != nil {
 		return nil, &apiError{status: http.StatusServiceUnavailable, msg: errShuttingDown.Error()}
+	}
+	select {
+	case s.reading <- struct{}{}:
+		defer func() { <-s.reading }()
+	default:
+		return nil, &apiError{status: http.StatusTooManyRequests, msg: errFull.Error()}
 	}
 	req, aerr := decodeRequest(http.MaxBytesReader(w, r.Body, maxBody))
 	if aerr != nil {
