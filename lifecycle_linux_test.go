@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -256,9 +257,16 @@ func TestStdinAndStreams(t *testing.T) {
 	}
 }
 
-// marker makes a unique sleep argument to find a run's processes on the host.
+// markers counts this process's markers.
+var markers atomic.Int64
+
+// marker makes a sleep argument to find a run's processes on the host,
+// unique on it: the process's own pid, which no other live process has,
+// and a count, each of fixed width, so that no other test process's
+// marker holds it (those of processes that outlived their test caller
+// are found by it, so the test cannot look only beneath itself).
 func marker(t *testing.T) string {
-	return fmt.Sprintf("9%d%06d", os.Getpid()%1000, time.Now().UnixNano()%1e6)
+	return fmt.Sprintf("9%07d%06d", os.Getpid(), markers.Add(1)%1e6)
 }
 
 func TestTimeoutKillsDaemons(t *testing.T) {
