@@ -27,7 +27,7 @@ CPYTHON_TEST = ^TestCPythonRegressionTests$$
 # The tests run a second time with pooled sandboxes (see the test target).
 POOL_TESTS = TestEscape|TestEtc|TestPtys|TestFileSizes|TestMaskedProc|TestOnly|TestHostInvisible|TestReadOnly|TestWritable|TestIdentity|TestNoPrivileges|TestEnvironment|TestProc|TestOOMScore|TestWorkingDirectory|TestTmpfs|TestExitStatus|TestCrash|TestMissing|TestStdin|TestTimeout|TestCancel|TestOutputFlood|TestConcurrentRuns|TestSetupFailure|TestBindSource|TestSession|TestLimitsReported|TestMemoryHog|TestForkBomb|TestCPUQuota|TestFillTmp|TestFileSizeLimit|TestSeccompRefuses|TestSeccompKill|TestPool
 
-.PHONY: help demo test test-rootless test-vm bench soak mutants
+.PHONY: help demo test test-rootless test-vm test-busy bench soak mutants
 
 help:
 	@echo 'make demo           run examples/quickstart (snippets) and examples/agent-session (a multi-turn session)'
@@ -37,6 +37,8 @@ help:
 	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
 	echo 'make test-vm        the tests in a Debian kernel under qemu (no KVM needed) on pure cgroup v2,'
 	echo '                     as root and as a user with a delegated cgroup; VM_TESTS=regex narrows them'
+	echo 'make test-busy      make test twice at once in two fresh clones of HEAD, while the toolserver'
+	echo '                     serves a stream of runs (about an hour on 2 cores); prints each exit status'
 	echo 'make bench          go test -bench at the root (BENCHTIME=5x), then bench/table: floor, bubblewrap, cold and warm Run interleaved; ends with the ratios line'
 	echo 'make mutants        remove a protection (mutants/*.patch) in a copy of the tree and check that'
 	echo '                     the escape test guarding it fails (make test runs this too)'
@@ -198,6 +200,12 @@ test-rootless:
 test-vm:
 	@echo "+ vm/run.sh"
 	GO="$(GO)" vm/run.sh
+
+# The suite on a busy host: it counts only what it made, so it passes
+# with other sandboxes running. SUITE replaces make test in the clones.
+test-busy:
+	@echo "+ scripts/busy-host.sh"
+	GO="$(GO)" scripts/busy-host.sh
 
 # make test runs the short forms of these (1,000 runs, 12 kills).
 SOAK_RUNS ?= 10000
