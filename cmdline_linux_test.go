@@ -2,10 +2,14 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/fumehood/sandbox/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 // commandLineOf is a Cmd whose argv and environment under o take exactly
@@ -161,5 +165,46 @@ func TestCommandLineStringLimit(t *testing.T) {
 	defer bad2.Close()
 	if err := bad2.Err(); !errors.As(err, &oe) || oe.Option != "Options.Env" || !strings.Contains(err.Error(), fmt.Sprint(MaxCommandLine)) {
 		t.Errorf("an Options.Env of more than MaxCommandLine bytes: New's Err is %v, want an *OptionError for it", err)
+	}
+}
+
+// TestSpawnerSocketCarriesCommandLine: the spawner's socket, sized by
+// sizeSendBuffer, sends a message of the size it reports and refuses one
+// byte more, and a run's request with a command line of MaxCommandLine
+// bytes (and the default seccomp filter) fits both it and what an
+// unprivileged caller gets at Debian's default net.core.wmem_max.
+func TestSpawnerSocketCarriesCommandLine(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	unix.SetNonblock(fds[0], true)
+	limit := sizeSendBuffer(fds[0])
+	if err := unix.Sendmsg(fds[0], make([]byte, limit), nil, nil, 0); err != nil {
+		t.Errorf("a message of the %d bytes sizeSendBuffer reports: %v", limit, err)
+	}
+	if limit < maxMessage {
+		if err := unix.Sendmsg(fds[0], make([]byte, limit+1), nil, nil, 0); err != unix.EMSGSIZE {
+			t.Errorf("a message of %d bytes, one more than sizeSendBuffer reports: %v, want EMSGSIZE", limit+1, err)
+		}
+	}
+
+	s := New(Options{FreshWorkspace: true})
+	defer s.Close()
+	if s.Err() != nil {
+		t.Fatal(s.Err())
+	}
+	c, _, _, _ := commandLineOf(t, &s.opts, MaxCommandLine, false)
+	msg, err := json.Marshal(wire.Request{ID: 1 << 60, Config: s.opts.config(c, s.filter), Owner: "x", Pool: maxPool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const debianUnprivileged = 2*212992 - 32 // twice net.core.wmem_max, less what the kernel keeps
+	t.Logf("a request of MaxCommandLine: %d bytes; the socket takes %d here, %d for an unprivileged caller at Debian's defaults", len(msg), limit, debianUnprivileged)
+	if len(msg) > min(limit, debianUnprivileged) {
+		t.Errorf("a request with a command line of MaxCommandLine is %d bytes, more than the %d the socket takes here or the %d of an unprivileged caller at Debian's defaults",
+			len(msg), limit, debianUnprivileged)
 	}
 }
