@@ -88,7 +88,11 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Run-Id", id)
 	spec, aerr := s.admit(w, r)
 	if aerr != nil && aerr.status == http.StatusTooManyRequests {
+		// Refused before its body was read: closing the connection
+		// spares reading the body just to reuse it (net/http would
+		// otherwise wait for up to 256 KiB of it before answering).
 		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
 	}
 	if aerr != nil {
 		s.refuse(w, id, aerr)
