@@ -175,3 +175,37 @@ func TestBodiesReadBounded(t *testing.T) {
 		t.Errorf("after the slow request: %+v", a.short())
 	}
 }
+
+// TestSlowStreamClient: a client that asks for a stream and never reads
+// it holds its slot until the run's timeout plus writeGrace, no longer,
+// and the server buffers none of the output it could not send: its peak
+// RSS grows by a small part of what the program wrote.
+func TestSlowStreamClient(t *testing.T) {
+	const flood = 64 << 20
+	ts := startServer(t, "-max-concurrent", "1", "-max-output", "64M")
+	ts.run(t, `{"command":["true"]}`)
+	ts.resetPeak(t)
+	base := ts.peakRSS(t)
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := fmt.Sprintf(`{"command":["sh","-c","head -c %d /dev/zero | tr '\\0' a"],"stream":true,"limits":{"timeout":"1s","output":"64M"}}`, flood)
+	fmt.Fprintf(conn, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	ts.waitMetric(t, "toolserver_runs_in_flight", 1)
+	// The slot comes back once the answer's writes have timed out
+	// (waitMetric fails the test if it never does).
+	start := time.Now()
+	ts.waitMetric(t, "toolserver_runs_in_flight", 0)
+	t.Logf("the slot was released %v after the run began; its timeout is 1s, writeGrace %v", time.Since(start).Round(100*time.Millisecond), writeGrace)
+	if a := ts.run(t, `{"command":["echo","next"]}`); a.Stdout != "next\n" {
+		t.Errorf("the next request: %+v", a.short())
+	}
+	grew := ts.peakRSS(t) - base
+	t.Logf("the server's peak RSS grew by %d KiB while a client did not read a stream of %d KiB", grew>>10, flood>>10)
+	if bound := int64(16 << 20); grew > bound {
+		t.Errorf("the server's peak RSS grew by %d KiB while a client did not read its stream, more than %d KiB", grew>>10, bound>>10)
+	}
+}
