@@ -60,7 +60,7 @@ func BenchmarkSnapshot(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StopTimer()
-				dst.RemoveAll(".")
+				dst.Empty()
 				dst.Close()
 				b.StartTimer()
 			}
@@ -87,7 +87,7 @@ func BenchmarkRestore(b *testing.B) {
 			b.SetBytes(100 * 1000 * 1000)
 			b.ResetTimer()
 			for b.Loop() {
-				if err := ws.RemoveAll("."); err != nil {
+				if err := ws.Empty(); err != nil {
 					b.Fatal(err)
 				}
 				if err := snap.CopyTo(ws); err != nil {
