@@ -266,7 +266,7 @@
 //
 // What the program left cannot make these calls cost the caller more than
 // the tree's own size: at any depth (a chain of 30,000 directories is
-// allowed) each holds at most four descriptors and one file's, and memory
+// allowed) each holds at most eight descriptors at once, and memory
 // for one path, a small frame per level and the listings of the
 // directories on it. [Sandbox.WriteTar] writes a file with many hard
 // links once (the other names as tar hard links), a sparse file as its

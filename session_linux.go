@@ -386,7 +386,7 @@ func (s *Sandbox) ReadFile(name string) ([]byte, error) {
 }
 
 // ReadDir lists the workspace directory name, sorted by name. It holds
-// two descriptors whatever the directory's depth.
+// at most eight descriptors at once whatever the directory's depth.
 func (s *Sandbox) ReadDir(name string) ([]WorkspaceEntry, error) {
 	var out []WorkspaceEntry
 	err := s.withFiles("read dir", name, func(r *workspace.Root, rel string) error {
@@ -419,8 +419,9 @@ func (s *Sandbox) MkdirAll(name string) error {
 // RemoveAll removes the workspace entry name and everything beneath it,
 // never following a symlink. A name that is the workspace itself or above
 // it ("", ".", "..", "a/../..", "/workspace") is refused with
-// ErrOutsideWorkspace and nothing is removed. It holds two descriptors at
-// any depth, and memory for one path and a small frame per level.
+// ErrOutsideWorkspace and nothing is removed. It holds at most eight
+// descriptors at once at any depth, and memory for one path and a small
+// frame per level.
 func (s *Sandbox) RemoveAll(name string) error {
 	return s.withFiles("remove", name, func(r *workspace.Root, rel string) error { return r.RemoveAll(rel) })
 }
@@ -430,9 +431,9 @@ func (s *Sandbox) RemoveAll(name string) error {
 // named relative to dir. Devices, FIFOs and sockets are left out. A file
 // with several hard links goes out once, its other names as tar hard
 // links to the first; a sparse file as its data (GNU's PAX sparse format
-// 1.0), not its holes. Whatever the program left, it holds two
-// descriptors and one file's at any depth, memory for one path and a
-// frame per level, writes no entry name longer than MaxTarPath (a longer
+// 1.0), not its holes. Whatever the program left, it holds at most eight
+// descriptors at once at any depth, memory for one path and a frame per
+// level, writes no entry name longer than MaxTarPath (a longer
 // one stops it with an error matching syscall.ENAMETOOLONG) and no more
 // file content than Options.WorkspaceSize (a session workspace; a host
 // Options.Workspace: its file system's size).

@@ -385,7 +385,7 @@ func TestDeepTrees(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", op, err)
 				}
-				if fds > 8 {
+				if fds > MaxDescriptors {
 					t.Errorf("%s held %d descriptors at once", op, fds)
 				}
 				// A small frame per level and the path, not the
@@ -459,4 +459,70 @@ func TestRootNotReplaced(t *testing.T) {
 		t.Errorf("the workspace lost a/keep: %q, %v", b, err)
 	}
 	h.untouched(t)
+}
+
+// TestWriteTarContentLimit: WriteTar writes no more file content than the
+// workspace holds, and says so.
+func TestWriteTarContentLimit(t *testing.T) {
+	h := newHost(t)
+	for _, f := range []string{"a", "b", "c"} {
+		if err := os.WriteFile(filepath.Join(h.dir, f), make([]byte, 400<<10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.root.SetSize(1 << 20)
+	var w countingWriter
+	err := h.root.WriteTar(&w, ".")
+	if !errors.Is(err, unix.EFBIG) || !strings.Contains(err.Error(), "1048576") {
+		t.Errorf("WriteTar of 1.2 MB in a 1 MiB workspace = %v, want EFBIG naming the size", err)
+	}
+	if w.n > 1<<20+16<<10 {
+		t.Errorf("wrote %d bytes before stopping", w.n)
+	}
+	h.root.SetSize(2 << 20)
+	if err := h.root.WriteTar(&w, "."); err != nil {
+		t.Errorf("WriteTar of 1.2 MB in a 2 MiB workspace: %v", err)
+	}
+}
+
+// TestCursorMoved: a directory moved while a walk is below it cannot lead
+// the walk anywhere but back where it came from: climbing fails instead.
+func TestCursorMoved(t *testing.T) {
+	h := newHost(t)
+	if err := os.MkdirAll(filepath.Join(h.dir, "top/a/b/c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	top, err := unix.Open(filepath.Join(h.dir, "top"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(top)
+	for _, move := range []struct{ from, to string }{
+		{"top/a/b", "b"},     // out of the walk's top, up to the root
+		{"top/a/b", "top/b"}, // elsewhere below the top
+	} {
+		c, err := newCursor(top, unix.O_RDONLY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{"a", "b", "c"} {
+			if err := c.down(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Rename(filepath.Join(h.dir, move.from), filepath.Join(h.dir, move.to)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.up(); err != nil {
+			t.Fatalf("up into the moved directory itself: %v", err)
+		}
+		if err := c.up(); !errors.Is(err, errMoved) {
+			t.Errorf("%s moved to %s: climbing from it = %v, want errMoved", move.from, move.to, err)
+		}
+		c.reset()
+		if c.fd != top {
+			t.Errorf("reset left the cursor at fd %d, not the top", c.fd)
+		}
+		os.Rename(filepath.Join(h.dir, move.to), filepath.Join(h.dir, move.from))
+	}
 }

@@ -18,10 +18,9 @@
 // holds a descriptor per level: a walk is a cursor that goes down with
 // O_NOFOLLOW and back up through "..", checked against the device and
 // inode it came from, so a directory the program moves meanwhile stops the
-// walk with an error instead of leading it elsewhere. Usage, CopyTo,
-// RemoveAll, Empty and WriteTar hold two descriptors per tree and one
-// file's at any depth; List, Stat and the other single-path operations
-// hold two. Memory is one path, a frame per level and the listings of the
+// walk with an error instead of leading it elsewhere. No operation holds
+// more than MaxDescriptors at once at any depth (CopyTo, the most: a
+// cursor and a top in each tree, a listing's, a file's two). Memory is one path, a frame per level and the listings of the
 // directories on the path, never the tree. WriteTar writes each inode's
 // content once (hard links as tar links; maxLinkNames bounds the names it
 // keeps for that), a sparse file's data without its holes, names of at
@@ -38,6 +37,10 @@
 package workspace
 
 import "errors"
+
+// MaxDescriptors is the most descriptors any operation of a Root holds at
+// once, whatever the depth of the tree.
+const MaxDescriptors = 8
 
 // ErrOutside is matched by the error for a path that names something
 // outside the root ("../x").
