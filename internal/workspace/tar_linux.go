@@ -60,6 +60,7 @@ type tarWriter struct {
 	names int   // bytes of names in links
 	left  int64 // file content that may still be written
 	limit int64
+	buf   []byte // for copying content, one for the whole stream
 }
 
 // WriteTar writes the tree at name to w as a tar stream: directories,
@@ -81,7 +82,7 @@ func (r *Root) WriteTar(w io.Writer, name string) error {
 	if err != nil {
 		return r.pathErr("tar", name, err)
 	}
-	t := &tarWriter{w: w, tw: tar.NewWriter(w), links: map[devIno]*linkSeen{}}
+	t := &tarWriter{w: w, tw: tar.NewWriter(w), links: map[devIno]*linkSeen{}, buf: make([]byte, 32<<10)}
 	err = r.walk(rel, func(dfd int, n string, p []byte, e Entry) error {
 		if len(p) == 0 {
 			if t.limit == 0 {
@@ -155,7 +156,7 @@ func (t *tarWriter) entry(dfd int, n, p string, e Entry) error {
 	}
 	// A file the program is still writing may grow or shrink; the
 	// header's size is what goes out.
-	return copyOut(t.tw, f, 0, hdr.Size)
+	return t.copyOut(t.tw, f, 0, hdr.Size)
 }
 
 // charge counts n bytes of file content against the limit.
@@ -168,10 +169,10 @@ func (t *tarWriter) charge(p string, n int64) error {
 }
 
 // copyOut writes n bytes of f from off to w, zeros past f's end.
-func copyOut(w io.Writer, f *os.File, off, n int64) error {
-	c, err := io.Copy(w, io.NewSectionReader(f, off, n))
+func (t *tarWriter) copyOut(w io.Writer, f *os.File, off, n int64) error {
+	c, err := io.CopyBuffer(w, io.NewSectionReader(f, off, n), t.buf)
 	if err == nil && c < n {
-		_, err = io.CopyN(w, zeros{}, n-c)
+		_, err = io.CopyBuffer(w, io.LimitReader(zeros{}, n-c), t.buf)
 	}
 	return err
 }
@@ -256,7 +257,7 @@ func (t *tarWriter) sparse(f *os.File, hdr *tar.Header, ext []extent) error {
 		}
 	}
 	for _, e := range ext {
-		if err := copyOut(t.w, f, e.off, e.len); err != nil {
+		if err := t.copyOut(t.w, f, e.off, e.len); err != nil {
 			return err
 		}
 	}
