@@ -526,3 +526,31 @@ func TestCursorMoved(t *testing.T) {
 		os.Rename(filepath.Join(h.dir, move.to), filepath.Join(h.dir, move.from))
 	}
 }
+
+// TestCopyToHardLinks: a snapshot copy keeps hard links links, so a file
+// with many links fits a copy the size of the workspace.
+func TestCopyToHardLinks(t *testing.T) {
+	h := newHost(t)
+	if err := os.WriteFile(filepath.Join(h.dir, "big"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(h.dir, "d/e"), 0o755)
+	for i := range 100 {
+		if err := os.Link(filepath.Join(h.dir, "big"), filepath.Join(h.dir, "d/e", "l"+itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyDir := t.TempDir()
+	dst, err := Open(copyDir, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if err := h.root.CopyTo(dst); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(copyDir, "d/e/l7"), &st); err != nil || st.Nlink != 101 || st.Size != 1<<20 {
+		t.Errorf("the copy of d/e/l7 has %d links and %d bytes, %v; want 101 links to big", st.Nlink, st.Size, err)
+	}
+}

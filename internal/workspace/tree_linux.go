@@ -158,8 +158,10 @@ func (r *Root) Symlink(target, name string) error {
 // CopyTo copies the whole tree of r into dst, which should be empty:
 // directories, regular files and symlinks with their modes and
 // modification times, owned by dst's owner. Devices, FIFOs and sockets
-// are skipped. It is how snapshots are taken and restored. It holds four
-// descriptors (two per tree) and one file's two at any depth.
+// are skipped. A file with several hard links is copied once and linked
+// (by its path in dst, which nothing but CopyTo changes while it runs).
+// It is how snapshots are taken and restored. It holds at most
+// MaxDescriptors at any depth.
 func (r *Root) CopyTo(dst *Root) error {
 	sroot, sdone, err := r.hold()
 	if err != nil {
@@ -192,9 +194,10 @@ func (r *Root) CopyTo(dst *Root) error {
 	}
 	defer to.reset()
 	var path []byte
+	links := &linkCopies{top: dfd, path: &path, first: map[devIno]string{}}
 	return walkTree(src, &path, visitor{
 		pre: func(sfd int, n string, e Entry) (bool, error) {
-			if err := dst.copyEntry(sfd, to.fd, n, e); err != nil {
+			if err := dst.copyEntry(sfd, to.fd, n, e, links); err != nil {
 				return false, fmt.Errorf("%s: %w", shortPath(path), err)
 			}
 			return true, nil
@@ -223,9 +226,37 @@ func (r *Root) CopyTo(dst *Root) error {
 	})
 }
 
+// linkCopies is how CopyTo keeps hard links: the path (relative to both
+// tops) of the first copy of each file with more links, within
+// maxLinkNames bytes of paths; a file beyond them, or whose path is
+// longer than MaxTarPath, is copied again.
+type linkCopies struct {
+	top   int     // the destination's top
+	path  *[]byte // the walk's current path
+	first map[devIno]string
+	names int
+}
+
+// link makes n in dfd a link to the copy of the file described by st if
+// there is one, and otherwise notes n as its copy.
+func (l *linkCopies) link(st *unix.Stat_t, dfd int, n string) (bool, error) {
+	if st.Nlink < 2 {
+		return false, nil
+	}
+	id := devIno{uint64(st.Dev), st.Ino}
+	if p, ok := l.first[id]; ok {
+		return true, unix.Linkat(l.top, p, dfd, n, 0)
+	}
+	if p := *l.path; len(p) <= MaxTarPath && l.names+len(p) <= maxLinkNames {
+		l.first[id] = string(p)
+		l.names += len(p)
+	}
+	return false, nil
+}
+
 // copyEntry makes the entry n of sfd in dfd; a directory is made empty
-// (the walk fills it).
-func (dst *Root) copyEntry(sfd, dfd int, n string, e Entry) error {
+// (the walk fills it). A file with more hard links is copied once.
+func (dst *Root) copyEntry(sfd, dfd int, n string, e Entry, links *linkCopies) error {
 	switch {
 	case e.Mode.IsDir():
 		return unix.Mkdirat(dfd, n, 0o700)
@@ -245,6 +276,13 @@ func (dst *Root) copyEntry(sfd, dfd int, n string, e Entry) error {
 			return err
 		}
 		defer in.Close()
+		var st unix.Stat_t
+		if err := unix.Fstat(int(in.Fd()), &st); err != nil {
+			return err
+		}
+		if linked, err := links.link(&st, dfd, n); linked || err != nil {
+			return err
+		}
 		fd, err := unix.Openat(dfd, n, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return err
