@@ -554,3 +554,32 @@ func TestCopyToHardLinks(t *testing.T) {
 		t.Errorf("the copy of d/e/l7 has %d links and %d bytes, %v; want 101 links to big", st.Nlink, st.Size, err)
 	}
 }
+
+// TestCopyToSparse: a snapshot copy of a sparse file is sparse too.
+func TestCopyToSparse(t *testing.T) {
+	h := newHost(t)
+	f, err := os.Create(filepath.Join(h.dir, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("data"), 32<<20)
+	f.Truncate(64 << 20)
+	f.Close()
+	copyDir := t.TempDir()
+	dst, err := Open(copyDir, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if err := h.root.CopyTo(dst); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(copyDir, "sparse"), &st); err != nil || st.Size != 64<<20 || st.Blocks*512 > 1<<20 {
+		t.Errorf("the copy of a 64 MiB sparse file: %d bytes, %d allocated, %v", st.Size, st.Blocks*512, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(copyDir, "sparse"))
+	if len(b) != 64<<20 || string(b[32<<20:32<<20+4]) != "data" || !allZero(b[:32<<20]) {
+		t.Errorf("the copy's content differs")
+	}
+}

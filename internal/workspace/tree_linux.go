@@ -289,8 +289,7 @@ func (dst *Root) copyEntry(sfd, dfd int, n string, e Entry, links *linkCopies) e
 		}
 		out := os.NewFile(uintptr(fd), n)
 		defer out.Close()
-		// *os.File to *os.File: copy_file_range, in the kernel.
-		if _, err := io.Copy(out, in); err != nil {
+		if err := copyData(out, in, &st); err != nil {
 			return err
 		}
 		if err := dst.own(fd, goMode(e.Mode)); err != nil {
@@ -299,6 +298,28 @@ func (dst *Root) copyEntry(sfd, dfd int, n string, e Entry, links *linkCopies) e
 		return setTime(dfd, n, e)
 	}
 	return nil
+}
+
+// copyData copies the content of in, described by st, to out: a sparse
+// file's data extents only, so its holes stay holes.
+func copyData(out, in *os.File, st *unix.Stat_t) error {
+	if st.Blocks*512 < st.Size {
+		ext, err := extents(int(in.Fd()), st.Size)
+		if err != nil {
+			return err
+		}
+		if ext != nil {
+			for _, e := range ext {
+				if _, err := io.Copy(io.NewOffsetWriter(out, e.off), io.NewSectionReader(in, e.off, e.len)); err != nil {
+					return err
+				}
+			}
+			return out.Truncate(st.Size)
+		}
+	}
+	// *os.File to *os.File: copy_file_range, in the kernel.
+	_, err := io.Copy(out, in)
+	return err
 }
 
 // goMode keeps the permission, set-id and sticky bits of m, for own.
