@@ -61,6 +61,13 @@ func callerCost() (done func() (fds int, heap int64)) {
 	}
 }
 
+// callerCPU is this process's CPU time so far, user and system.
+func callerCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // TestWorkspaceHostOpsBounded: what a program leaves in its workspace
 // (many hard links to one file, sparse files, chains of directories
 // thousands deep) costs the caller's WriteTar and RemoveAll a bounded
@@ -89,11 +96,12 @@ for i in range(%d): os.mkdir("d"); os.chdir("d")
 	if err != nil || !res.Success() {
 		t.Fatalf("making the trees: %v %v\n%s", err, res.Outcome, res.Stderr)
 	}
+	// The caller's CPU for both tars, against the program's for making
+	// the trees: the tars are the size of the data, not of the files.
+	cpu0 := callerCPU()
 	var w byteCounter
-	done := callerCost()
 	err = s.WriteTar(&w, "links")
-	fds, heap := done()
-	t.Logf("tar of a 4 MiB file with %d links: %d bytes, %d fds, %d heap bytes", links, w.n, fds, heap)
+	t.Logf("tar of a 4 MiB file with %d links: %d bytes", links, w.n)
 	if err != nil || w.n > 4<<20+links*2048+64<<10 {
 		t.Errorf("tar of a 4 MiB file with %d links: %d bytes, %v; want one copy and a header a link", links, w.n, err)
 	}
@@ -103,10 +111,15 @@ for i in range(%d): os.mkdir("d"); os.chdir("d")
 	if err != nil || w.n > sparse*(4096+4*512)+64<<10 {
 		t.Errorf("tar of %d sparse 64 MiB files of 4 KiB data: %d bytes, %v", sparse, w.n, err)
 	}
+	cpu := callerCPU() - cpu0
+	t.Logf("the caller's CPU for both tars: %v; the program's for making the trees: %v", cpu, res.CPUTime())
+	if cpu > res.CPUTime()+time.Second {
+		t.Errorf("the caller spent %v of CPU on tars of trees the program made in %v", cpu, res.CPUTime())
+	}
 	w = byteCounter{}
-	done = callerCost()
+	done := callerCost()
 	err = s.WriteTar(&w, "deep")
-	fds, heap = done()
+	fds, heap := done()
 	t.Logf("tar of %d directories of 255-byte names: %d bytes, %d fds, %d heap bytes: %v", deep, w.n, fds, heap, err)
 	if !errors.Is(err, syscall.ENAMETOOLONG) || w.n > 1<<20 || fds > workspace.MaxDescriptors || heap > 64<<20 {
 		t.Errorf("tar of a chain past PATH_MAX: %v after %d bytes, %d fds, %d heap bytes; want ENAMETOOLONG early", err, w.n, fds, heap)
