@@ -371,7 +371,7 @@ func TestDeepTrees(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		depth int
-	}{{strings.Repeat("n", 255), 3000}, {"d", 30000}} {
+	}{{"d", 2000}, {strings.Repeat("n", 255), 3000}, {"d", 30000}} {
 		t.Run(itoa(c.depth), func(t *testing.T) {
 			t0 := time.Now()
 			h := memHost(t)
@@ -409,6 +409,18 @@ func TestDeepTrees(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer dst.Close()
+			// A tar within PATH_MAX goes whole; a deeper one stops.
+			var w countingWriter
+			s = startSampler()
+			err = h.root.WriteTar(&w, ".")
+			if path+8 <= MaxTarPath {
+				check("WriteTar", s, err)
+				if w.n < int64(c.depth)*512 {
+					t.Errorf("a tar of %d directories is %d bytes", c.depth, w.n)
+				}
+			} else if fds, _ := s.end(); !errors.Is(err, unix.ENAMETOOLONG) || fds > MaxDescriptors {
+				t.Errorf("WriteTar of a %d-byte path: %v with %d fds", path, err, fds)
+			}
 			s = startSampler()
 			err = h.root.CopyTo(dst)
 			check("CopyTo", s, err)
