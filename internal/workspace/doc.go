@@ -20,8 +20,9 @@
 // inode it came from, so a directory the program moves meanwhile stops the
 // walk with an error instead of leading it elsewhere. No operation holds
 // more than MaxDescriptors at once at any depth (CopyTo, the most: a
-// cursor and a top in each tree, a listing's, a file's two). Memory is one path, a frame per level and the listings of the
-// directories on the path, never the tree. WriteTar writes each inode's
+// cursor and a top in each tree, a listing's, a file's two). Memory is
+// one path, a frame per level and the listings of the directories on the
+// path, never the tree. WriteTar writes each inode's
 // content once (hard links as tar links; maxLinkNames bounds the names it
 // keeps for that), a sparse file's data without its holes, names of at
 // most MaxTarPath bytes, and no more content than the workspace holds

@@ -320,7 +320,7 @@ func (r *Root) mkdirAll(root int, rel string) (int, error) {
 // RemoveAll removes name and everything beneath it; symlinks are removed,
 // never followed. A missing name is not an error. A name that is the root
 // ("", ".", "a/..") is refused with ErrOutside: Empty empties the root.
-// It holds two descriptors at any depth.
+// It holds at most MaxDescriptors at any depth.
 func (r *Root) RemoveAll(name string) error {
 	rel, root, done, err := r.begin("remove", name)
 	if err != nil {
@@ -345,8 +345,8 @@ func (r *Root) RemoveAll(name string) error {
 	return nil
 }
 
-// Empty removes everything in the root, holding two descriptors at any
-// depth.
+// Empty removes everything in the root, holding at most MaxDescriptors
+// at any depth.
 func (r *Root) Empty() error {
 	root, done, err := r.hold()
 	if err != nil {

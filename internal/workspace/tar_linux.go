@@ -70,8 +70,8 @@ type tarWriter struct {
 // hard links to the first; a sparse file goes out as its data (GNU's PAX
 // sparse format 1.0, which GNU tar and archive/tar read), not its holes.
 //
-// What it costs is bounded whatever the program left: two descriptors
-// and one file's at any depth; memory for one path, a small frame per
+// What it costs is bounded whatever the program left: at most
+// MaxDescriptors at any depth; memory for one path, a small frame per
 // level and the listings of the directories on it; an entry name of at
 // most MaxTarPath bytes (a longer one stops the stream with an error
 // matching ENAMETOOLONG); and at most the workspace's size (SetSize) of
