@@ -152,34 +152,29 @@ for i in range(%d): os.mkdir("d"); os.chdir("d")
 // TestSnapshotLayersCap: a full workspace stays full through many
 // snapshots; no layer adds room above Options.WorkspaceSize.
 func TestSnapshotLayersCap(t *testing.T) {
-	requireSandbox(t)
-	const size = 256 << 10
-	s := newTest(t, Options{WorkspaceSize: size})
-	turn(t, s, "head -c 262144 /dev/zero > fill 2>/dev/null; true")
-	s.ws.start.Lock()
-	layered := s.ws.kc.layered
-	s.ws.start.Unlock()
-	if !layered {
-		t.Skip("the kernel gives the keeper no overlay: snapshots are copies beside the workspace")
-	}
-	fits := 0
-	var script bytes.Buffer
-	for i := range 12 {
-		if _, err := s.Snapshot(); err != nil {
-			t.Fatalf("snapshot %d: %v", i, err)
+	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
+		const size = 256 << 10
+		s := newSession(Options{WorkspaceSize: size})
+		turn(t, s, "head -c 262144 /dev/zero > fill 2>/dev/null; true")
+		fits := 0
+		var script bytes.Buffer
+		for i := range 12 {
+			if _, err := s.Snapshot(); err != nil {
+				t.Fatalf("snapshot %d: %v", i, err)
+			}
+			script.Reset()
+			fmt.Fprintf(&script, "echo x > f%d 2>/dev/null && test -s f%d", i, i)
+			res, err := s.Run(context.Background(), Command("sh", "-c", script.String()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Success() {
+				fits++
+			}
 		}
-		script.Reset()
-		fmt.Fprintf(&script, "echo x > f%d 2>/dev/null && test -s f%d", i, i)
-		res, err := s.Run(context.Background(), Command("sh", "-c", script.String()))
-		if err != nil {
-			t.Fatal(err)
+		t.Logf("a full %d-byte workspace, 12 snapshots: %d one-byte files fit", size, fits)
+		if fits > 0 {
+			t.Errorf("after filling the workspace, %d snapshots each gave room for a file (a page each above the cap)", fits)
 		}
-		if res.Success() {
-			fits++
-		}
-	}
-	t.Logf("a full %d-byte workspace, 12 snapshots: %d one-byte files fit", size, fits)
-	if fits > 0 {
-		t.Errorf("after filling the workspace, %d snapshots each gave room for a file (a page each above the cap)", fits)
-	}
+	})
 }
