@@ -260,7 +260,23 @@
 // component-by-component walk with O_NOFOLLOW where openat2 is refused),
 // names that climb out are refused with [ErrOutsideWorkspace], writes
 // replace the final name rather than follow it, and a FIFO cannot hang a
-// read.
+// read. A name that is the workspace itself or above it ("..",
+// "a/../..", "/workspace") is refused with [ErrOutsideWorkspace] by every
+// call that would remove or replace it.
+//
+// What the program left cannot make these calls cost the caller more than
+// the tree's own size: at any depth (a chain of 30,000 directories is
+// allowed) each holds at most eight descriptors at once, and memory
+// for one path, a small frame per level and the listings of the
+// directories on it. [Sandbox.WriteTar] writes a file with many hard
+// links once (the other names as tar hard links), a sparse file as its
+// data (GNU's PAX sparse format, which GNU tar and archive/tar read), no
+// entry name longer than [MaxTarPath] bytes (it stops with an error
+// matching syscall.ENAMETOOLONG: a chain of n directories would otherwise
+// be a tar of n² bytes), and no more file content than
+// [Options.WorkspaceSize]. Snapshot layers count against
+// [Options.WorkspaceSize]: a full workspace stays full however many
+// snapshots are taken.
 //
 // [Sandbox.Snapshot], [Sandbox.Restore] and [Sandbox.Reset] (back to empty,
 // or to a copy of [Options.WorkspaceFrom]) copy nothing: the workspace is

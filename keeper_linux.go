@@ -379,7 +379,43 @@ func (k *keeper) freshLayer(stack []int) (int, error) {
 		b, n := used(l)
 		size, inodes = size-b, inodes-n
 	}
-	return k.newLayer(size, inodes)
+	// tmpfs rounds its size up to a page, and cannot be mounted with
+	// none: what is left is rounded down, and a layer that is to hold
+	// nothing gets one page, taken at once by a file beside the
+	// workspace's directory, so no layer adds a page above the cap.
+	size &^= pageSize - 1
+	if size > 0 {
+		return k.newLayer(size, inodes)
+	}
+	l, err := k.newLayer(pageSize, max(inodes, 4)+1)
+	if err != nil {
+		return -1, err
+	}
+	if err := fillLayer(l); err != nil {
+		k.freeLayer(l)
+		return -1, err
+	}
+	return l, nil
+}
+
+// pageSize is tmpfs's unit of size.
+const pageSize = 4096
+
+// fillLayer takes all the room of layer l's tmpfs with a file outside its
+// workspace directory.
+func fillLayer(l int) error {
+	fd, err := unix.Open(fmt.Sprintf("L%d/full", l), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("fill layer: %w", err)
+	}
+	defer unix.Close(fd)
+	for off := int64(0); ; off += pageSize {
+		if err := unix.Fallocate(fd, 0, off, pageSize); err == unix.ENOSPC {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("fill layer: %w", err)
+		}
+	}
 }
 
 // restore makes snapshot id the workspace, under a fresh upper layer.

@@ -18,6 +18,11 @@ var ErrClosed = errors.New("sandbox closed")
 // the workspace are followed only within it, as if /workspace were the root.
 var ErrOutsideWorkspace = workspace.ErrOutside
 
+// MaxTarPath is the longest entry name, in bytes, that Sandbox.WriteTar
+// writes (the kernel's PATH_MAX, past which nothing in the sandbox can
+// open a path by name either); a longer path stops it with an error.
+const MaxTarPath = workspace.MaxTarPath
+
 // WorkspaceEntry describes one name in the workspace. Symlinks are not
 // followed: a symlink is described, and Target is what it points to.
 type WorkspaceEntry struct {

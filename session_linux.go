@@ -230,6 +230,9 @@ func (s *Sandbox) files(op string) (*workspace.Root, func(), error) {
 				return fail(err)
 			}
 			ss.root = workspace.FromFD(fd, DefaultDir, uid, gid)
+			// All layers together hold at most the cap; WriteTar writes
+			// no more file content than that.
+			ss.root.SetSize(orDefault(s.opts.WorkspaceSize, DefaultWorkspaceSize))
 		}
 	}
 	return ss.root, ss.mu.RUnlock, nil
@@ -358,7 +361,8 @@ func (ss *session) close() error {
 // WriteFile writes data to the workspace file name with permission bits
 // perm, creating missing directories. A symlink at name is replaced, not
 // followed; readers never see half a file. name is relative to /workspace,
-// or an absolute path beneath it.
+// or an absolute path beneath it; one that is the workspace itself or
+// above it is refused with ErrOutsideWorkspace.
 func (s *Sandbox) WriteFile(name string, data []byte, perm fs.FileMode) error {
 	return s.withFiles("write file", name, func(r *workspace.Root, rel string) error {
 		return r.WriteFile(rel, bytes.NewReader(data), perm)
@@ -381,7 +385,8 @@ func (s *Sandbox) ReadFile(name string) ([]byte, error) {
 	return data, err
 }
 
-// ReadDir lists the workspace directory name, sorted by name.
+// ReadDir lists the workspace directory name, sorted by name. It holds
+// at most eight descriptors at once whatever the directory's depth.
 func (s *Sandbox) ReadDir(name string) ([]WorkspaceEntry, error) {
 	var out []WorkspaceEntry
 	err := s.withFiles("read dir", name, func(r *workspace.Root, rel string) error {
@@ -411,22 +416,37 @@ func (s *Sandbox) MkdirAll(name string) error {
 	return s.withFiles("mkdir", name, func(r *workspace.Root, rel string) error { return r.MkdirAll(rel) })
 }
 
-// RemoveAll removes the workspace entry name and everything beneath it.
+// RemoveAll removes the workspace entry name and everything beneath it,
+// never following a symlink. A name that is the workspace itself or above
+// it ("", ".", "..", "a/../..", "/workspace") is refused with
+// ErrOutsideWorkspace and nothing is removed. It holds at most eight
+// descriptors at once at any depth, and memory for one path and a small
+// frame per level.
 func (s *Sandbox) RemoveAll(name string) error {
 	return s.withFiles("remove", name, func(r *workspace.Root, rel string) error { return r.RemoveAll(rel) })
 }
 
 // WriteTar writes the workspace tree at dir to w as a tar stream:
 // directories, regular files and symlinks with their modes and times,
-// named relative to dir. Devices, FIFOs and sockets are left out.
+// named relative to dir. Devices, FIFOs and sockets are left out. A file
+// with several hard links goes out once, its other names as tar hard
+// links to the first; a sparse file as its data (GNU's PAX sparse format
+// 1.0), not its holes. Whatever the program left, it holds at most eight
+// descriptors at once at any depth, memory for one path and a frame per
+// level, writes no entry name longer than MaxTarPath (a longer
+// one stops it with an error matching syscall.ENAMETOOLONG) and no more
+// file content than Options.WorkspaceSize (a session workspace; a host
+// Options.Workspace: its file system's size).
 func (s *Sandbox) WriteTar(w io.Writer, dir string) error {
 	return s.withFiles("write tar", dir, func(r *workspace.Root, rel string) error { return r.WriteTar(w, rel) })
 }
 
-// ExtractTar writes the directories, regular files and symlinks of the tar
-// stream r beneath the workspace directory dir. An entry whose name leaves
-// dir is refused (ErrOutsideWorkspace), as is any other type of entry;
-// the entries before it stay written.
+// ExtractTar writes the directories, regular files, hard links and
+// symlinks of the tar stream r beneath the workspace directory dir; zero
+// blocks (a sparse file's holes) stay holes. An entry whose name leaves
+// dir, or a file entry that would replace the workspace itself, is
+// refused (ErrOutsideWorkspace), as is any other type of entry; the entries
+// before it stay written.
 func (s *Sandbox) ExtractTar(r io.Reader, dir string) error {
 	return s.withFiles("extract tar", dir, func(root *workspace.Root, rel string) error { return root.ExtractTar(r, rel) })
 }

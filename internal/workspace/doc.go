@@ -13,12 +13,35 @@
 // is written to a new inode and renamed over the name, so snapshots that
 // share inodes with the workspace are never changed in place either.
 //
+// The tree may be as deep as the file system allows (tens of thousands of
+// levels: more than a process may hold descriptors), so nothing here
+// holds a descriptor per level: a walk is a cursor that goes down with
+// O_NOFOLLOW and back up through "..", checked against the device and
+// inode it came from, so a directory the program moves meanwhile stops the
+// walk with an error instead of leading it elsewhere. No operation holds
+// more than MaxDescriptors at once at any depth (CopyTo, the most: a
+// cursor and a top in each tree, a listing's, a file's two). Memory is
+// one path, a frame per level and the listings of the directories on the
+// path, never the tree. WriteTar writes each inode's
+// content once (hard links as tar links; maxLinkNames bounds the names it
+// keeps for that), a sparse file's data without its holes, names of at
+// most MaxTarPath bytes, and no more content than the workspace holds
+// (SetSize).
+//
+// A name that is the root itself or above it is refused with ErrOutside
+// by every operation that would remove or replace the root; Empty empties
+// it.
+//
 // CopyTo is the copy that snapshots are taken and restored with; its cost
 // (BenchmarkSnapshot, BenchmarkRestore) is what the session design is
 // measured against.
 package workspace
 
 import "errors"
+
+// MaxDescriptors is the most descriptors any operation of a Root holds at
+// once, whatever the depth of the tree.
+const MaxDescriptors = 8
 
 // ErrOutside is matched by the error for a path that names something
 // outside the root ("../x").

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -110,20 +111,98 @@ func (r *Root) List(name string) ([]Entry, error) {
 // name is replaced rather than followed, and an inode shared with a
 // snapshot is never changed.
 func (r *Root) WriteFile(name string, data io.Reader, perm fs.FileMode) error {
-	return r.replace("write", name, func(dfd int, tmp string) error {
+	return r.writeFile("write", name, data, goMode(perm), holes{})
+}
+
+// holes says how writeFile writes: with size > 0, blocks of zeros are
+// skipped (left as holes) and the file is then given size bytes.
+type holes struct{ size int64 }
+
+// holeBlock is the unit a run of zeros must fill to be left as a hole.
+const holeBlock = 4096
+
+func (r *Root) writeFile(op, name string, data io.Reader, mode uint32, h holes) error {
+	return r.replace(op, name, func(dfd int, tmp string) error {
 		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return err
 		}
 		f := os.NewFile(uintptr(fd), tmp)
-		_, err = io.Copy(f, data)
+		if h.size > 0 {
+			err = copySparse(f, data, h.size)
+		} else {
+			_, err = io.Copy(f, data)
+		}
 		if err == nil {
-			err = r.own(fd, goMode(perm))
+			err = r.own(fd, mode)
 		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		return err
+	})
+}
+
+// copySparse writes size bytes of data to f, seeking over blocks of
+// zeros rather than writing them, so they stay holes.
+func copySparse(f *os.File, data io.Reader, size int64) error {
+	buf := make([]byte, 64<<10)
+	var off int64
+	for off < size {
+		n, err := io.ReadFull(data, buf[:min(int64(len(buf)), size-off)])
+		for b := buf[:n]; len(b) > 0; {
+			k := min(len(b), holeBlock)
+			if !allZero(b[:k]) {
+				if _, err := f.WriteAt(b[:k], off); err != nil {
+					return err
+				}
+			}
+			off += int64(k)
+			b = b[k:]
+		}
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return f.Truncate(off)
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Link makes name a new hard link to the regular file target; neither
+// resolves to anything outside the workspace, and a final symlink at
+// target is not followed.
+func (r *Root) Link(target, name string) error {
+	trel, root, done, err := r.begin("link", target)
+	if err != nil {
+		return err
+	}
+	dir, base := split(trel)
+	tfd, err := openIn(root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	done()
+	if err != nil {
+		return r.pathErr("link", target, err)
+	}
+	defer unix.Close(tfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(tfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return r.pathErr("link", target, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return r.pathErr("link", target, errors.New("not a regular file"))
+	}
+	return r.replace("link", name, func(dfd int, tmp string) error {
+		return unix.Linkat(tfd, base, dfd, tmp, 0)
 	})
 }
 
@@ -149,7 +228,7 @@ func (r *Root) replace(op, name string, create func(dfd int, tmp string) error) 
 	}
 	defer done()
 	if rel == "." {
-		return r.pathErr(op, name, errors.New("is the workspace root"))
+		return r.pathErr(op, name, fmt.Errorf("names the workspace root, which %s would replace: %w", op, ErrOutside))
 	}
 	dir, base := split(rel)
 	dfd, err := r.mkdirAll(root, dir)
@@ -239,8 +318,9 @@ func (r *Root) mkdirAll(root int, rel string) (int, error) {
 }
 
 // RemoveAll removes name and everything beneath it; symlinks are removed,
-// never followed. A missing name is not an error; the root itself is
-// emptied, not removed.
+// never followed. A missing name is not an error. A name that is the root
+// ("", ".", "a/..") is refused with ErrOutside: Empty empties the root.
+// It holds at most MaxDescriptors at any depth.
 func (r *Root) RemoveAll(name string) error {
 	rel, root, done, err := r.begin("remove", name)
 	if err != nil {
@@ -248,18 +328,10 @@ func (r *Root) RemoveAll(name string) error {
 	}
 	defer done()
 	if rel == "." {
-		fd, err := unix.Openat(root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			err = emptyDir(fd)
-			unix.Close(fd)
-		}
-		if err != nil {
-			return r.pathErr("remove", name, err)
-		}
-		return nil
+		return r.pathErr("remove", name, fmt.Errorf("names the workspace root, which remove would remove (empty it with Empty): %w", ErrOutside))
 	}
 	dir, base := split(rel)
-	dfd, err := openIn(root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	dfd, err := openIn(root, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
@@ -273,7 +345,31 @@ func (r *Root) RemoveAll(name string) error {
 	return nil
 }
 
-// removeAt removes base in dfd, recursively for a directory.
+// Empty removes everything in the root, holding at most MaxDescriptors
+// at any depth.
+func (r *Root) Empty() error {
+	root, done, err := r.hold()
+	if err != nil {
+		return r.pathErr("empty", ".", err)
+	}
+	defer done()
+	fd, err := unix.Openat(root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = emptyDir(fd)
+		unix.Close(fd)
+	}
+	if err != nil {
+		return r.pathErr("empty", ".", err)
+	}
+	return nil
+}
+
+// removeRounds bounds how often a removal starts over because the
+// program added entries to a directory being removed.
+const removeRounds = 4
+
+// removeAt removes base in the directory dfd (opened for reading),
+// recursively for a directory.
 func removeAt(dfd int, base string) error {
 	err := unix.Unlinkat(dfd, base, 0)
 	if err == nil || err == unix.ENOENT {
@@ -282,37 +378,73 @@ func removeAt(dfd int, base string) error {
 	if err != unix.EISDIR && err != unix.EPERM {
 		return err
 	}
-	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
+	for range removeRounds {
+		c, err := newCursor(dfd, unix.O_RDONLY)
+		if err != nil {
+			return err
+		}
+		err = c.down(base)
+		if err == nil {
+			err = emptyHere(c)
+		}
+		c.reset()
+		if err != nil && err != unix.ENOENT {
+			return err
+		}
+		err = unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR)
+		if err != unix.ENOTEMPTY {
+			if err == unix.ENOENT {
+				err = nil
+			}
+			return err
+		}
 	}
-	err = emptyDir(fd)
-	unix.Close(fd)
-	if err != nil {
-		return err
-	}
-	if err := unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
-		return err
-	}
-	return nil
+	return fmt.Errorf("%s: entries keep appearing while it is removed: %w", base, unix.ENOTEMPTY)
 }
 
 // emptyDir removes everything in the open directory fd.
 func emptyDir(fd int) error {
-	for {
-		names, err := readNames(fd)
+	for range removeRounds {
+		c, err := newCursor(fd, unix.O_RDONLY)
 		if err != nil {
 			return err
 		}
-		if len(names) == 0 {
-			return nil
+		if err := emptyHere(c); err != nil {
+			return err
 		}
-		for _, n := range names {
-			if err := removeAt(fd, n); err != nil {
-				return err
-			}
+		names, err := readNames(fd)
+		if err != nil || len(names) == 0 {
+			return err
 		}
 	}
+	return fmt.Errorf("entries keep appearing while the directory is emptied: %w", unix.ENOTEMPTY)
+}
+
+// emptyHere removes the tree below the cursor's directory, each
+// directory once its entries are gone.
+func emptyHere(c *cursor) error {
+	var path []byte
+	start := c.depth()
+	return walkTree(c, &path, visitor{
+		pre: func(dfd int, name string, e Entry) (bool, error) {
+			if e.Mode.IsDir() {
+				return true, nil
+			}
+			if err := unix.Unlinkat(dfd, name, 0); err != nil && err != unix.ENOENT {
+				return false, fmt.Errorf("%s: %w", shortPath(path), err)
+			}
+			return false, nil
+		},
+		left: func(dfd int, name string) error {
+			if c.depth() < start {
+				return nil
+			}
+			if err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
+				return fmt.Errorf("%s/%s: %w", shortPath(path), name, err)
+			}
+			return nil
+		},
+	})
 }
 
 // readNames lists the directory fd (opened for reading), sorted.

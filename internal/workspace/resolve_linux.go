@@ -50,60 +50,51 @@ func openIn(root int, rel string, flags int, mode uint32) (int, error) {
 	return walkOpen(root, rel, flags, mode)
 }
 
-// walkOpen is openIn without openat2. It keeps the chain of directories
-// it descended through as open fds, so ".." is a step back along that
-// chain (never a lookup of ".." on disk, never above root), and opens
-// every component with O_NOFOLLOW, reading symlinks itself.
+// walkOpen is openIn without openat2. It walks with a cursor, so ".." is
+// a step back to the directory it came from (checked, never a lookup
+// above root) and it holds two descriptors at any depth, and opens every
+// component with O_NOFOLLOW, reading symlinks itself.
 func walkOpen(root int, rel string, flags int, mode uint32) (int, error) {
-	first, err := unix.FcntlInt(uintptr(root), unix.F_DUPFD_CLOEXEC, 0)
+	c, err := newCursor(root, unix.O_PATH)
 	if err != nil {
 		return -1, err
 	}
-	stack := []int{first}
-	defer func() {
-		for _, fd := range stack {
-			unix.Close(fd)
-		}
-	}()
+	defer c.reset()
 	todo := strings.Split(rel, "/")
 	links := 0
 	for len(todo) > 0 {
 		comp := todo[0]
 		todo = todo[1:]
-		dir := stack[len(stack)-1]
 		switch comp {
 		case "", ".":
 			if len(todo) == 0 {
-				return unix.Openat(dir, ".", flags&^unix.O_NOFOLLOW, mode)
+				return unix.Openat(c.fd, ".", flags&^unix.O_NOFOLLOW, mode)
 			}
 			continue
 		case "..":
-			if len(stack) > 1 {
-				unix.Close(dir)
-				stack = stack[:len(stack)-1]
+			if err := c.up(); err != nil {
+				return -1, err
 			}
 			if len(todo) == 0 {
-				return unix.Openat(stack[len(stack)-1], ".", flags&^unix.O_NOFOLLOW, mode)
+				return unix.Openat(c.fd, ".", flags&^unix.O_NOFOLLOW, mode)
 			}
 			continue
 		}
 		last := len(todo) == 0
 		if last && flags&unix.O_NOFOLLOW != 0 {
-			return unix.Openat(dir, comp, flags, mode)
+			return unix.Openat(c.fd, comp, flags, mode)
 		}
 		// Look before opening: a symlink is expanded here; anything else
 		// is opened with O_NOFOLLOW, so one swapped in meanwhile is
 		// refused (ELOOP), not followed.
-		target, err := readlinkAt(dir, comp)
+		target, err := readlinkAt(c.fd, comp)
 		if err == unix.EINVAL || err == unix.ENOENT && last {
 			if last {
-				return unix.Openat(dir, comp, flags|unix.O_NOFOLLOW, mode)
+				return unix.Openat(c.fd, comp, flags|unix.O_NOFOLLOW, mode)
 			}
-			fd, err := unix.Openat(dir, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
+			if err := c.down(comp); err != nil {
 				return -1, err
 			}
-			stack = append(stack, fd)
 			continue
 		}
 		if err != nil {
@@ -113,14 +104,11 @@ func walkOpen(root int, rel string, flags int, mode uint32) (int, error) {
 			return -1, unix.ELOOP
 		}
 		if strings.HasPrefix(target, "/") {
-			for _, fd := range stack[1:] {
-				unix.Close(fd)
-			}
-			stack = stack[:1]
+			c.reset()
 		}
 		todo = append(strings.Split(target, "/"), todo...)
 	}
-	return unix.Openat(stack[len(stack)-1], ".", flags&^unix.O_NOFOLLOW, mode)
+	return unix.Openat(c.fd, ".", flags&^unix.O_NOFOLLOW, mode)
 }
 
 // readlinkAt reads the symlink name in dir; EINVAL means it is not one.

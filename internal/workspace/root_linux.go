@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +19,8 @@ type Root struct {
 	name string // for messages
 	// uid and gid own what is created; -1 leaves the creator's.
 	uid, gid int
+	// size is what the workspace holds, for WriteTar; 0: its file system's size.
+	size atomic.Int64
 
 	mu     sync.RWMutex // guards fd against Close
 	closed bool
@@ -66,13 +69,9 @@ func clean(name string) (string, error) {
 	if strings.ContainsRune(name, 0) {
 		return "", fmt.Errorf("%q: contains NUL: %w", name, fs.ErrInvalid)
 	}
-	p := path.Clean("/" + name)
-	if p == "/" {
-		return ".", nil
-	}
-	rel := p[1:]
 	// path.Clean of an absolute path cannot climb; but the name as given
-	// may have meant to: "a/../../b" cleans to "/b". Refuse it.
+	// may have meant to: "a/../../b" cleans to "/b", ".." to "/". Refuse
+	// it.
 	depth := 0
 	for _, c := range strings.Split(name, "/") {
 		switch c {
@@ -85,7 +84,11 @@ func clean(name string) (string, error) {
 			depth++
 		}
 	}
-	return rel, nil
+	p := path.Clean("/" + name)
+	if p == "/" {
+		return ".", nil
+	}
+	return p[1:], nil
 }
 
 // split returns the parent and last component of a clean relative path.

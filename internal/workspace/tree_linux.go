@@ -9,17 +9,20 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // walkFunc is called for each entry of a tree walk, with the directory
 // holding it (an fd valid during the call), the entry's path relative to
-// the walk's top ("" for the top), and its description.
-type walkFunc func(dfd int, name, rel string, e Entry) error
+// the walk's top (empty for the top; valid during the call only), and
+// its description.
+type walkFunc func(dfd int, name string, rel []byte, e Entry) error
 
 // walk visits the tree at rel, parents before children, in name order,
-// following no symlink below rel.
+// following no symlink below rel, holding two descriptors at any depth
+// (see cursor).
 func (r *Root) walk(rel string, fn walkFunc) error {
 	root, done, err := r.hold()
 	if err != nil {
@@ -35,46 +38,18 @@ func (r *Root) walk(rel string, fn walkFunc) error {
 	if err != nil {
 		return err
 	}
-	if err := fn(top, ".", "", e); err != nil {
+	if err := fn(top, ".", nil, e); err != nil {
 		return err
 	}
-	return walkDir(top, "", fn)
-}
-
-func walkDir(dfd int, rel string, fn walkFunc) error {
-	names, err := readNames(dfd)
+	c, err := newCursor(top, unix.O_RDONLY)
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
-		e, err := entryAt(dfd, n)
-		if errors.Is(err, unix.ENOENT) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		child := path.Join(rel, n)
-		if err := fn(dfd, n, child, e); err != nil {
-			return err
-		}
-		if !e.Mode.IsDir() {
-			continue
-		}
-		fd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.ENOENT) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		err = walkDir(fd, child, fn)
-		unix.Close(fd)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	defer c.reset()
+	var path []byte
+	return walkTree(c, &path, visitor{pre: func(dfd int, name string, e Entry) (bool, error) {
+		return true, fn(dfd, name, path, e)
+	}})
 }
 
 // openFileAt opens the regular file name in dfd without following it.
@@ -95,69 +70,10 @@ func openFileAt(dfd int, name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// WriteTar writes the tree at name to w as a tar stream: directories,
-// regular files and symlinks (as symlinks), with their modes and times;
-// names are relative to name. Devices, FIFOs and sockets are skipped.
-func (r *Root) WriteTar(w io.Writer, name string) error {
-	rel, err := clean(name)
-	if err != nil {
-		return r.pathErr("tar", name, err)
-	}
-	tw := tar.NewWriter(w)
-	err = r.walk(rel, func(dfd int, n, p string, e Entry) error {
-		if p == "" {
-			return nil
-		}
-		hdr := &tar.Header{Name: p, Mode: int64(fileMode(goMode(e.Mode))),
-			ModTime: e.ModTime, Format: tar.FormatPAX}
-		switch {
-		case e.Mode.IsDir():
-			hdr.Typeflag, hdr.Name = tar.TypeDir, p+"/"
-			return tw.WriteHeader(hdr)
-		case e.Mode&fs.ModeSymlink != 0:
-			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, e.Target
-			return tw.WriteHeader(hdr)
-		case e.Mode.IsRegular():
-			f, err := openFileAt(dfd, n)
-			if err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-			defer f.Close()
-			st, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size()
-			if err := tw.WriteHeader(hdr); err != nil {
-				return err
-			}
-			// A file the program is still writing may grow or shrink;
-			// the header's size is what goes out.
-			n, err := io.Copy(tw, io.LimitReader(f, hdr.Size))
-			if err == nil && n < hdr.Size {
-				_, err = io.CopyN(tw, zeros{}, hdr.Size-n)
-			}
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return r.pathErr("tar", name, err)
-	}
-	return tw.Close()
-}
-
-// zeros reads as endless zero bytes.
-type zeros struct{}
-
-func (zeros) Read(b []byte) (int, error) {
-	clear(b)
-	return len(b), nil
-}
-
 // ExtractTar writes the entries of the tar stream from rd beneath name:
-// directories, regular files (hard links as copies of their target) and
-// symlinks. An entry whose name leaves name, or of another type, is an
+// directories, regular files, hard links (to a regular file written
+// before) and symlinks. Runs of zero blocks in a file (a sparse file's
+// holes) are left as holes, not written. An entry whose name leaves name, or of another type, is an
 // error naming it; what was written before it stays.
 func (r *Root) ExtractTar(rd io.Reader, name string) error {
 	base, err := clean(name)
@@ -184,15 +100,11 @@ func (r *Root) ExtractTar(rd io.Reader, name string) error {
 		case tar.TypeDir:
 			err = r.mkdirMode(target, mode)
 		case tar.TypeReg:
-			err = r.WriteFile(target, tr, mode)
+			err = r.writeFile("write", target, tr, goMode(mode), holes{size: hdr.Size})
 		case tar.TypeLink:
 			var lrel string
 			if lrel, err = clean(hdr.Linkname); err == nil {
-				var f *os.File
-				if f, err = r.ReadFile(path.Join(base, lrel)); err == nil {
-					err = r.WriteFile(target, f, mode)
-					f.Close()
-				}
+				err = r.Link(path.Join(base, lrel), target)
 			}
 		case tar.TypeSymlink:
 			err = r.Symlink(hdr.Linkname, target)
@@ -246,7 +158,10 @@ func (r *Root) Symlink(target, name string) error {
 // CopyTo copies the whole tree of r into dst, which should be empty:
 // directories, regular files and symlinks with their modes and
 // modification times, owned by dst's owner. Devices, FIFOs and sockets
-// are skipped. It is how snapshots are taken and restored.
+// are skipped. A file with several hard links is copied once and linked
+// (by its path in dst, which nothing but CopyTo changes while it runs).
+// It is how snapshots are taken and restored. It holds at most
+// MaxDescriptors at any depth.
 func (r *Root) CopyTo(dst *Root) error {
 	sroot, sdone, err := r.hold()
 	if err != nil {
@@ -268,89 +183,143 @@ func (r *Root) CopyTo(dst *Root) error {
 		return err
 	}
 	defer unix.Close(dfd)
-	e, err := entryAt(sfd, ".")
+	src, err := newCursor(sfd, unix.O_RDONLY)
 	if err != nil {
 		return err
 	}
-	return dst.copyDir(sfd, dfd, "", e)
-}
-
-// copyDir fills the directory dfd with the content of sfd (described by
-// e) and then sets its mode and time, which filling it would change.
-func (dst *Root) copyDir(sfd, dfd int, rel string, e Entry) error {
-	names, err := readNames(sfd)
+	defer src.reset()
+	to, err := newCursor(dfd, unix.O_RDONLY)
 	if err != nil {
-		return fmt.Errorf("%s: %w", rel, err)
+		return err
 	}
-	for _, n := range names {
-		ce, err := entryAt(sfd, n)
-		if errors.Is(err, unix.ENOENT) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", path.Join(rel, n), err)
-		}
-		if err := dst.copyEntry(sfd, dfd, n, path.Join(rel, n), ce); err != nil {
-			return err
-		}
-	}
-	if err := dst.own(dfd, goMode(e.Mode)); err != nil {
-		return fmt.Errorf("%s: %w", rel, err)
-	}
-	return setTime(dfd, ".", e)
+	defer to.reset()
+	var path []byte
+	links := &linkCopies{top: dfd, path: &path, first: map[devIno]string{}}
+	return walkTree(src, &path, visitor{
+		pre: func(sfd int, n string, e Entry) (bool, error) {
+			if err := dst.copyEntry(sfd, to.fd, n, e, links); err != nil {
+				return false, fmt.Errorf("%s: %w", shortPath(path), err)
+			}
+			return true, nil
+		},
+		enter: func(n string) error {
+			if err := to.down(n); err != nil {
+				return fmt.Errorf("%s: %w", shortPath(path), err)
+			}
+			return nil
+		},
+		// A directory's mode and time once it is filled, which filling
+		// it would change.
+		leave: func(_ int, mode uint32, mtime time.Time) error {
+			err := dst.own(to.fd, mode)
+			if err == nil {
+				err = setTime(to.fd, ".", Entry{ModTime: mtime})
+			}
+			if err == nil {
+				err = to.up()
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", shortPath(path), err)
+			}
+			return nil
+		},
+	})
 }
 
-// copyEntry copies the entry n of sfd into dfd.
-func (dst *Root) copyEntry(sfd, dfd int, n, rel string, e Entry) error {
-	fail := func(err error) error { return fmt.Errorf("%s: %w", rel, err) }
+// linkCopies is how CopyTo keeps hard links: the path (relative to both
+// tops) of the first copy of each file with more links, within
+// maxLinkNames bytes of paths; a file beyond them, or whose path is
+// longer than MaxTarPath, is copied again.
+type linkCopies struct {
+	top   int     // the destination's top
+	path  *[]byte // the walk's current path
+	first map[devIno]string
+	names int
+}
+
+// link makes n in dfd a link to the copy of the file described by st if
+// there is one, and otherwise notes n as its copy.
+func (l *linkCopies) link(st *unix.Stat_t, dfd int, n string) (bool, error) {
+	if st.Nlink < 2 {
+		return false, nil
+	}
+	id := devIno{uint64(st.Dev), st.Ino}
+	if p, ok := l.first[id]; ok {
+		return true, unix.Linkat(l.top, p, dfd, n, 0)
+	}
+	if p := *l.path; len(p) <= MaxTarPath && l.names+len(p) <= maxLinkNames {
+		l.first[id] = string(p)
+		l.names += len(p)
+	}
+	return false, nil
+}
+
+// copyEntry makes the entry n of sfd in dfd; a directory is made empty
+// (the walk fills it). A file with more hard links is copied once.
+func (dst *Root) copyEntry(sfd, dfd int, n string, e Entry, links *linkCopies) error {
 	switch {
 	case e.Mode.IsDir():
-		if err := unix.Mkdirat(dfd, n, 0o700); err != nil {
-			return fail(err)
-		}
-		cs, err := unix.Openat(sfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fail(err)
-		}
-		defer unix.Close(cs)
-		cd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fail(err)
-		}
-		defer unix.Close(cd)
-		return dst.copyDir(cs, cd, rel, e)
+		return unix.Mkdirat(dfd, n, 0o700)
 	case e.Mode&fs.ModeSymlink != 0:
 		if err := unix.Symlinkat(e.Target, dfd, n); err != nil {
-			return fail(err)
+			return err
 		}
 		if dst.uid >= 0 || dst.gid >= 0 {
 			if err := unix.Fchownat(dfd, n, dst.uid, dst.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return fail(err)
+				return err
 			}
 		}
 		return setTime(dfd, n, e)
 	case e.Mode.IsRegular():
 		in, err := openFileAt(sfd, n)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		defer in.Close()
+		var st unix.Stat_t
+		if err := unix.Fstat(int(in.Fd()), &st); err != nil {
+			return err
+		}
+		if linked, err := links.link(&st, dfd, n); linked || err != nil {
+			return err
+		}
 		fd, err := unix.Openat(dfd, n, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		out := os.NewFile(uintptr(fd), n)
 		defer out.Close()
-		// *os.File to *os.File: copy_file_range, in the kernel.
-		if _, err := io.Copy(out, in); err != nil {
-			return fail(err)
+		if err := copyData(out, in, &st); err != nil {
+			return err
 		}
 		if err := dst.own(fd, goMode(e.Mode)); err != nil {
-			return fail(err)
+			return err
 		}
 		return setTime(dfd, n, e)
 	}
 	return nil
+}
+
+// copyData copies the content of in, described by st, to out: a sparse
+// file's data extents only, so its holes stay holes.
+func copyData(out, in *os.File, st *unix.Stat_t) error {
+	if st.Blocks*512 < st.Size {
+		ext, err := extents(int(in.Fd()), st.Size)
+		if err != nil {
+			return err
+		}
+		if ext != nil {
+			for _, e := range ext {
+				if _, err := io.Copy(io.NewOffsetWriter(out, e.off), io.NewSectionReader(in, e.off, e.len)); err != nil {
+					return err
+				}
+			}
+			return out.Truncate(st.Size)
+		}
+	}
+	// *os.File to *os.File: copy_file_range, in the kernel.
+	_, err := io.Copy(out, in)
+	return err
 }
 
 // goMode keeps the permission, set-id and sticky bits of m, for own.
@@ -370,8 +339,8 @@ func (r *Root) Usage(name string) (bytes, entries int64, err error) {
 	if err != nil {
 		return 0, 0, r.pathErr("usage", name, err)
 	}
-	err = r.walk(rel, func(_ int, _ string, p string, e Entry) error {
-		if p != "" {
+	err = r.walk(rel, func(_ int, _ string, p []byte, e Entry) error {
+		if len(p) > 0 {
 			entries++
 		}
 		if e.Mode.IsRegular() {

@@ -327,7 +327,7 @@ func TestCopyToAndBack(t *testing.T) {
 		r.WriteFile("secret.key", strings.NewReader("changed"), 0o666)
 		r.RemoveAll("data")
 		r.WriteFile("new", strings.NewReader("n"), 0o644)
-		if err := r.RemoveAll("."); err != nil {
+		if err := r.Empty(); err != nil {
 			t.Fatal(err)
 		}
 		if err := snap.CopyTo(r); err != nil {
@@ -344,7 +344,7 @@ func TestCopyToAndBack(t *testing.T) {
 		if err := r.WriteTar(&buf, "."); err != nil {
 			t.Fatal(err)
 		}
-		r.RemoveAll(".")
+		r.Empty()
 		if err := r.ExtractTar(&buf, "."); err != nil {
 			t.Fatal(err)
 		}
