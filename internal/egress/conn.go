@@ -38,6 +38,10 @@ type meterConn struct {
 
 	read, written atomic.Int64
 
+	// budget is charged for what moves on the sandbox's side, and waited
+	// on before each read and write there; nil on the upstream side.
+	budget *budget
+
 	rdHard  time.Time     // reads fail after this; zero = no limit
 	rdArmed time.Duration // sinceEpoch when the read deadline was set; <0 = set it on the next Read
 	wrArmed time.Duration // the same for writes
@@ -50,6 +54,9 @@ func newMeterConn(c net.Conn, act *activity, idle time.Duration) *meterConn {
 // setReadLimit sets (or, with the zero time, clears) a hard limit on
 // reads. Call it only from the goroutine that reads.
 func (c *meterConn) setReadLimit(t time.Time) {
+	if !t.IsZero() {
+		c.budget.charge(requestCost)
+	}
 	c.rdHard = t
 	c.rdArmed = -1
 }
@@ -80,9 +87,15 @@ func (c *meterConn) armWrite() {
 
 func (c *meterConn) Read(b []byte) (int, error) {
 	for {
+		c.budget.wait()
 		c.armRead()
 		n, err := c.Conn.Read(b)
 		if n > 0 {
+			if c.rdHard.IsZero() {
+				c.budget.charge(int64(n) * relayByteCost)
+			} else {
+				c.budget.charge(int64(n) * headerByteCost)
+			}
 			c.read.Add(int64(n))
 			c.act.touch()
 		}
@@ -104,9 +117,11 @@ func (c *meterConn) readMayWait() bool {
 func (c *meterConn) Write(b []byte) (int, error) {
 	total := 0
 	for {
+		c.budget.wait()
 		c.armWrite()
 		n, err := c.Conn.Write(b[total:])
 		if n > 0 {
+			c.budget.charge(int64(n) * relayByteCost)
 			total += n
 			c.written.Add(int64(n))
 			c.act.touch()
