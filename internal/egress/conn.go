@@ -92,9 +92,9 @@ func (c *meterConn) Read(b []byte) (int, error) {
 		n, err := c.Conn.Read(b)
 		if n > 0 {
 			if c.rdHard.IsZero() {
-				c.budget.charge(int64(n) * relayByteCost)
+				c.budget.charge(ioCost + int64(n)*relayByteCost)
 			} else {
-				c.budget.charge(int64(n) * headerByteCost)
+				c.budget.charge(ioCost + int64(n)*headerByteCost)
 			}
 			c.read.Add(int64(n))
 			c.act.touch()
@@ -121,7 +121,7 @@ func (c *meterConn) Write(b []byte) (int, error) {
 		c.armWrite()
 		n, err := c.Conn.Write(b[total:])
 		if n > 0 {
-			c.budget.charge(int64(n) * relayByteCost)
+			c.budget.charge(ioCost + int64(n)*relayByteCost)
 			total += n
 			c.written.Add(int64(n))
 			c.act.touch()
