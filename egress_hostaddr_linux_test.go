@@ -56,10 +56,12 @@ func TestEgressRefusesHostAddress(t *testing.T) {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	resolver := &fakeResolver{addrs: map[string][]string{"own.allowed.test": {own.String()}}}
 	wider := netip.PrefixFrom(own, 24).Masked().String()
-	curl := &Cmd{Args: []string{"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://own.allowed.test:" + port + "/"}}
+	curl := func() *Cmd {
+		return Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://own.allowed.test:"+port+"/")
+	}
 
 	res := run(t, Options{Network: NetworkAllow, EgressResolver: resolver,
-		Egress: []string{"own.allowed.test:" + port, wider + ":" + port}}, curl)
+		Egress: []string{"own.allowed.test:" + port, wider + ":" + port}}, curl())
 	if got := strings.TrimSpace(string(res.Stdout)); got != "403" {
 		t.Errorf("with rule %s, curl to a name for %s got %q, want 403", wider, own, got)
 	}
@@ -71,7 +73,7 @@ func TestEgressRefusesHostAddress(t *testing.T) {
 	}
 
 	res = run(t, Options{Network: NetworkAllow, EgressResolver: resolver,
-		Egress: []string{"own.allowed.test:" + port, own.String() + ":" + port}}, curl)
+		Egress: []string{"own.allowed.test:" + port, own.String() + ":" + port}}, curl())
 	if got := strings.TrimSpace(string(res.Stdout)); got != "200" {
 		t.Errorf("with a rule for exactly %s, curl got %q, want 200 (stderr %s)", own, got, res.Stderr)
 	}
