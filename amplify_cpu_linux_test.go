@@ -55,21 +55,24 @@ while True:
 // attackPy runs in the sandbox for argv[3] seconds and prints how many
 // times it did its attack: "header" sends complete requests for
 // http://argv[2]/ with a header of about 250 KiB in tiny fields, one per
-// connection; "flood" opens and closes connections to the proxy; "tunnel"
-// CONNECTs to argv[2] and reads what the server streams as fast as it can.
+// connection, and "small" the same with 30 KiB headers; "flood" opens and
+// closes connections to the proxy; "tunnel" CONNECTs to argv[2] and reads
+// what the server streams as fast as it can, and "dribble" sends it one
+// byte a write; "idle" only sleeps.
 const attackPy = `
 import socket, sys, time
 mode, target, secs = sys.argv[1], sys.argv[2].encode(), float(sys.argv[3])
+size = 30 << 10 if mode == "small" else 250 << 10
 proxy = ("127.0.0.1", 3128)
 end = time.monotonic() + secs
 n = 0
-if mode == "header":
+if mode in ("header", "small"):
     parts = [b"GET http://%s/ HTTP/1.1\r\nHost: %s\r\n" % (target, target)]
-    size, i = 0, 0
-    while size < 250 << 10:
+    got, i = 0, 0
+    while got < size:
         f = b"X%x: y\r\n" % i
         parts.append(f)
-        size, i = size + len(f), i + 1
+        got, i = got + len(f), i + 1
     req = b"".join(parts) + b"\r\n"
     while time.monotonic() < end:
         s = socket.create_connection(proxy)
@@ -145,6 +148,7 @@ func TestAmplifyCPU(t *testing.T) {
 		{"idle", "idle", "-"},
 		{"header allowed", "header", "up.allowed.test:" + port},
 		{"header refused", "header", "down.refused.test:" + port},
+		{"30 KiB headers", "small", "up.allowed.test:" + port},
 		{"connection flood", "flood", "-"},
 		{"tunnel", "tunnel", "up.allowed.test:" + port},
 		{"tunnel a byte at a time", "dribble", "up.allowed.test:" + port},

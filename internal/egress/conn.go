@@ -40,7 +40,8 @@ type meterConn struct {
 
 	// budget is charged for what moves on the sandbox's side, and waited
 	// on before each read and write there; nil on the upstream side.
-	budget *budget
+	budget   *budget
+	lastRead int // bytes the latest Read returned
 
 	rdHard  time.Time     // reads fail after this; zero = no limit
 	rdArmed time.Duration // sinceEpoch when the read deadline was set; <0 = set it on the next Read
@@ -55,7 +56,10 @@ func newMeterConn(c net.Conn, act *activity, idle time.Duration) *meterConn {
 // reads. Call it only from the goroutine that reads.
 func (c *meterConn) setReadLimit(t time.Time) {
 	if !t.IsZero() {
-		c.budget.charge(requestCost)
+		// The reader may hold a header read before its limit was set,
+		// charged then as relayed bytes: the latest read's are charged
+		// again as header.
+		c.budget.charge(requestCost + int64(c.lastRead)*(headerByteCost-relayByteCost))
 	}
 	c.rdHard = t
 	c.rdArmed = -1
@@ -90,6 +94,7 @@ func (c *meterConn) Read(b []byte) (int, error) {
 		c.budget.wait()
 		c.armRead()
 		n, err := c.Conn.Read(b)
+		c.lastRead = n
 		if n > 0 {
 			if c.rdHard.IsZero() {
 				c.budget.charge(ioCost + int64(n)*relayByteCost)
