@@ -165,16 +165,16 @@ func BenchmarkHTTPRequest(b *testing.B) {
 	}
 }
 
-// idleConns is how many connections BenchmarkConnMemory holds open: below
+// idleConns is how many connections BenchmarkTunnelMemory holds open: below
 // DefaultMaxConns, so the proxy serves every one.
 const idleConns = 200
 
-// BenchmarkConnMemory opens idleConns connections to an idle server,
+// BenchmarkTunnelMemory opens idleConns connections to an idle server,
 // directly or through CONNECT tunnels, and reports what each costs this
 // process once all are open: heap (after a GC) and RSS. The direct
 // variant is the test's own ends (client and server); the proxy's share
 // is the difference.
-func BenchmarkConnMemory(b *testing.B) {
+func BenchmarkTunnelMemory(b *testing.B) {
 	for _, via := range []string{"direct", "proxy"} {
 		b.Run(via, func(b *testing.B) {
 			srv := serveTCP(b, func(c net.Conn) {

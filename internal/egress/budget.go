@@ -61,9 +61,9 @@ const (
 // wake-ups than the copy, so an emptied budget pauses for a while.
 const resumeAfter = 100 * time.Millisecond
 
-// budget is one Proxy's token bucket of CPU time. A nil *budget charges
+// cpuBudget is one Proxy's token bucket of CPU time. A nil *cpuBudget charges
 // nothing and never waits.
-type budget struct {
+type cpuBudget struct {
 	rate   float64 // nanoseconds of tokens per nanosecond of wall time
 	burst  float64
 	resume float64         // a wait ends with this many tokens
@@ -74,19 +74,19 @@ type budget struct {
 	last   time.Duration
 }
 
-// newBudget returns the budget for a run limited to cpus CPUs, or nil for
+// newCPUBudget returns the budget for a run limited to cpus CPUs, or nil for
 // no budget (cpus <= 0).
-func newBudget(cpus float64, done <-chan struct{}) *budget {
+func newCPUBudget(cpus float64, done <-chan struct{}) *cpuBudget {
 	if cpus <= 0 {
 		return nil
 	}
 	rate := CPUShare * cpus
-	return &budget{rate: rate, burst: float64(CPUBurst), resume: min(float64(CPUBurst), rate*float64(resumeAfter)),
+	return &cpuBudget{rate: rate, burst: float64(CPUBurst), resume: min(float64(CPUBurst), rate*float64(resumeAfter)),
 		tokens: float64(CPUBurst), last: sinceEpoch(), done: done}
 }
 
 // refill adds the tokens earned since the last refill. b.mu is held.
-func (b *budget) refill() {
+func (b *cpuBudget) refill() {
 	now := sinceEpoch()
 	b.tokens = min(b.burst, b.tokens+b.rate*float64(now-b.last))
 	b.last = now
@@ -94,7 +94,7 @@ func (b *budget) refill() {
 
 // charge takes cost nanoseconds from the bucket, going into debt if it
 // must: the work was done already; the next wait pays for it.
-func (b *budget) charge(cost int64) {
+func (b *cpuBudget) charge(cost int64) {
 	if b == nil || cost <= 0 {
 		return
 	}
@@ -107,7 +107,7 @@ func (b *budget) charge(cost int64) {
 // wait returns at once if the bucket is not in debt. Otherwise it blocks
 // until the bucket holds resume tokens, or the proxy closes. It sleeps for
 // the time the refill needs; it never polls.
-func (b *budget) wait() {
+func (b *cpuBudget) wait() {
 	if b == nil {
 		return
 	}

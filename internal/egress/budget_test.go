@@ -10,17 +10,17 @@ import (
 	"time"
 )
 
-// TestBudgetBackpressure puts a proxy's budget deep in debt and checks
+// TestCPUBudgetBackpressure puts a proxy's budget deep in debt and checks
 // that the proxy then neither accepts nor reads: a CONNECT gets no answer,
 // and the connection is only ended, at once, by Close.
-func TestBudgetBackpressure(t *testing.T) {
+func TestCPUBudgetBackpressure(t *testing.T) {
 	echo := echoServer(t)
 	tp := startProxy(t, []string{"127.0.0.0/8:1-65535"}, nil, func(p *Proxy) { p.CPUs = 0.01 })
 	// A tunnel opened within the burst works.
 	if err := tunnelEcho(tp.addr, echo.Addr().String(), 1<<10); err != nil {
 		t.Fatalf("tunnel within the burst: %v", err)
 	}
-	tp.budget.charge(int64(time.Hour))
+	tp.cpu.charge(int64(time.Hour))
 
 	c, err := net.Dial("tcp", tp.addr)
 	if err != nil {
@@ -47,18 +47,18 @@ func TestBudgetBackpressure(t *testing.T) {
 	}
 }
 
-// TestBudgetRefills checks the bucket's arithmetic: it starts with
+// TestCPUBudgetRefills checks the bucket's arithmetic: it starts with
 // CPUBurst, goes into debt by what is charged, earns CPUShare of the CPUs
 // a second, and saves up no more than CPUBurst.
-func TestBudgetRefills(t *testing.T) {
-	if newBudget(0, nil) != nil || newBudget(-1, nil) != nil {
+func TestCPUBudgetRefills(t *testing.T) {
+	if newCPUBudget(0, nil) != nil || newCPUBudget(-1, nil) != nil {
 		t.Error("a budget for no CPU limit, want none")
 	}
-	var nilBudget *budget
+	var nilBudget *cpuBudget
 	nilBudget.charge(1)
 	nilBudget.wait()
 
-	b := newBudget(2, nil)
+	b := newCPUBudget(2, nil)
 	if b.tokens != float64(CPUBurst) {
 		t.Errorf("starts with %v, want CPUBurst %v", b.tokens, CPUBurst)
 	}

@@ -38,9 +38,9 @@ type meterConn struct {
 
 	read, written atomic.Int64
 
-	// budget is charged for what moves on the sandbox's side, and waited
+	// cpu is charged for what moves on the sandbox's side, and waited
 	// on before each read and write there; nil on the upstream side.
-	budget   *budget
+	cpu      *cpuBudget
 	lastRead int // bytes the latest Read returned
 
 	rdHard  time.Time     // reads fail after this; zero = no limit
@@ -59,7 +59,7 @@ func (c *meterConn) setReadLimit(t time.Time) {
 		// The reader may hold a header read before its limit was set,
 		// charged then as relayed bytes: the latest read's are charged
 		// again as header.
-		c.budget.charge(requestCost + int64(c.lastRead)*(headerByteCost-relayByteCost))
+		c.cpu.charge(requestCost + int64(c.lastRead)*(headerByteCost-relayByteCost))
 	}
 	c.rdHard = t
 	c.rdArmed = -1
@@ -91,15 +91,15 @@ func (c *meterConn) armWrite() {
 
 func (c *meterConn) Read(b []byte) (int, error) {
 	for {
-		c.budget.wait()
+		c.cpu.wait()
 		c.armRead()
 		n, err := c.Conn.Read(b)
 		c.lastRead = n
 		if n > 0 {
 			if c.rdHard.IsZero() {
-				c.budget.charge(ioCost + int64(n)*relayByteCost)
+				c.cpu.charge(ioCost + int64(n)*relayByteCost)
 			} else {
-				c.budget.charge(ioCost + int64(n)*headerByteCost)
+				c.cpu.charge(ioCost + int64(n)*headerByteCost)
 			}
 			c.read.Add(int64(n))
 			c.act.touch()
@@ -122,11 +122,11 @@ func (c *meterConn) readMayWait() bool {
 func (c *meterConn) Write(b []byte) (int, error) {
 	total := 0
 	for {
-		c.budget.wait()
+		c.cpu.wait()
 		c.armWrite()
 		n, err := c.Conn.Write(b[total:])
 		if n > 0 {
-			c.budget.charge(ioCost + int64(n)*relayByteCost)
+			c.cpu.charge(ioCost + int64(n)*relayByteCost)
 			total += n
 			c.written.Add(int64(n))
 			c.act.touch()

@@ -81,7 +81,7 @@ type Proxy struct {
 	// Zero or less means no budget.
 	CPUs float64
 
-	budget *budget
+	cpu *cpuBudget // the work budget; nil without CPUs
 
 	// hostAddrs lists the host's addresses; nil means its interfaces'.
 	hostAddrs func() ([]netip.Addr, error)
@@ -126,7 +126,7 @@ type Connection struct {
 func (p *Proxy) init() {
 	p.once.Do(func() {
 		p.ctx, p.cancel = context.WithCancel(context.Background())
-		p.budget = newBudget(p.CPUs, p.ctx.Done())
+		p.cpu = newCPUBudget(p.CPUs, p.ctx.Done())
 		p.listeners = make(map[net.Listener]struct{})
 		p.sessions = make(map[*session]struct{})
 	})
@@ -270,8 +270,8 @@ func (p *Proxy) idleTimeout() time.Duration {
 
 // start serves one accepted connection in its own goroutine.
 func (p *Proxy) start(c net.Conn) {
-	p.budget.charge(acceptCost)
-	p.budget.wait() // the next Accept waits too: backpressure on the listener
+	p.cpu.charge(acceptCost)
+	p.cpu.wait() // the next Accept waits too: backpressure on the listener
 	maxConns := p.MaxConns
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns
@@ -294,7 +294,7 @@ func (p *Proxy) start(c net.Conn) {
 		return
 	}
 	s := newSession(p, c)
-	s.client.budget = p.budget
+	s.client.cpu = p.cpu
 	p.sessions[s] = struct{}{}
 	p.wg.Add(1)
 	p.mu.Unlock()
