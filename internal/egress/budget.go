@@ -105,27 +105,31 @@ func (b *cpuBudget) charge(cost int64) {
 }
 
 // wait returns at once if the bucket is not in debt. Otherwise it blocks
-// until the bucket holds resume tokens, or the proxy closes. It sleeps for
-// the time the refill needs; it never polls.
-func (b *cpuBudget) wait() {
+// until the bucket holds resume tokens, the proxy closes, or stop (which
+// may be nil) is closed. It sleeps for the time the refill needs; it
+// never polls.
+func (b *cpuBudget) wait(stop <-chan struct{}) {
 	if b == nil {
 		return
 	}
-	target := 0.0
+	waiting := false
 	for {
 		b.mu.Lock()
 		b.refill()
-		short := target - b.tokens
-		b.mu.Unlock()
-		if short <= 0 {
+		if b.tokens >= 0 && (!waiting || b.tokens >= b.resume) {
+			b.mu.Unlock()
 			return
 		}
-		target = b.resume
-		short = target - b.tokens
+		waiting = true
+		short := b.resume - b.tokens
+		b.mu.Unlock()
 		t := time.NewTimer(time.Duration(short/b.rate) + time.Millisecond)
 		select {
 		case <-t.C:
 		case <-b.done:
+			t.Stop()
+			return
+		case <-stop:
 			t.Stop()
 			return
 		}

@@ -56,7 +56,7 @@ func TestCPUBudgetRefills(t *testing.T) {
 	}
 	var nilBudget *cpuBudget
 	nilBudget.charge(1)
-	nilBudget.wait()
+	nilBudget.wait(nil)
 
 	b := newCPUBudget(2, nil)
 	if b.tokens != float64(CPUBurst) {
@@ -79,4 +79,35 @@ func TestCPUBudgetRefills(t *testing.T) {
 		t.Errorf("after an hour: %v tokens, want CPUBurst", b.tokens)
 	}
 	b.mu.Unlock()
+}
+
+// TestCPUBudgetWaitEndsOnClose: a read waiting for the budget ends when
+// its connection is closed, without waiting for the refill, so a session
+// that ended holds no goroutine for the budget's sake.
+func TestCPUBudgetWaitEndsOnClose(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	var act activity
+	c := newMeterConn(a, &act, time.Minute)
+	c.cpu = newCPUBudget(0.01, nil)
+	c.cpu.charge(int64(time.Hour))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Read with the budget an hour in debt returned at once: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	c.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("Read on a closed connection succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the Read waiting for the budget")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -40,8 +41,10 @@ type meterConn struct {
 
 	// cpu is charged for what moves on the sandbox's side, and waited
 	// on before each read and write there; nil on the upstream side.
-	cpu      *cpuBudget
-	lastRead int // bytes the latest Read returned
+	cpu       *cpuBudget
+	lastRead  int           // bytes the latest Read returned
+	closed    chan struct{} // closed by Close: ends a wait for the budget
+	closeOnce sync.Once
 
 	rdHard  time.Time     // reads fail after this; zero = no limit
 	rdArmed time.Duration // sinceEpoch when the read deadline was set; <0 = set it on the next Read
@@ -49,7 +52,14 @@ type meterConn struct {
 }
 
 func newMeterConn(c net.Conn, act *activity, idle time.Duration) *meterConn {
-	return &meterConn{Conn: c, act: act, idle: idle, rdArmed: -1, wrArmed: -1}
+	return &meterConn{Conn: c, act: act, idle: idle, rdArmed: -1, wrArmed: -1, closed: make(chan struct{})}
+}
+
+// Close closes the connection and ends a Read or Write waiting for the
+// budget.
+func (c *meterConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 // setReadLimit sets (or, with the zero time, clears) a hard limit on
@@ -91,7 +101,7 @@ func (c *meterConn) armWrite() {
 
 func (c *meterConn) Read(b []byte) (int, error) {
 	for {
-		c.cpu.wait()
+		c.cpu.wait(c.closed)
 		c.armRead()
 		n, err := c.Conn.Read(b)
 		c.lastRead = n
@@ -122,7 +132,7 @@ func (c *meterConn) readMayWait() bool {
 func (c *meterConn) Write(b []byte) (int, error) {
 	total := 0
 	for {
-		c.cpu.wait()
+		c.cpu.wait(c.closed)
 		c.armWrite()
 		n, err := c.Conn.Write(b[total:])
 		if n > 0 {

@@ -271,7 +271,7 @@ func (p *Proxy) idleTimeout() time.Duration {
 // start serves one accepted connection in its own goroutine.
 func (p *Proxy) start(c net.Conn) {
 	p.cpu.charge(acceptCost)
-	p.cpu.wait() // the next Accept waits too: backpressure on the listener
+	p.cpu.wait(nil) // the next Accept waits too: backpressure on the listener
 	maxConns := p.MaxConns
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns
