@@ -16,7 +16,7 @@
 // with its decision and byte counts ([Proxy.Report]).
 //
 //	rules, err := egress.ParseRules([]string{"pypi.org", "*.pythonhosted.org"})
-//	p := &egress.Proxy{Rules: rules}
+//	p := &egress.Proxy{Rules: rules, CPUs: 1} // CPUs: the sandbox's CPU limit
 //	go p.Serve(listener)      // the listener handed out of the sandbox
 //	... run the program ...
 //	p.Close()                 // ends every connection
