@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 
 	"github.com/fumehood/sandbox/internal/egress"
 	"golang.org/x/sys/unix"
@@ -71,7 +72,17 @@ type runProxy struct {
 	dropped int
 }
 
-func newRunProxy(rules *egress.Rules, resolver Resolver) (*runProxy, error) {
+// proxyCPUs is the CPU limit the proxy's work budget is a share of:
+// Options.CPUs, and for a run without a CPU limit the host's CPUs, all of
+// which it may use.
+func proxyCPUs(o *Options) float64 {
+	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
+		return cpus
+	}
+	return float64(runtime.NumCPU())
+}
+
+func newRunProxy(rules *egress.Rules, resolver Resolver, cpus float64) (*runProxy, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: egress proxy channel: socketpair: %w", err)
@@ -79,7 +90,7 @@ func newRunProxy(rules *egress.Rules, resolver Resolver) (*runProxy, error) {
 	p := &runProxy{
 		conn:  os.NewFile(uintptr(fds[0]), "proxy-channel"),
 		child: os.NewFile(uintptr(fds[1]), "proxy-channel-child"),
-		proxy: &egress.Proxy{Rules: rules},
+		proxy: &egress.Proxy{Rules: rules, CPUs: cpus},
 	}
 	if resolver != nil {
 		p.proxy.Resolver = resolver

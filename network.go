@@ -28,9 +28,14 @@ const (
 	// proxy resolves a name once the allowlist allowed it, and refuses
 	// loopback, private, link-local (the cloud metadata service) and the
 	// other special ranges on the resolved address unless a rule names
-	// that range. HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy and
-	// NO_PROXY point the program at it, unless Options.Env or Cmd.Env set
-	// them. Result.Connections reports every attempt.
+	// that range, and every address on the caller's own interfaces
+	// unless a rule names exactly that address. The proxy's CPU time for
+	// a run is budgeted: 0.5 s (egress.CPUBurst), then 5% (egress.CPUShare)
+	// of the run's CPU limit, Options.CPUs, or of the host's CPU count for
+	// a run without one; past the burst the proxy reads from the run only
+	// as fast as that allows. HTTP_PROXY, HTTPS_PROXY, http_proxy,
+	// https_proxy and NO_PROXY point the program at it, unless Options.Env
+	// or Cmd.Env set them. Result.Connections reports every attempt.
 	NetworkAllow
 
 	// NetworkHostUnsafe shares the host's network namespace: the program

@@ -46,7 +46,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 
 	var px *runProxy
 	if s.egress != nil {
-		if px, err = newRunProxy(s.egress, s.opts.EgressResolver); err != nil {
+		if px, err = newRunProxy(s.egress, s.opts.EgressResolver, proxyCPUs(&s.opts)); err != nil {
 			wsMount.Close()
 			return nil, err
 		}

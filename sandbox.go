@@ -152,7 +152,9 @@ type Options struct {
 	Memory int64
 	// CPUs caps CPU time as a number of CPUs: 0.25 is a quarter of one
 	// CPU, 2 is two whole CPUs (cgroup CPU quota over a 100 ms period).
-	// Zero means DefaultCPUs; a negative value means no limit.
+	// Zero means DefaultCPUs; a negative value means no limit. With
+	// NetworkAllow it also sets the egress proxy's CPU budget for the run
+	// (see NetworkAllow).
 	CPUs float64
 	// Pids caps the run's processes and threads together. Zero means
 	// DefaultPids; a negative value means no limit. Result.PidsLimitHit

@@ -3,12 +3,20 @@ package egress
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 const benchChunk = 64 << 10
@@ -66,9 +74,11 @@ func benchConn(b *testing.B, tp *testProxy, target string) (net.Conn, io.Reader)
 	return c, br
 }
 
+// benchProxy has a work budget (CPUs) so large it never runs out: the
+// benchmarks measure its bookkeeping, not its limit.
 func benchProxy(b *testing.B) *testProxy {
 	return startProxy(b, []string{"bench.allowed.test:1-65535", "127.0.0.0/8:1-65535"},
-		map[string][]string{"bench.allowed.test": {"127.0.0.1"}})
+		map[string][]string{"bench.allowed.test": {"127.0.0.1"}}, func(p *Proxy) { p.CPUs = 1000 })
 }
 
 // BenchmarkThroughput moves data over loopback through a CONNECT tunnel
@@ -153,4 +163,133 @@ func BenchmarkHTTPRequest(b *testing.B) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+}
+
+// idleConns is how many connections BenchmarkTunnelMemory holds open: below
+// DefaultMaxConns, so the proxy serves every one.
+const idleConns = 200
+
+// BenchmarkTunnelMemory opens idleConns connections to an idle server,
+// directly or through CONNECT tunnels, and reports what each costs this
+// process once all are open: heap (after a GC) and RSS. The direct
+// variant is the test's own ends (client and server); the proxy's share
+// is the difference.
+func BenchmarkTunnelMemory(b *testing.B) {
+	for _, via := range []string{"direct", "proxy"} {
+		b.Run(via, func(b *testing.B) {
+			srv := serveTCP(b, func(c net.Conn) {
+				defer c.Close()
+				io.Copy(io.Discard, c)
+			})
+			var tp *testProxy
+			if via == "proxy" {
+				tp = benchProxy(b)
+			}
+			var heap, rss float64
+			for i := 0; i < b.N; i++ {
+				h0, r0 := memNow(b)
+				conns := make([]net.Conn, 0, idleConns)
+				for range idleConns {
+					c, _ := benchConn(b, tp, srv.Addr().String())
+					conns = append(conns, c)
+				}
+				h1, r1 := memNow(b)
+				heap += float64(h1-h0) / idleConns
+				rss += float64(r1-r0) / idleConns
+				for _, c := range conns {
+					c.Close()
+				}
+			}
+			b.ReportMetric(heap/float64(b.N), "heap-B/conn")
+			b.ReportMetric(rss/float64(b.N), "rss-B/conn")
+		})
+	}
+}
+
+// memNow returns this process's heap in use (objects and goroutine stacks)
+// after returning what it can to the system, and its resident set.
+func memNow(b *testing.B) (heap, rss int64) {
+	time.Sleep(50 * time.Millisecond) // let closed connections' goroutines end
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skipf("no /proc/self/status to read the RSS from: %v", err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			rss = kb << 10
+		}
+	}
+	return int64(ms.HeapInuse + ms.StackInuse), rss
+}
+
+// bigHeader is a request header of about maxHeaderBytes in fields of a
+// few bytes each, the most work per byte for a header parser.
+func bigHeader(host string) []byte {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "GET http://%s/ HTTP/1.1\r\nHost: %[1]s\r\n", host)
+	for i := 0; sb.Len() < maxHeaderBytes-1024; i++ {
+		fmt.Fprintf(&sb, "X%x: y\r\n", i)
+	}
+	sb.WriteString("\r\n")
+	return []byte(sb.String())
+}
+
+// BenchmarkHTTPLargeHeader sends one request with a header of about
+// maxHeaderBytes in small fields per connection through the proxy: to an
+// allowed name (forwarded to a server that answers without parsing it)
+// and to a refused one (answered 403). It reports the process's CPU time
+// per request too (user+system, the test's own ends included).
+func BenchmarkHTTPLargeHeader(b *testing.B) {
+	srv := serveTCP(b, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReaderSize(c, 64<<10)
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+				return
+			}
+			if len(line) <= 2 {
+				break
+			}
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+	})
+	_, port, _ := net.SplitHostPort(srv.Addr().String())
+	for _, to := range []string{"allowed", "refused"} {
+		b.Run(to, func(b *testing.B) {
+			tp := benchProxy(b)
+			req := bigHeader("bench." + to + ".test:" + port)
+			b.SetBytes(int64(len(req)))
+			cpu0 := cpuNow()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c, err := net.Dial("tcp", tp.addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Write(req); err != nil {
+					b.Fatal(err)
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				c.Close()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpuNow()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// cpuNow is this process's CPU time so far (user and system), in ns.
+func cpuNow() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -38,18 +39,38 @@ type meterConn struct {
 
 	read, written atomic.Int64
 
+	// cpu is charged for what moves on the sandbox's side, and waited
+	// on before each read and write there; nil on the upstream side.
+	cpu       *cpuBudget
+	lastRead  int           // bytes the latest Read returned
+	closed    chan struct{} // closed by Close: ends a wait for the budget
+	closeOnce sync.Once
+
 	rdHard  time.Time     // reads fail after this; zero = no limit
 	rdArmed time.Duration // sinceEpoch when the read deadline was set; <0 = set it on the next Read
 	wrArmed time.Duration // the same for writes
 }
 
 func newMeterConn(c net.Conn, act *activity, idle time.Duration) *meterConn {
-	return &meterConn{Conn: c, act: act, idle: idle, rdArmed: -1, wrArmed: -1}
+	return &meterConn{Conn: c, act: act, idle: idle, rdArmed: -1, wrArmed: -1, closed: make(chan struct{})}
+}
+
+// Close closes the connection and ends a Read or Write waiting for the
+// budget.
+func (c *meterConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 // setReadLimit sets (or, with the zero time, clears) a hard limit on
 // reads. Call it only from the goroutine that reads.
 func (c *meterConn) setReadLimit(t time.Time) {
+	if !t.IsZero() {
+		// The reader may hold a header read before its limit was set,
+		// charged then as relayed bytes: the latest read's are charged
+		// again as header.
+		c.cpu.charge(requestCost + int64(c.lastRead)*(headerByteCost-relayByteCost))
+	}
 	c.rdHard = t
 	c.rdArmed = -1
 }
@@ -80,9 +101,16 @@ func (c *meterConn) armWrite() {
 
 func (c *meterConn) Read(b []byte) (int, error) {
 	for {
+		c.cpu.wait(c.closed)
 		c.armRead()
 		n, err := c.Conn.Read(b)
+		c.lastRead = n
 		if n > 0 {
+			if c.rdHard.IsZero() {
+				c.cpu.charge(ioCost + int64(n)*relayByteCost)
+			} else {
+				c.cpu.charge(ioCost + int64(n)*headerByteCost)
+			}
 			c.read.Add(int64(n))
 			c.act.touch()
 		}
@@ -104,9 +132,11 @@ func (c *meterConn) readMayWait() bool {
 func (c *meterConn) Write(b []byte) (int, error) {
 	total := 0
 	for {
+		c.cpu.wait(c.closed)
 		c.armWrite()
 		n, err := c.Conn.Write(b[total:])
 		if n > 0 {
+			c.cpu.charge(ioCost + int64(n)*relayByteCost)
 			total += n
 			c.written.Add(int64(n))
 			c.act.touch()

@@ -75,6 +75,17 @@ type Proxy struct {
 	// counted (Dropped). Zero means DefaultReportLimit.
 	ReportLimit int
 
+	// CPUs is the CPU limit of the sandbox the proxy serves, in CPUs. The
+	// proxy's own CPU time on its behalf is then budgeted at CPUShare of
+	// it, after a burst of CPUBurst (see the package documentation).
+	// Zero or less means no budget.
+	CPUs float64
+
+	cpu *cpuBudget // the work budget; nil without CPUs
+
+	// hostAddrs lists the host's addresses; nil means its interfaces'.
+	hostAddrs func() ([]netip.Addr, error)
+
 	once   sync.Once
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -115,6 +126,7 @@ type Connection struct {
 func (p *Proxy) init() {
 	p.once.Do(func() {
 		p.ctx, p.cancel = context.WithCancel(context.Background())
+		p.cpu = newCPUBudget(p.CPUs, p.ctx.Done())
 		p.listeners = make(map[net.Listener]struct{})
 		p.sessions = make(map[*session]struct{})
 	})
@@ -258,6 +270,8 @@ func (p *Proxy) idleTimeout() time.Duration {
 
 // start serves one accepted connection in its own goroutine.
 func (p *Proxy) start(c net.Conn) {
+	p.cpu.charge(acceptCost)
+	p.cpu.wait(nil) // the next Accept waits too: backpressure on the listener
 	maxConns := p.MaxConns
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns
@@ -280,6 +294,7 @@ func (p *Proxy) start(c net.Conn) {
 		return
 	}
 	s := newSession(p, c)
+	s.client.cpu = p.cpu
 	p.sessions[s] = struct{}{}
 	p.wg.Add(1)
 	p.mu.Unlock()
@@ -313,7 +328,7 @@ func (p *Proxy) decide(host string, port int) decision {
 			return decision{reason: why, status: 403, public: why}
 		}
 		ip = ip.Unmap()
-		ok, why := p.Rules.checkAddr(ip, port, false)
+		ok, why := p.checkAddr(ip, port, false)
 		if !ok {
 			return decision{reason: why, status: 403, public: why}
 		}
@@ -354,7 +369,7 @@ func (p *Proxy) decide(host string, port int) decision {
 			continue
 		}
 		a = a.Unmap().WithZone(ia.Zone)
-		if ok, why := p.Rules.checkAddr(a, port, true); !ok {
+		if ok, why := p.checkAddr(a, port, true); !ok {
 			refused = append(refused, why)
 			continue
 		} else if why != "" {
