@@ -30,7 +30,7 @@ const (
 	// other special ranges on the resolved address unless a rule names
 	// that range, and every address on the caller's own interfaces
 	// unless a rule names exactly that address. The proxy's CPU time for
-	// a run is budgeted: 0.5 s (egress.CPUBurst), then 5% (egress.CPUShare)
+	// a run is budgeted: 0.5 s (egress.CPUBurst), then 10% (egress.CPUShare)
 	// of the run's CPU limit, Options.CPUs, or of the host's CPU count for
 	// a run without one; past the burst the proxy reads from the run only
 	// as fast as that allows. HTTP_PROXY, HTTPS_PROXY, http_proxy,

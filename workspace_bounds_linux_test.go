@@ -61,13 +61,6 @@ func callerCost() (done func() (fds int, heap int64)) {
 	}
 }
 
-// callerCPU is this process's CPU time so far, user and system.
-func callerCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // TestWorkspaceHostOpsBounded: what a program leaves in its workspace
 // (many hard links to one file, sparse files, chains of directories
 // thousands deep) costs the caller's WriteTar and RemoveAll a bounded
@@ -98,7 +91,7 @@ for i in range(%d): os.mkdir("d"); os.chdir("d")
 	}
 	// The caller's CPU for both tars, against the program's for making
 	// the trees: the tars are the size of the data, not of the files.
-	cpu0 := callerCPU()
+	cpu0 := callerCPU(t)
 	var w byteCounter
 	err = s.WriteTar(&w, "links")
 	t.Logf("tar of a 4 MiB file with %d links: %d bytes", links, w.n)
@@ -111,7 +104,7 @@ for i in range(%d): os.mkdir("d"); os.chdir("d")
 	if err != nil || w.n > sparse*(4096+4*512)+64<<10 {
 		t.Errorf("tar of %d sparse 64 MiB files of 4 KiB data: %d bytes, %v", sparse, w.n, err)
 	}
-	cpu := callerCPU() - cpu0
+	cpu := callerCPU(t) - cpu0
 	t.Logf("the caller's CPU for both tars: %v; the program's for making the trees: %v", cpu, res.CPUTime())
 	if cpu > res.CPUTime()+time.Second {
 		t.Errorf("the caller spent %v of CPU on tars of trees the program made in %v", cpu, res.CPUTime())

@@ -107,7 +107,7 @@ func (c *meterConn) Read(b []byte) (int, error) {
 		c.lastRead = n
 		if n > 0 {
 			if c.rdHard.IsZero() {
-				c.cpu.charge(ioCost + int64(n)*relayByteCost)
+				c.cpu.charge(relayCost(n))
 			} else {
 				c.cpu.charge(ioCost + int64(n)*headerByteCost)
 			}
@@ -136,7 +136,7 @@ func (c *meterConn) Write(b []byte) (int, error) {
 		c.armWrite()
 		n, err := c.Conn.Write(b[total:])
 		if n > 0 {
-			c.cpu.charge(ioCost + int64(n)*relayByteCost)
+			c.cpu.charge(relayCost(n))
 			total += n
 			c.written.Add(int64(n))
 			c.act.touch()
