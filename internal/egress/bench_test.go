@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
 	"testing"
+	"time"
 )
 
 const benchChunk = 64 << 10
@@ -152,5 +155,74 @@ func BenchmarkHTTPRequest(b *testing.B) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+	}
+}
+
+// BenchmarkConnMemory is what one open connection to the proxy makes the
+// proxy's process hold (heap and goroutine stacks, after a collection),
+// for connections that sent nothing, ones waiting in the middle of a
+// header, and idle CONNECT tunnels.
+func BenchmarkConnMemory(b *testing.B) {
+	const conns = 200
+	for _, state := range []string{"silent", "half-header", "idle-tunnel"} {
+		b.Run(state, func(b *testing.B) {
+			srv := benchServer(b)
+			tp := startProxy(b, []string{"bench.allowed.test:1-65535", "127.0.0.0/8:1-65535"},
+				map[string][]string{"bench.allowed.test": {"127.0.0.1"}},
+				func(p *Proxy) { p.MaxConns = conns })
+			var perConn float64
+			for i := 0; i < b.N; i++ {
+				before := liveBytes()
+				var cs []net.Conn
+				for range conns {
+					switch state {
+					case "idle-tunnel":
+						c, _ := benchConn(b, tp, srv.Addr().String())
+						cs = append(cs, c)
+					default:
+						c, err := net.Dial("tcp", tp.addr)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if state == "half-header" {
+							io.WriteString(c, "GET http://bench.allowed.test/ HTTP/1.1\r\nA: b\r\n")
+						}
+						cs = append(cs, c)
+					}
+				}
+				waitSessions(b, tp.Proxy, conns)
+				perConn = float64(liveBytes()-before) / conns
+				for _, c := range cs {
+					c.Close()
+				}
+				waitSessions(b, tp.Proxy, 0)
+			}
+			b.ReportMetric(perConn, "bytes/conn")
+		})
+	}
+}
+
+// liveBytes is the heap in use and goroutine stacks, after a collection.
+func liveBytes() int64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64() + s[1].Value.Uint64())
+}
+
+// waitSessions waits until p serves n connections, and has read what they
+// sent.
+func waitSessions(b *testing.B, p *Proxy, n int) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		p.mu.Lock()
+		got := len(p.sessions)
+		p.mu.Unlock()
+		if got == n {
+			time.Sleep(20 * time.Millisecond)
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d connections served, want %d", got, n)
+		}
 	}
 }
