@@ -138,12 +138,15 @@ func watchCaller() (stop func() callerUsage) {
 // proxy and on each does what mode says, then holds them for hold seconds.
 //
 //	huge      an unfinished request header of 250,000 bytes of tiny fields ("a:b\r\n")
-//	complete  the same header, finished, for an allowed URL
+//	held      an unfinished header within the proxy's limits: 120 fields, 30,000 bytes
+//	complete  the huge header, finished, for an allowed URL
 //	silent    nothing
 const proxyAttack = `
 import socket, sys, time
 n, mode, hold, url = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4]
 head = b"GET " + url.encode() + b" HTTP/1.1\r\nHost: x\r\n" + b"a:b\r\n" * 50000
+if mode == "held":
+    head = b"GET " + url.encode() + b" HTTP/1.1\r\n" + (b"a:" + b"b" * 245 + b"\r\n") * 120
 if mode == "complete":
     head += b"\r\n"
 socks, sent = [], 0
@@ -242,6 +245,15 @@ func amplifyProxy(t *testing.T, runs, conns int, mode string) []*Result {
 		t.Errorf("the caller's resident set grew by %.1f MiB during the attack; the bound is %.1f MiB (%d runs, %.1f MiB each)",
 			mib(grown), mib(bound), runs, mib(egress.MaxProxyMemory))
 	}
+	// Descriptors: the proxy's bound, and a few of the run's own (its
+	// pipes, pidfd, proxy channel); goroutines: two a connection, and a
+	// few for the run.
+	if grown := peak.FDs - start.FDs; grown > runs*(egress.MaxProxyFDs+16) {
+		t.Errorf("the caller opened %d descriptors during the attack; the bound is %d a run (MaxProxyFDs) and 16 for the run", grown, egress.MaxProxyFDs)
+	}
+	if grown := peak.Goroutines - start.Goroutines; grown > runs*(2*egress.DefaultMaxConns+16) {
+		t.Errorf("the caller ran %d more goroutines during the attack; the bound is %d a run", grown, 2*egress.DefaultMaxConns+16)
+	}
 	// Given back: the heap is where it started, but for the reports the
 	// test still holds.
 	if after.Heap > start.Heap+uint64(reports)*1024+2<<20 {
@@ -257,6 +269,12 @@ func amplifyProxy(t *testing.T, runs, conns int, mode string) []*Result {
 // header of 250,000 bytes of tiny fields.
 func TestAmplifyProxyHugeHeaders(t *testing.T) {
 	amplifyProxy(t, 1, 256, "huge")
+}
+
+// TestAmplifyProxyHeldHeaders: 256 connections each hold an unfinished
+// header just within the limits, so the proxy keeps what it read of each.
+func TestAmplifyProxyHeldHeaders(t *testing.T) {
+	amplifyProxy(t, 1, 256, "held")
 }
 
 // TestAmplifyProxyHugeHeadersFourRuns: the same from four runs at once.

@@ -106,7 +106,8 @@
 //   - Buffers: data is read into 32 KiB buffers borrowed from a budget of
 //     64 per Proxy (maxBuffers: 2 MiB). A connection takes one only once
 //     there is data to read, waiting for data holding none, and gives it
-//     back once the data was passed on; one in the middle of a header
+//     back once the data was passed on (a tunnel whose read filled the
+//     buffer keeps it for the next read); one in the middle of a header
 //     holds one until the header ends or times out. When every buffer is
 //     taken, connections wait for one, and what the sandbox sends waits
 //     in its sockets' kernel buffers: the proxy never allocates more.

@@ -231,7 +231,7 @@ func TestBufferBudget(t *testing.T) {
 	waitSessions(t, tp.Proxy, 30)
 	time.Sleep(100 * time.Millisecond)
 	if n := tp.buffers.inUse(); n != 0 {
-		t.Errorf("30 waiting connections hold %d buffers, want 0", n)
+		t.Fatalf("30 waiting connections hold %d buffers, want 0", n)
 	}
 
 	// Take every buffer: a tunnel's data then waits.
@@ -347,5 +347,40 @@ func TestConnMemory(t *testing.T) {
 	c := r[len(r)-1]
 	if size := 256 + len(c.Host) + len(c.Method) + len(c.Reason) + len(c.Error) + len(c.Addr); size > MaxRecordBytes {
 		t.Errorf("a record holds %d bytes, over MaxRecordBytes (%d)", size, MaxRecordBytes)
+	}
+}
+
+// TestPipelinedRequestDropped: a request sent before the answer to the one
+// ahead of it is not held while that one is served: the first is answered
+// with "Connection: close", and the connection ends there.
+func TestPipelinedRequestDropped(t *testing.T) {
+	srv := serveTCP(t, func(c net.Conn) {
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	p := port(t, srv.Addr().String())
+	tp := startProxy(t, []string{"api.allowed.test:" + p, "127.0.0.1:" + p},
+		map[string][]string{"api.allowed.test": {"127.0.0.1"}})
+	c, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := "GET http://api.allowed.test:" + p + "/ HTTP/1.1\r\n\r\n"
+	io.WriteString(c, req+req)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 || !resp.Close {
+		t.Fatalf("first response: %v %v, want 200 with Connection: close", resp, err)
+	}
+	io.ReadAll(resp.Body)
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Errorf("after the first response: %q %v, want the end", rest, err)
+	}
+	if rep := reportOf(t, tp, 1); rep[0].BytesUp != int64(2*len(req)) {
+		t.Errorf("report %+v: want both requests' bytes counted", rep[0])
 	}
 }

@@ -624,23 +624,36 @@ func (w *waitingReader) wait() error {
 }
 
 // pipe copies src to dst until src ends (nil) or either fails, taking a
-// buffer from the budget for each piece only once src has data, so an
-// idle direction holds none.
+// buffer from the budget only once src has data, so an idle direction
+// holds none. While data flows (a read filled the buffer, so more is
+// likely waiting) it keeps the buffer for the next read; a read that
+// drained the socket gives it back before waiting again.
 func (s *session) pipe(dst io.Writer, src *meterConn) error {
-	for {
-		if err := src.waitReadable(); err != nil {
-			return err
+	var buf *[]byte
+	defer func() {
+		if buf != nil {
+			s.p.buffers.put(buf)
 		}
-		buf, err := s.p.buffers.get(s.p.ctx)
-		if err != nil {
-			return net.ErrClosed
+	}()
+	for {
+		if buf == nil {
+			if err := src.waitReadable(); err != nil {
+				return err
+			}
+			var err error
+			if buf, err = s.p.buffers.get(s.p.ctx); err != nil {
+				return net.ErrClosed
+			}
 		}
 		n, rerr := src.Read(*buf)
 		var werr error
 		if n > 0 {
 			_, werr = dst.Write((*buf)[:n])
 		}
-		s.p.buffers.put(buf)
+		if n < len(*buf) {
+			s.p.buffers.put(buf)
+			buf = nil
+		}
 		switch {
 		case werr != nil:
 			return werr
@@ -814,15 +827,16 @@ func writeResponse(w *bufio.Writer, resp *http.Response, body io.Reader, req *ht
 // the body has data and given back after each piece.
 func copyFlush(w *bufio.Writer, src io.Reader, chunked bool) (int64, error) {
 	wr, _ := src.(*waitingReader)
+	var own []byte
+	if wr == nil {
+		own = make([]byte, bufSize)
+	}
 	var total int64
 	for {
-		var buf *[]byte
+		buf := &own
 		var err error
 		if wr != nil {
 			buf, err = wr.take()
-		} else {
-			b := make([]byte, bufSize)
-			buf = &b
 		}
 		var n int
 		if err == nil {
