@@ -357,6 +357,7 @@ func (s *session) connect(a *attempt, req *http.Request) {
 		s.finish(a)
 		return
 	}
+	s.bw = nil // the tunnel writes to the client directly
 
 	// A failure either way closes both sides; a clean end (EOF) of one
 	// direction is passed on as a half-close, and the other goes on.
