@@ -35,7 +35,16 @@ const (
 	// a run without one; past the burst the proxy reads from the run only
 	// as fast as that allows. HTTP_PROXY, HTTPS_PROXY, http_proxy,
 	// https_proxy and NO_PROXY point the program at it, unless Options.Env
-	// or Cmd.Env set them. Result.Connections reports every attempt.
+	// or Cmd.Env set them. Result.Connections reports every attempt, and every
+	// connection that sent no request.
+	//
+	// Whatever the run sends, its proxy makes the caller hold at most
+	// about 9 MiB of memory (64 connections at once, each at most 96 KiB
+	// besides 2 MiB of shared read buffers, and a report of at most 1,000
+	// attempts of at most about 1 KiB each) and 129 descriptors (two per
+	// connection and the listener). Request and response headers are
+	// limited to 32 KiB and 128 fields (431 or 502 otherwise), and a
+	// connection must send its first request within 30 seconds.
 	NetworkAllow
 
 	// NetworkHostUnsafe shares the host's network namespace: the program
@@ -82,7 +91,7 @@ type Resolver interface {
 type Connection struct {
 	Host    string // as requested, lower case: a name or an IP address; "" if the request was unreadable
 	Port    int    // as requested (80 for an http:// URL without one)
-	Method  string // "CONNECT" or the plain HTTP request's method; "" if unreadable
+	Method  string // "CONNECT" or the plain HTTP request's method; "" if unreadable or none was sent
 	Allowed bool   // the allowlist allowed the host and at least one of its addresses
 	Reason  string // the rule that allowed it, or why it was refused
 	Addr    string // the address dialed, "ip:port"; "" if none was
@@ -93,7 +102,7 @@ type Connection struct {
 	// body, tunnel data); BytesDown what it was sent.
 	BytesUp, BytesDown int64
 
-	Start    time.Time     // when the request's first byte arrived
+	Start    time.Time     // when the request's first byte arrived (with no request: when the connection was accepted)
 	Duration time.Duration // until the attempt ended (a tunnel: until it closed)
 }
 

@@ -87,7 +87,8 @@ type Result struct {
 
 	// Connections lists, in the order they started, the attempts of a
 	// NetworkAllow run to reach a host through the egress proxy, allowed
-	// and refused. Past 10,000 attempts only ConnectionsDropped counts.
+	// and refused, and the connections to it that sent no request. Past
+	// 1,000 entries only ConnectionsDropped counts.
 	Connections        []Connection
 	ConnectionsDropped int
 }

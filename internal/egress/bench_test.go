@@ -9,10 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"runtime"
-	"runtime/debug"
-	"strconv"
+	"runtime/metrics"
 	"strings"
 	"syscall"
 	"testing"
@@ -165,65 +163,48 @@ func BenchmarkHTTPRequest(b *testing.B) {
 	}
 }
 
-// idleConns is how many connections BenchmarkTunnelMemory holds open: below
-// DefaultMaxConns, so the proxy serves every one.
-const idleConns = 200
-
-// BenchmarkTunnelMemory opens idleConns connections to an idle server,
-// directly or through CONNECT tunnels, and reports what each costs this
-// process once all are open: heap (after a GC) and RSS. The direct
-// variant is the test's own ends (client and server); the proxy's share
-// is the difference.
-func BenchmarkTunnelMemory(b *testing.B) {
-	for _, via := range []string{"direct", "proxy"} {
-		b.Run(via, func(b *testing.B) {
-			srv := serveTCP(b, func(c net.Conn) {
-				defer c.Close()
-				io.Copy(io.Discard, c)
-			})
-			var tp *testProxy
-			if via == "proxy" {
-				tp = benchProxy(b)
-			}
-			var heap, rss float64
+// BenchmarkConnMemory is what one open connection to the proxy makes the
+// proxy's process hold (heap and goroutine stacks, after a collection),
+// for connections that sent nothing, ones waiting in the middle of a
+// header, and idle CONNECT tunnels.
+func BenchmarkConnMemory(b *testing.B) {
+	const conns = 200
+	for _, state := range []string{"silent", "half-header", "idle-tunnel"} {
+		b.Run(state, func(b *testing.B) {
+			srv := benchServer(b)
+			tp := startProxy(b, []string{"bench.allowed.test:1-65535", "127.0.0.0/8:1-65535"},
+				map[string][]string{"bench.allowed.test": {"127.0.0.1"}},
+				func(p *Proxy) { p.MaxConns = conns })
+			var perConn float64
 			for i := 0; i < b.N; i++ {
-				h0, r0 := memNow(b)
-				conns := make([]net.Conn, 0, idleConns)
-				for range idleConns {
-					c, _ := benchConn(b, tp, srv.Addr().String())
-					conns = append(conns, c)
+				before := liveBytes()
+				var cs []net.Conn
+				for range conns {
+					switch state {
+					case "idle-tunnel":
+						c, _ := benchConn(b, tp, srv.Addr().String())
+						cs = append(cs, c)
+					default:
+						c, err := net.Dial("tcp", tp.addr)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if state == "half-header" {
+							io.WriteString(c, "GET http://bench.allowed.test/ HTTP/1.1\r\nA: b\r\n")
+						}
+						cs = append(cs, c)
+					}
 				}
-				h1, r1 := memNow(b)
-				heap += float64(h1-h0) / idleConns
-				rss += float64(r1-r0) / idleConns
-				for _, c := range conns {
+				waitSessions(b, tp.Proxy, conns)
+				perConn = float64(liveBytes()-before) / conns
+				for _, c := range cs {
 					c.Close()
 				}
+				waitSessions(b, tp.Proxy, 0)
 			}
-			b.ReportMetric(heap/float64(b.N), "heap-B/conn")
-			b.ReportMetric(rss/float64(b.N), "rss-B/conn")
+			b.ReportMetric(perConn, "bytes/conn")
 		})
 	}
-}
-
-// memNow returns this process's heap in use (objects and goroutine stacks)
-// after returning what it can to the system, and its resident set.
-func memNow(b *testing.B) (heap, rss int64) {
-	time.Sleep(50 * time.Millisecond) // let closed connections' goroutines end
-	debug.FreeOSMemory()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Skipf("no /proc/self/status to read the RSS from: %v", err)
-	}
-	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			rss = kb << 10
-		}
-	}
-	return int64(ms.HeapInuse + ms.StackInuse), rss
 }
 
 // bigHeader is a request header of about maxHeaderBytes in fields of a
@@ -292,4 +273,31 @@ func cpuNow() int64 {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// liveBytes is the heap in use and goroutine stacks, after collections
+// (two: what sync.Pool held survives one).
+func liveBytes() int64 {
+	runtime.GC()
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64() + s[1].Value.Uint64())
+}
+
+// waitSessions waits until p serves n connections, and has read what they
+// sent.
+func waitSessions(b testing.TB, p *Proxy, n int) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		p.mu.Lock()
+		got := len(p.sessions)
+		p.mu.Unlock()
+		if got == n {
+			time.Sleep(20 * time.Millisecond)
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d connections served, want %d", got, n)
+		}
+	}
 }

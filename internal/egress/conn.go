@@ -3,11 +3,11 @@ package egress
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -122,6 +122,30 @@ func (c *meterConn) Read(b []byte) (int, error) {
 	}
 }
 
+// waitReadable waits, under the same deadlines as Read, until a Read
+// would not block, without a buffer to read into: a connection that waits
+// for data holds none. A connection that cannot be waited on so returns at
+// once.
+func (c *meterConn) waitReadable() error {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	for {
+		c.armRead()
+		err := rc.Read(readable)
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.readMayWait() {
+			c.rdArmed = -1
+			continue
+		}
+		return err
+	}
+}
+
 func (c *meterConn) readMayWait() bool {
 	if !c.rdHard.IsZero() && !time.Now().Before(c.rdHard) {
 		return false
@@ -156,39 +180,6 @@ func (c *meterConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return c.Conn.Close()
-}
-
-// errHeaderTooLarge ends a header that outgrew maxHeaderBytes.
-var errHeaderTooLarge = errors.New("header too large")
-
-// limitReader fails with errHeaderTooLarge once n bytes were read; n < 0
-// means no limit. It bounds what a request or response header may make the
-// proxy buffer.
-//
-// With capture set, it also keeps a copy of what it reads.
-type limitReader struct {
-	r       io.Reader
-	n       int64
-	capture bool
-	copy    []byte
-}
-
-func (l *limitReader) Read(b []byte) (int, error) {
-	if l.n < 0 {
-		return l.r.Read(b)
-	}
-	if l.n == 0 {
-		return 0, errHeaderTooLarge
-	}
-	if int64(len(b)) > l.n {
-		b = b[:l.n]
-	}
-	n, err := l.r.Read(b)
-	l.n -= int64(n)
-	if l.capture {
-		l.copy = append(l.copy, b[:n]...)
-	}
-	return n, err
 }
 
 // isTimeout reports whether err is a timeout of a network operation.

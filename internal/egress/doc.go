@@ -89,9 +89,10 @@
 // and the connection to the sandbox is closed after each. Once relaying,
 // any error on either side closes both; a clean end of one direction of a
 // tunnel is passed on as a half-close. A connection idle in both
-// directions for [Proxy.IdleTimeout] is closed. Nothing the proxy fails at
-// widens what the sandbox can reach: the worst case is a closed
-// connection.
+// directions for [Proxy.IdleTimeout] is closed, and one that sends no
+// request in time is answered 408 and closed (see Limits). Nothing the
+// proxy fails at widens what the sandbox can reach: the worst case is a
+// closed connection.
 //
 // # CPU
 //
@@ -115,6 +116,49 @@
 // about 50 MB/s through tunnels. Close ends every wait at once.
 //
 // # Limits
+//
+// The proxy runs in its caller's process, so nothing a sandbox sends may
+// make that process hold more than a fixed amount: at the defaults, one
+// Proxy holds at most [MaxProxyMemory] bytes (about 9 MiB) and
+// [MaxProxyFDs] descriptors (2 x DefaultMaxConns + 1), whatever its
+// connections send. The parts:
+//
+//   - Connections: at most MaxConns ([DefaultMaxConns], 64) are served at
+//     once; more are closed as soon as they are accepted, and recorded.
+//     Each costs at most [MaxConnMemory] (96 KiB) besides the buffers it
+//     borrows (its goroutines, two for a tunnel; its state; a header
+//     being parsed and what came after it), and two descriptors: its own
+//     and one upstream.
+//   - Headers: a request header, and an upstream's response header, may
+//     have at most 32 KiB (maxHeaderBytes) and 128 fields
+//     (maxHeaderFields: lines after the first), checked on the raw bytes
+//     as they arrive, before anything parses them (a parser allocates for
+//     each field). A larger request header is answered 431, a larger
+//     response header 502; both are recorded.
+//   - Buffers: data is read into 32 KiB buffers borrowed from a budget of
+//     64 per Proxy (maxBuffers: 2 MiB). A connection takes one only once
+//     there is data to read, waiting for data holding none, and gives it
+//     back once the data was passed on (a tunnel whose read filled the
+//     buffer keeps it for the next read); one in the middle of a header
+//     holds one until the header ends or times out. When every buffer is
+//     taken, connections wait for one, and what the sandbox sends waits
+//     in its sockets' kernel buffers: the proxy never allocates more.
+//   - Time: a connection must send its first request header within 30 s
+//     of being accepted (firstRequestTimeout, or IdleTimeout if that is
+//     shorter); otherwise it is answered 408, closed and recorded. A
+//     later request's header must be complete within 30 s of its first
+//     byte. A connection idle both ways for IdleTimeout is closed.
+//   - The report keeps at most ReportLimit ([DefaultReportLimit], 1,000)
+//     attempts, each at most [MaxRecordBytes] (about 1 KiB: the text the
+//     sandbox chooses is clipped); later ones are only counted (Dropped):
+//     about 1 MiB.
+//
+// Every connection the sandbox opens to the proxy is recorded, including
+// one that never sent a request: closed by the sandbox, timed out, or
+// ended by Close (Method ""; Reason says which). After Close nothing of
+// the Proxy's connections stays reachable but its report; the buffers go
+// back to a pool shared by all proxies, which the garbage collector
+// empties when they are not used.
 //
 // The proxy does not see inside TLS: a tunnel to an allowed name reaches
 // that name's addresses, but what the TLS session then asks for (SNI, the

@@ -16,17 +16,55 @@ import (
 const (
 	DefaultDialTimeout = 10 * time.Second
 	DefaultIdleTimeout = 5 * time.Minute
-	DefaultMaxConns    = 256
-	DefaultReportLimit = 10000
+	DefaultMaxConns    = 64
+	DefaultReportLimit = 1000
 
 	// headerTimeout bounds the time to receive a request header once its
 	// first byte arrived.
 	headerTimeout = 30 * time.Second
-	// maxHeaderBytes bounds a request or response header.
-	maxHeaderBytes = 256 << 10
+	// firstRequestTimeout bounds the time from accepting a connection to
+	// the end of its first request's header.
+	firstRequestTimeout = 30 * time.Second
+	// maxHeaderBytes bounds a request or response header, and
+	// maxHeaderFields the lines in it after the first.
+	maxHeaderBytes  = bufSize
+	maxHeaderFields = 128
+	// maxBuffers is how many read buffers (bufSize each) one Proxy holds
+	// at once.
+	maxBuffers = 64
 	// lingerTime is how long a refused connection is drained before it is
 	// closed, so the client reads the refusal instead of a reset.
 	lingerTime = 2 * time.Second
+)
+
+// Bounds on what one Proxy makes its process hold at the defaults,
+// whatever its connections send; see "Limits" in the package
+// documentation.
+const (
+	// MaxConnMemory bounds the memory of one connection beyond the
+	// buffers it borrows: its goroutines' stacks, its state, a header
+	// being parsed, and what it read ahead of a header.
+	MaxConnMemory = 96 << 10
+	// MaxRecordBytes bounds one recorded Connection: its fixed part and
+	// its text, clipped.
+	MaxRecordBytes = 256 + maxHostText + maxMethodText + maxReasonText + maxErrorText + maxAddrText
+	// MaxProxyMemory bounds the memory one Proxy holds at the defaults:
+	// DefaultMaxConns connections, maxBuffers buffers, and a report of
+	// DefaultReportLimit records.
+	MaxProxyMemory = DefaultMaxConns*MaxConnMemory + maxBuffers*bufSize + DefaultReportLimit*MaxRecordBytes
+	// MaxProxyFDs bounds the descriptors one Proxy holds at the
+	// defaults: per connection its own and one upstream, and the
+	// listener.
+	MaxProxyFDs = 2*DefaultMaxConns + 1
+)
+
+// How much text of a recorded Connection is kept.
+const (
+	maxHostText   = 256
+	maxMethodText = 16
+	maxReasonText = 256
+	maxErrorText  = 256
+	maxAddrText   = 48
 )
 
 // ErrClosed is returned by Serve after Close.
@@ -68,11 +106,13 @@ type Proxy struct {
 
 	// MaxConns is how many sandbox connections are served at once; more
 	// are closed as soon as they are accepted (and reported). Zero means
-	// DefaultMaxConns.
+	// DefaultMaxConns. Each costs up to MaxConnMemory and two
+	// descriptors.
 	MaxConns int
 
 	// ReportLimit is how many attempts Report keeps; later ones are only
-	// counted (Dropped). Zero means DefaultReportLimit.
+	// counted (Dropped). Zero means DefaultReportLimit. Each costs up to
+	// MaxRecordBytes.
 	ReportLimit int
 
 	// CPUs is the CPU limit of the sandbox the proxy serves, in CPUs. The
@@ -86,9 +126,10 @@ type Proxy struct {
 	// hostAddrs lists the host's addresses; nil means its interfaces'.
 	hostAddrs func() ([]netip.Addr, error)
 
-	once   sync.Once
-	ctx    context.Context // canceled by Close
-	cancel context.CancelFunc
+	once    sync.Once
+	ctx     context.Context // canceled by Close
+	cancel  context.CancelFunc
+	buffers *budget
 
 	mu        sync.Mutex
 	closed    bool
@@ -101,7 +142,8 @@ type Proxy struct {
 
 // Connection is one attempt by the sandbox to reach a host through the
 // proxy: one CONNECT, or one plain HTTP request (several may share one
-// kept-alive client connection).
+// kept-alive client connection), or a connection that ended before it
+// sent a request (Method "", Reason says how it ended).
 type Connection struct {
 	Host    string // host as requested, lower case: a name or an IP address; "" if the request was unreadable
 	Port    int    // port as requested (80 for an http:// URL without one)
@@ -119,7 +161,7 @@ type Connection struct {
 	// forwarded response, the tunnel's data.
 	BytesUp, BytesDown int64
 
-	Start    time.Time     // when the first byte of the request arrived
+	Start    time.Time     // when the first byte of the request arrived; for a connection that sent none, when it was accepted
 	Duration time.Duration // until the attempt ended (a tunnel: until it closed)
 }
 
@@ -127,6 +169,7 @@ func (p *Proxy) init() {
 	p.once.Do(func() {
 		p.ctx, p.cancel = context.WithCancel(context.Background())
 		p.cpu = newCPUBudget(p.CPUs, p.ctx.Done())
+		p.buffers = newBudget(maxBuffers)
 		p.listeners = make(map[net.Listener]struct{})
 		p.sessions = make(map[*session]struct{})
 	})
@@ -231,8 +274,9 @@ func (p *Proxy) Dropped() int {
 func (p *Proxy) record(c Connection) {
 	// The sandbox chooses much of this text; bound what it can make the
 	// host keep.
-	c.Host, c.Method = clip(c.Host, 260), clip(c.Method, 32)
-	c.Reason, c.Error = clip(c.Reason, 1024), clip(c.Error, 1024)
+	c.Host, c.Method = clip(c.Host, maxHostText), clip(c.Method, maxMethodText)
+	c.Reason, c.Error = clip(c.Reason, maxReasonText), clip(c.Error, maxErrorText)
+	c.Addr = clip(c.Addr, maxAddrText)
 	limit := p.ReportLimit
 	if limit <= 0 {
 		limit = DefaultReportLimit

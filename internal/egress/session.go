@@ -13,32 +13,48 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
 // session serves one connection from the sandbox: a CONNECT tunnel, or a
 // series of plain HTTP requests on a kept-alive connection.
+//
+// It holds no large buffer while it waits: reads go into buffers from
+// the Proxy's budget, taken once data is there and given back once it was
+// passed on.
 type session struct {
 	p      *Proxy
 	act    activity
 	client *meterConn    // the sandbox side
-	lim    *limitReader  // bounds request headers
-	br     *bufio.Reader // reads client through lim
-	bw     *bufio.Writer // writes client
+	in     carryReader   // reads client, after what was read ahead of a header
+	br     *bufio.Reader // reads in for the request being served; nil between requests
+	bw     *bufio.Writer // writes client; nil when nothing is being written
+	served int           // requests read
 
 	mu       sync.Mutex
 	closed   bool
 	upstream net.Conn // the current upstream connection, if any
 }
 
+// writeBufSize is the size of the small buffers that gather a header
+// before it is written; larger writes go straight through them.
+const writeBufSize = 4 << 10
+
 func newSession(p *Proxy, c net.Conn) *session {
 	s := &session{p: p}
 	s.act.touch()
 	s.client = newMeterConn(c, &s.act, p.idleTimeout())
-	s.lim = &limitReader{r: s.client, n: -1}
-	s.br = bufio.NewReaderSize(s.lim, 32<<10)
-	s.bw = bufio.NewWriterSize(s.client, 32<<10)
+	s.in.r = s.client
 	return s
+}
+
+// writer is the buffered writer to the client, made when first needed.
+func (s *session) writer() *bufio.Writer {
+	if s.bw == nil {
+		s.bw = bufio.NewWriterSize(s.client, writeBufSize)
+	}
+	return s.bw
 }
 
 // close closes both sides; whatever is blocked on them fails at once.
@@ -80,7 +96,13 @@ func (s *session) dropUpstream() {
 
 // consumed is how many bytes of the client's stream have been used: read
 // from the connection and no longer waiting in the buffer.
-func (s *session) consumed() int64 { return s.client.read.Load() - int64(s.br.Buffered()) }
+func (s *session) consumed() int64 {
+	n := s.client.read.Load() - int64(len(s.in.carry))
+	if s.br != nil {
+		n -= int64(s.br.Buffered())
+	}
+	return n
+}
 
 // attempt is one request being served, and the counters at its start.
 type attempt struct {
@@ -94,7 +116,10 @@ func (s *session) begin() *attempt {
 
 // finish records a.
 func (s *session) finish(a *attempt) {
-	s.bw.Flush()
+	if s.bw != nil {
+		s.bw.Flush()
+		s.bw = nil
+	}
 	a.BytesUp = s.consumed() - a.up0
 	a.BytesDown = s.client.written.Load() - a.down0
 	a.Duration = time.Since(a.Start)
@@ -110,23 +135,59 @@ func (s *session) run() {
 // serveOne serves one request and reports whether the connection may
 // carry another.
 func (s *session) serveOne() bool {
-	// Wait for the first byte of the next request (idle timeout only).
-	if _, err := s.br.Peek(1); err != nil {
-		return false
-	}
+	first := s.served == 0
+	s.served++
 	a := s.begin()
-	s.client.setReadLimit(time.Now().Add(min(headerTimeout, s.p.idleTimeout())))
-	s.lim.n = maxHeaderBytes
-	req, err := http.ReadRequest(s.br)
-	hitLimit := s.lim.n == 0
-	s.lim.n = -1
+	if first {
+		// The first request must come within firstRequestTimeout of the
+		// connection, or the connection is ended (and reported).
+		s.client.setReadLimit(a.Start.Add(min(firstRequestTimeout, s.p.idleTimeout())))
+	}
+	// Wait for the first byte of the request, holding no buffer.
+	var err error
+	if len(s.in.carry) == 0 {
+		err = s.client.waitReadable()
+	}
+	if err == nil {
+		a.Start = time.Now()
+	}
+	if err == nil && !first {
+		s.client.setReadLimit(time.Now().Add(min(headerTimeout, s.p.idleTimeout())))
+	}
+	var req *http.Request
+	if err == nil {
+		req, err = s.readRequest()
+	}
 	s.client.setReadLimit(time.Time{})
 	if err != nil {
+		nothing := s.consumed() == a.up0
 		switch {
-		case hitLimit || errors.Is(err, errHeaderTooLarge):
-			s.refuse(a, http.StatusRequestHeaderFieldsTooLarge, "request header too large")
+		case nothing && !first:
+			return false // the end of a kept-alive connection
+		case errors.Is(err, errHeaderTooLarge):
+			s.refuse(a, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request header larger than %d bytes", maxHeaderBytes))
+		case errors.Is(err, errTooManyFields):
+			s.refuse(a, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request header of more than %d fields", maxHeaderFields))
+		case isTimeout(err) && nothing:
+			s.refuse(a, http.StatusRequestTimeout, fmt.Sprintf("no request within %v of connecting", min(firstRequestTimeout, s.p.idleTimeout())))
 		case isTimeout(err):
 			s.refuse(a, http.StatusRequestTimeout, "request header not received in time")
+		case nothing && errors.Is(err, net.ErrClosed) && s.p.isClosed():
+			a.Reason = "ended by Proxy.Close before a request"
+			s.close()
+			s.finish(a)
+		case nothing && (errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET)):
+			a.Reason = "closed by the sandbox before a request"
+			s.close()
+			s.finish(a)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			a.Reason = "closed by the sandbox in the middle of a request header"
+			s.close()
+			s.finish(a)
+		case errors.Is(err, net.ErrClosed) && s.p.isClosed():
+			a.Reason = "ended by Proxy.Close in the middle of a request header"
+			s.close()
+			s.finish(a)
 		default:
 			s.refuse(a, http.StatusBadRequest, "malformed request: "+err.Error())
 		}
@@ -137,7 +198,43 @@ func (s *session) serveOne() bool {
 		s.connect(a, req)
 		return false
 	}
-	return s.forward(a, req)
+	keep := s.forward(a, req)
+	s.endRequest()
+	return keep
+}
+
+// readRequest reads one request header into a buffer from the budget,
+// checks its size and field count, and parses it. The request's body
+// reads from s.br; endRequest ends that.
+func (s *session) readRequest() (*http.Request, error) {
+	buf, err := s.p.buffers.get(s.p.ctx)
+	if err != nil {
+		return nil, net.ErrClosed
+	}
+	defer s.p.buffers.put(buf)
+	end, n, err := readHeader(&s.in, (*buf)[:maxHeaderBytes], maxHeaderFields)
+	if err != nil {
+		// What was read is the request's, counted but not kept.
+		return nil, err
+	}
+	// What came after the header (a body, a tunnel's first bytes) is read
+	// before the connection; it is copied, so the buffer goes back now.
+	s.in.unread((*buf)[end:n])
+	s.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader((*buf)[:end]), &s.in), writeBufSize)
+	req, err := http.ReadRequest(s.br)
+	if err != nil {
+		s.br = nil
+	}
+	return req, err
+}
+
+// endRequest puts back what the request's reader read ahead.
+func (s *session) endRequest() {
+	if s.br != nil {
+		ahead, _ := s.br.Peek(s.br.Buffered())
+		s.in.unread(ahead)
+		s.br = nil
+	}
 }
 
 // refuse answers status with a short plain-text reason, then drains and
@@ -148,15 +245,19 @@ func (s *session) refuse(a *attempt, status int, reason string) {
 		a.Reason = reason
 	}
 	body := "egress proxy: " + reason + "\n"
-	fmt.Fprintf(s.bw, "HTTP/1.1 %03d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+	fmt.Fprintf(s.writer(), "HTTP/1.1 %03d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)
-	if err := s.bw.Flush(); err == nil {
+	if err := s.writer().Flush(); err == nil {
 		// Let the client read the answer before the close: closing with
 		// unread request bytes would reset the connection and could
 		// destroy the answer in flight.
 		s.client.CloseWrite()
 		s.client.setReadLimit(time.Now().Add(lingerTime))
-		io.Copy(io.Discard, io.LimitReader(s.br, 1<<20))
+		var r io.Reader = &s.in
+		if s.br != nil {
+			r = s.br
+		}
+		io.Copy(io.Discard, io.LimitReader(r, 1<<20))
 	}
 	s.close()
 	s.finish(a)
@@ -249,13 +350,14 @@ func (s *session) connect(a *attempt, req *http.Request) {
 		return
 	}
 	a.Status = http.StatusOK
-	io.WriteString(s.bw, "HTTP/1.1 200 Connection established\r\n\r\n")
-	if err := s.bw.Flush(); err != nil {
+	io.WriteString(s.writer(), "HTTP/1.1 200 Connection established\r\n\r\n")
+	if err := s.writer().Flush(); err != nil {
 		a.Error = "write to sandbox: " + err.Error()
 		s.close()
 		s.finish(a)
 		return
 	}
+	s.bw = nil // the tunnel writes to the client directly
 
 	// A failure either way closes both sides; a clean end (EOF) of one
 	// direction is passed on as a half-close, and the other goes on.
@@ -267,21 +369,19 @@ func (s *session) connect(a *attempt, req *http.Request) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := make([]byte, 32<<10)
-		if _, err := io.CopyBuffer(s.client, up, buf); err != nil {
+		if err := s.pipe(s.client, up); err != nil {
 			fail("tunnel down", err)
 			return
 		}
 		s.client.CloseWrite()
 	}()
-	// Bytes the client sent right after its request are in s.br; they go
-	// first, then the rest straight from the connection.
-	buf := make([]byte, 32<<10)
-	pending, _ := s.br.Peek(s.br.Buffered())
-	_, err := up.Write(pending)
+	// Bytes the client sent right after its request were read ahead; they
+	// go first, then the rest straight from the connection.
+	s.endRequest()
+	_, err := up.Write(s.in.carry)
 	if err == nil {
-		s.br.Discard(len(pending))
-		_, err = io.CopyBuffer(up, s.client, buf)
+		s.in.carry = nil
+		err = s.pipe(up, s.client)
 	}
 	if err != nil {
 		fail("tunnel up", err)
@@ -356,26 +456,32 @@ func (s *session) forward(a *attempt, req *http.Request) bool {
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") && req.ContentLength != 0 {
 		body = &continueReader{r: req.Body, s: s}
 	}
-	upBW := bufio.NewWriterSize(up, 32<<10)
-	if err := writeRequest(upBW, req, authority, body); err != nil {
+	upBW := bufio.NewWriterSize(up, writeBufSize)
+	reqBody := s.bodyReader(body, s.client, func() int { return s.br.Buffered() + len(s.in.carry) })
+	if err := writeRequest(upBW, req, authority, reqBody); err != nil {
 		return s.fail(a, "send request", err, true)
 	}
+	// What the sandbox sent after the request is a next request it did
+	// not wait to send. Holding it while this one is served would let
+	// every connection hold a buffer's worth; it is dropped and the
+	// connection closed after the response, which tells the sandbox that
+	// the next request was not served (RFC 9112 section 9.3.2).
+	if n := s.br.Buffered(); n > 0 || len(s.in.carry) > 0 {
+		s.br.Discard(n)
+		s.in.carry = nil
+		req.Close = true
+	}
 
-	upLim := &limitReader{r: up, n: maxHeaderBytes}
-	upBR := bufio.NewReaderSize(upLim, 32<<10)
+	upIn := &carryReader{r: up}
+	var upBR *bufio.Reader
 	var resp *http.Response
 	var connTokens []string
 	for {
 		var err error
 		// http.ReadResponse drops a Connection header that says "close"
 		// with the other headers it names, which must not be passed on
-		// either; keep the raw header to find them.
-		buffered, _ := upBR.Peek(upBR.Buffered())
-		upLim.n, upLim.capture, upLim.copy = maxHeaderBytes, true, append([]byte(nil), buffered...)
-		resp, err = http.ReadResponse(upBR, &http.Request{Method: req.Method})
-		upLim.n, upLim.capture = -1, false
-		connTokens = connectionHeader(upLim.copy)
-		upLim.copy = nil
+		// either; the raw header has them.
+		resp, upBR, connTokens, err = s.readResponse(up, upIn, upBR, req)
 		if err != nil {
 			return s.fail(a, "read response", err, true)
 		}
@@ -391,7 +497,8 @@ func (s *session) forward(a *attempt, req *http.Request) bool {
 	for _, v := range connTokens {
 		resp.Header.Add("Connection", v)
 	}
-	keep, err := writeResponse(s.bw, resp, req)
+	respBody := s.bodyReader(resp.Body, up, func() int { return upBR.Buffered() + len(upIn.carry) })
+	keep, err := writeResponse(s.writer(), resp, respBody, req)
 	resp.Body.Close()
 	if err != nil {
 		return s.fail(a, "relay response", err, false)
@@ -431,6 +538,134 @@ func (s *session) describe(what string, err error) string {
 	return what + ": " + err.Error()
 }
 
+// readResponse reads one response header from up (through upIn, after
+// what br read ahead of the last one) into a buffer from the budget,
+// checks its size and field count, and parses it. It returns the reader
+// the response's body reads from, and the Connection header's values.
+func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reader, req *http.Request) (*http.Response, *bufio.Reader, []string, error) {
+	if br != nil {
+		ahead, _ := br.Peek(br.Buffered())
+		upIn.unread(ahead)
+	}
+	if len(upIn.carry) == 0 {
+		if err := up.waitReadable(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	buf, err := s.p.buffers.get(s.p.ctx)
+	if err != nil {
+		return nil, nil, nil, net.ErrClosed
+	}
+	defer s.p.buffers.put(buf)
+	end, n, err := readHeader(upIn, (*buf)[:maxHeaderBytes], maxHeaderFields)
+	switch {
+	case errors.Is(err, errHeaderTooLarge):
+		return nil, nil, nil, fmt.Errorf("response header larger than %d bytes", maxHeaderBytes)
+	case errors.Is(err, errTooManyFields):
+		return nil, nil, nil, fmt.Errorf("response header of more than %d fields", maxHeaderFields)
+	case err != nil:
+		return nil, nil, nil, err
+	}
+	upIn.unread((*buf)[end:n])
+	tokens := connectionHeader((*buf)[:end])
+	br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader((*buf)[:end]), upIn), writeBufSize)
+	resp, err := http.ReadResponse(br, &http.Request{Method: req.Method})
+	return resp, br, tokens, err
+}
+
+// bodyReader reads a body from r, which reads from conn: before each read
+// it waits until r has data, holding no buffer, so the copy takes one from
+// the budget only once there is something to put in it. buffered is how
+// much r holds already.
+func (s *session) bodyReader(r io.Reader, conn *meterConn, buffered func() int) io.Reader {
+	return &waitingReader{r: r, conn: conn, buffered: buffered, p: s.p}
+}
+
+// waitingReader is a body that can be waited on; see bodyReader.
+type waitingReader struct {
+	r        io.Reader
+	conn     *meterConn
+	buffered func() int
+	p        *Proxy
+}
+
+// take waits until the body has data (or has ended: then io.EOF) and
+// takes a buffer to read it into.
+func (w *waitingReader) take() (*[]byte, error) {
+	if err := w.wait(); err != nil {
+		return nil, err
+	}
+	buf, err := w.p.buffers.get(w.p.ctx)
+	if err != nil {
+		return nil, net.ErrClosed
+	}
+	return buf, nil
+}
+
+// give gives back a buffer from take; nil w or buf is allowed.
+func (w *waitingReader) give(buf *[]byte) {
+	if w != nil && buf != nil {
+		w.p.buffers.put(buf)
+	}
+}
+
+func (w *waitingReader) Read(b []byte) (int, error) { return w.r.Read(b) }
+
+// wait returns once a Read would not block: a zero-length read first, so
+// the body's framing says whether it is complete (and reads a chunk's
+// header), then waiting for the connection if nothing is buffered.
+func (w *waitingReader) wait() error {
+	if _, err := w.r.Read(nil); err != nil {
+		return err
+	}
+	if w.buffered() == 0 {
+		return w.conn.waitReadable()
+	}
+	return nil
+}
+
+// pipe copies src to dst until src ends (nil) or either fails, taking a
+// buffer from the budget only once src has data, so an idle direction
+// holds none. While data flows (a read filled the buffer, so more is
+// likely waiting) it keeps the buffer for the next read; a read that
+// drained the socket gives it back before waiting again.
+func (s *session) pipe(dst io.Writer, src *meterConn) error {
+	var buf *[]byte
+	defer func() {
+		if buf != nil {
+			s.p.buffers.put(buf)
+		}
+	}()
+	for {
+		if buf == nil {
+			if err := src.waitReadable(); err != nil {
+				return err
+			}
+			var err error
+			if buf, err = s.p.buffers.get(s.p.ctx); err != nil {
+				return net.ErrClosed
+			}
+		}
+		n, rerr := src.Read(*buf)
+		var werr error
+		if n > 0 {
+			_, werr = dst.Write((*buf)[:n])
+		}
+		if n < len(*buf) {
+			s.p.buffers.put(buf)
+			buf = nil
+		}
+		switch {
+		case werr != nil:
+			return werr
+		case rerr == io.EOF:
+			return nil
+		case rerr != nil:
+			return rerr
+		}
+	}
+}
+
 // connectionHeader returns the values of the Connection header in a raw
 // response header.
 func connectionHeader(raw []byte) []string {
@@ -453,8 +688,8 @@ type continueReader struct {
 func (c *continueReader) Read(b []byte) (int, error) {
 	if !c.sent {
 		c.sent = true
-		io.WriteString(c.s.bw, "HTTP/1.1 100 Continue\r\n\r\n")
-		if err := c.s.bw.Flush(); err != nil {
+		io.WriteString(c.s.writer(), "HTTP/1.1 100 Continue\r\n\r\n")
+		if err := c.s.writer().Flush(); err != nil {
 			return 0, err
 		}
 	}
@@ -464,8 +699,10 @@ func (c *continueReader) Read(b []byte) (int, error) {
 // writeRequest writes req to upstream in origin form, framed anew, with
 // hop-by-hop and Proxy-* headers removed and "Connection: close" (one
 // request per upstream connection).
+//
+// It edits req.Header, which it drops once written.
 func writeRequest(w *bufio.Writer, req *http.Request, authority string, body io.Reader) error {
-	h := req.Header.Clone()
+	h := req.Header
 	removeHopHeaders(h)
 	for k := range h {
 		if strings.HasPrefix(k, "Proxy-") {
@@ -480,6 +717,7 @@ func writeRequest(w *bufio.Writer, req *http.Request, authority string, body io.
 	if err := h.Write(w); err != nil {
 		return err
 	}
+	req.Header = nil
 	chunked := len(req.TransferEncoding) > 0 && req.TransferEncoding[0] == "chunked"
 	switch {
 	case chunked:
@@ -504,16 +742,17 @@ func writeRequest(w *bufio.Writer, req *http.Request, authority string, body io.
 	return err
 }
 
-// writeResponse relays resp to the sandbox, framed anew for it, and
-// reports whether the connection may carry another request.
-func writeResponse(w *bufio.Writer, resp *http.Response, req *http.Request) (keep bool, err error) {
+// writeResponse relays resp, whose body reads from body, to the sandbox,
+// framed anew for it, and reports whether the connection may carry
+// another request. It edits resp.Header, which it drops once written.
+func writeResponse(w *bufio.Writer, resp *http.Response, body io.Reader, req *http.Request) (keep bool, err error) {
 	code := resp.StatusCode
 	text := strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(code)))
 	if text == "" {
 		text = http.StatusText(code)
 	}
 	length := resp.Header.Get("Content-Length")
-	h := resp.Header.Clone()
+	h := resp.Header
 	removeHopHeaders(h)
 	h.Del("Content-Length")
 
@@ -545,6 +784,7 @@ func writeResponse(w *bufio.Writer, resp *http.Response, req *http.Request) (kee
 	if err := h.Write(w); err != nil {
 		return false, err
 	}
+	resp.Header = nil
 	switch frame {
 	case none:
 		if length != "" && code != http.StatusNoContent {
@@ -568,13 +808,13 @@ func writeResponse(w *bufio.Writer, resp *http.Response, req *http.Request) (kee
 	switch frame {
 	case sized:
 		var n int64
-		if n, err = copyFlush(w, resp.Body, false); err == nil && n != resp.ContentLength {
+		if n, err = copyFlush(w, body, false); err == nil && n != resp.ContentLength {
 			err = io.ErrUnexpectedEOF
 		}
 	case chunked:
-		_, err = copyFlush(w, resp.Body, true) // trailers are not relayed
+		_, err = copyFlush(w, body, true) // trailers are not relayed
 	case untilClose:
-		_, err = copyFlush(w, resp.Body, false)
+		_, err = copyFlush(w, body, false)
 	}
 	return !closeAfter && err == nil, err
 }
@@ -583,24 +823,42 @@ func writeResponse(w *bufio.Writer, resp *http.Response, req *http.Request) (kee
 // streamed body reaches the other side as it comes. With chunked, each
 // piece is sent as a chunk and the last chunk (with no trailers) follows
 // EOF. It returns the body bytes copied.
+//
+// A body from bodyReader is read into a buffer from the budget, taken once
+// the body has data and given back after each piece.
 func copyFlush(w *bufio.Writer, src io.Reader, chunked bool) (int64, error) {
-	buf := make([]byte, 32<<10)
+	wr, _ := src.(*waitingReader)
+	var own []byte
+	if wr == nil {
+		own = make([]byte, bufSize)
+	}
 	var total int64
 	for {
-		n, err := src.Read(buf)
+		buf := &own
+		var err error
+		if wr != nil {
+			buf, err = wr.take()
+		}
+		var n int
+		if err == nil {
+			n, err = src.Read(*buf)
+		}
 		if n > 0 {
 			if chunked {
 				fmt.Fprintf(w, "%x\r\n", n)
 			}
-			w.Write(buf[:n])
+			w.Write((*buf)[:n])
 			if chunked {
 				w.WriteString("\r\n")
 			}
-			if werr := w.Flush(); werr != nil {
+			werr := w.Flush()
+			total += int64(n)
+			if werr != nil {
+				wr.give(buf)
 				return total, werr
 			}
-			total += int64(n)
 		}
+		wr.give(buf)
 		if err == io.EOF {
 			if chunked {
 				w.WriteString("0\r\n\r\n")
