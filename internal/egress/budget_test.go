@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -109,5 +110,39 @@ func TestCPUBudgetWaitEndsOnClose(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not end the Read waiting for the budget")
+	}
+}
+
+// TestQueuedConnectionsReported: connections the sandbox opened while the
+// budget held the proxy back, still queued on the listener at Close, are
+// each in the report. Before Close took the queue, closing the listener
+// dropped them unseen.
+func TestQueuedConnectionsReported(t *testing.T) {
+	tp := startProxy(t, []string{"127.0.0.0/8:1-65535"}, nil, func(p *Proxy) { p.CPUs = 0.01 })
+	tp.init() // Serve may not have made the budget yet
+	tp.cpu.charge(int64(time.Hour))
+	const n = 20
+	for range n {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+	tp.Close()
+	report := tp.Report()
+	if len(report) != n {
+		t.Fatalf("%d connections opened, %d reported: %+v", n, len(report), report)
+	}
+	queued := 0
+	for _, c := range report {
+		if strings.Contains(c.Reason, "not accepted") {
+			queued++
+		}
+	}
+	// The first was accepted and waits for the budget; the rest queue.
+	if queued < n-2 {
+		t.Errorf("%d of %d reported as never accepted, want at least %d: %+v", queued, n, n-2, report)
 	}
 }

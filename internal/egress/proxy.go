@@ -178,8 +178,9 @@ func (p *Proxy) init() {
 // Serve accepts connections from l and serves each until it ends. It
 // returns when l fails: ErrClosed after Close, otherwise the error from
 // Accept (wrapping net.ErrClosed if someone else closed l). Connections it
-// accepted are not ended by its return; Close ends them. Serve may be
-// called on several listeners at once.
+// accepted are not ended by its return; Close ends them. After Close it
+// records each connection still queued on l, never accepted, and closes
+// l. Serve may be called on several listeners at once.
 func (p *Proxy) Serve(l net.Listener) error {
 	p.init()
 	if p.Rules == nil {
@@ -192,11 +193,13 @@ func (p *Proxy) Serve(l net.Listener) error {
 		return ErrClosed
 	}
 	p.listeners[l] = struct{}{}
+	p.wg.Add(1) // Close waits for the queue's record
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		delete(p.listeners, l)
 		p.mu.Unlock()
+		p.wg.Done()
 	}()
 
 	var backoff time.Duration
@@ -204,6 +207,7 @@ func (p *Proxy) Serve(l net.Listener) error {
 		c, err := l.Accept()
 		if err != nil {
 			if p.isClosed() {
+				p.closeListener(l)
 				return ErrClosed
 			}
 			// Running out of file descriptors and the like passes.
@@ -230,7 +234,8 @@ func (p *Proxy) isClosed() bool {
 
 // Close stops every Serve (which then returns ErrClosed), closes every
 // connection to the sandbox and upstream, and waits until all of them are
-// recorded, so Report is complete when it returns. It is safe to call more
+// recorded, the ones still queued on a listener too, so Report is complete
+// when it returns. It is safe to call more
 // than once and concurrently.
 func (p *Proxy) Close() error {
 	p.init()
@@ -238,8 +243,12 @@ func (p *Proxy) Close() error {
 	if !p.closed {
 		p.closed = true
 		p.cancel()
+		// A listener is woken, not closed: its Serve records what is
+		// still queued on it before closing it (closeListener).
 		for l := range p.listeners {
-			l.Close()
+			if d, ok := l.(interface{ SetDeadline(time.Time) error }); !ok || d.SetDeadline(time.Now()) != nil {
+				l.Close()
+			}
 		}
 		for s := range p.sessions {
 			s.close()
@@ -248,6 +257,20 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 	p.wg.Wait()
 	return nil
+}
+
+// closeListener closes l after recording each connection still queued on
+// it, which the sandbox opened and the proxy never accepted.
+func (p *Proxy) closeListener(l net.Listener) {
+	if d, ok := l.(interface{ SetDeadline(time.Time) error }); ok {
+		d.SetDeadline(time.Time{})
+	}
+	n := takeBacklog(l)
+	l.Close()
+	now := time.Now()
+	for range n {
+		p.record(Connection{Reason: "not accepted before the proxy closed (held back by its CPU budget, or opened as the run ended)", Start: now})
+	}
 }
 
 // Report returns every attempt recorded so far, in the order they started.
@@ -322,8 +345,11 @@ func (p *Proxy) start(c net.Conn) {
 	}
 	p.mu.Lock()
 	if p.closed {
+		p.wg.Add(1) // so that Close waits for the record
 		p.mu.Unlock()
 		c.Close()
+		p.record(Connection{Reason: "accepted as the proxy closed, not served", Start: time.Now()})
+		p.wg.Done()
 		return
 	}
 	if len(p.sessions) >= maxConns {
