@@ -55,7 +55,9 @@
 // may try to outlive its sandbox. The caller, the Go program importing this
 // package, is trusted; its options may be wrong but not malicious, and a
 // wrong option is an error, never a silently weaker sandbox. Where a
-// protection cannot be put in place, Run fails closed.
+// protection cannot be put in place, Run fails closed. The caller's own
+// process is part of the host too: what it does on a run's behalf is
+// bounded by constants (see "What a run can cost the caller").
 //
 // Non-goals: it is not a virtual machine. Every sandbox shares the host
 // kernel, so a kernel bug reachable from an unprivileged user namespace can
@@ -230,9 +232,11 @@
 // refused ranges (loopback, private, link-local with the metadata service
 // at 169.254.169.254, unique-local, multicast, unspecified and the other
 // special ranges) unless a range entry of the allowlist opens one, and
-// dials exactly the address it checked, so DNS rebinding does not get
-// through. [Result.Connections] lists every attempt with its decision,
-// reason and bytes each way. If the proxy fails, its listener closes: the
+// every address of the caller's own interfaces unless an entry names
+// exactly that address, and dials exactly the address it checked, so DNS
+// rebinding does not get through. [Result.Connections] lists every attempt
+// with its decision, reason and bytes each way, and every connection the
+// run opened that never sent a request. If the proxy fails, its listener closes: the
 // run loses its way out and gains no other.
 //
 // [NetworkHostUnsafe] shares the host's network namespace, loopback
@@ -295,6 +299,39 @@
 // and no snapshots. [Options.FreshWorkspace]
 // gives each Run an empty workspace of its own and starts no keeper, for
 // unrelated programs run through one Sandbox.
+//
+// # What a run can cost the caller
+//
+// A run may use up its own limits; the process that called Run does work
+// for it (the egress proxy, capturing output, the host-side workspace
+// calls), and each of those is bounded by a constant, whatever the
+// program does:
+//
+//   - The egress proxy of a [NetworkAllow] run holds at most about 9 MiB
+//     (egress.MaxProxyMemory: 64 connections at once, each at most 96 KiB,
+//     2 MiB of read buffers shared among them, a report of at most 1,000
+//     attempts of about 1 KiB each) and 129 descriptors, with two
+//     goroutines a connection. Request and response headers are limited to
+//     32 KiB and 128 fields, checked before anything is parsed. Its CPU
+//     time for the run is at most about 0.5 s plus 10% of the run's CPU
+//     limit ([Options.CPUs]) over the run's wall time: past that, it reads
+//     from the run only as fast as that allows (a 1-CPU run's tunnel then
+//     moves about 50 MB/s). Everything it held is released when the run
+//     ends.
+//   - Output: at most [Options.OutputLimit] bytes a stream
+//     ([DefaultOutputLimit]).
+//   - The workspace calls: a bounded number of descriptors at any depth,
+//     memory for one path, and no more tar than the workspace holds
+//     (see Sessions).
+//   - The command line is checked against [MaxCommandLine] and
+//     [MaxArgString] before anything starts.
+//
+// The spawner and the keeper are the caller's too: the spawner holds a
+// run's messages (each bounded by the socket that carries them), and the
+// keeper holds the workspace's tmpfs layers, capped by
+// [Options.WorkspaceSize] together with its snapshots (where snapshots
+// are copies, each copy has that cap of its own, and the caller decides
+// how many to take).
 //
 // # Requirements
 //
