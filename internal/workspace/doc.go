@@ -46,3 +46,9 @@ const MaxDescriptors = 8
 // ErrOutside is matched by the error for a path that names something
 // outside the root ("../x").
 var ErrOutside = errors.New("path outside the workspace")
+
+// MaxTarPath is the longest entry name WriteTar writes, in bytes: the
+// kernel's PATH_MAX. Nothing in the sandbox can open a longer path by
+// name either, and it bounds what one entry's header costs, where a
+// chain of n directories would otherwise give a tar of n² bytes.
+const MaxTarPath = 4096

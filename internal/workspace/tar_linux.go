@@ -12,12 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MaxTarPath is the longest entry name WriteTar writes, in bytes: the
-// kernel's PATH_MAX. Nothing in the sandbox can open a longer path by
-// name either, and it bounds what one entry's header costs, where a
-// chain of n directories would otherwise give a tar of n² bytes.
-const MaxTarPath = 4096
-
 // maxSparseExtents bounds the data extents of one sparse file that
 // WriteTar maps (16 bytes each); beyond them the rest of the file goes
 // out whole.
