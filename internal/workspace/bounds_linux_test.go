@@ -122,23 +122,7 @@ func memHost(t *testing.T) *host {
 		}
 		os.RemoveAll(base)
 	})
-	h := &host{dir: filepath.Join(base, "ws"), outside: filepath.Join(base, "outside"), original: "host secret\n"}
-	for _, d := range []string{h.dir, h.outside} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h.secret = filepath.Join(h.outside, "secret")
-	if err := os.WriteFile(h.secret, []byte(h.original), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(h.dir, -1, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	h.root = r
-	return h
+	return newHostIn(t, base)
 }
 
 // chain makes depth nested directories named name under dir, holding one
@@ -552,15 +536,7 @@ func TestCopyToHardLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	copyDir := t.TempDir()
-	dst, err := Open(copyDir, -1, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
-	if err := h.root.CopyTo(dst); err != nil {
-		t.Fatal(err)
-	}
+	copyDir := copyOf(t, h)
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(copyDir, "d/e/l7"), &st); err != nil || st.Nlink != 101 || st.Size != 1<<20 {
 		t.Errorf("the copy of d/e/l7 has %d links and %d bytes, %v; want 101 links to big", st.Nlink, st.Size, err)
@@ -577,15 +553,7 @@ func TestCopyToSparse(t *testing.T) {
 	f.WriteAt([]byte("data"), 32<<20)
 	f.Truncate(64 << 20)
 	f.Close()
-	copyDir := t.TempDir()
-	dst, err := Open(copyDir, -1, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
-	if err := h.root.CopyTo(dst); err != nil {
-		t.Fatal(err)
-	}
+	copyDir := copyOf(t, h)
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(copyDir, "sparse"), &st); err != nil || st.Size != 64<<20 || st.Blocks*512 > 1<<20 {
 		t.Errorf("the copy of a 64 MiB sparse file: %d bytes, %d allocated, %v", st.Size, st.Blocks*512, err)
@@ -594,4 +562,20 @@ func TestCopyToSparse(t *testing.T) {
 	if len(b) != 64<<20 || string(b[32<<20:32<<20+4]) != "data" || !allZero(b[:32<<20]) {
 		t.Errorf("the copy's content differs")
 	}
+}
+
+// copyOf copies h's workspace with CopyTo into a new directory and
+// returns the directory.
+func copyOf(t *testing.T, h *host) string {
+	t.Helper()
+	dir := t.TempDir()
+	dst, err := Open(dir, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if err := h.root.CopyTo(dst); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -39,7 +39,12 @@ type host struct {
 
 func newHost(t *testing.T) *host {
 	t.Helper()
-	base := t.TempDir()
+	return newHostIn(t, t.TempDir())
+}
+
+// newHostIn is newHost with its directories in base.
+func newHostIn(t *testing.T, base string) *host {
+	t.Helper()
 	h := &host{dir: filepath.Join(base, "ws"), outside: filepath.Join(base, "outside"), original: "host secret\n"}
 	for _, d := range []string{h.dir, h.outside} {
 		if err := os.Mkdir(d, 0o755); err != nil {
