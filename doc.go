@@ -316,7 +316,7 @@
 //     time for the run is at most about 0.5 s plus 10% of the run's CPU
 //     limit ([Options.CPUs]) over the run's wall time: past that, it reads
 //     from the run only as fast as that allows (a 1-CPU run's tunnel then
-//     moves about 50 MB/s). Everything it held is released when the run
+//     moves about 28 MB/s). Everything it held is released when the run
 //     ends.
 //   - Output: at most [Options.OutputLimit] bytes a stream
 //     ([DefaultOutputLimit]).

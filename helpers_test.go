@@ -129,7 +129,7 @@ var helpers = map[string]func(args []string) int{
 		return 0
 	},
 	// fill writes zeros to a file until a write fails, and prints the
-	// error's name.
+	// error's name, then on stderr how many bytes it wrote.
 	"fill": func(args []string) int {
 		f, err := os.Create(args[0])
 		if err != nil {
@@ -137,13 +137,17 @@ var helpers = map[string]func(args []string) int{
 			return 1
 		}
 		buf := make([]byte, 1<<16)
+		written := 0
 		for {
-			if _, err := f.Write(buf); err != nil {
+			n, err := f.Write(buf)
+			written += n
+			if err != nil {
 				if errors.Is(err, unix.ENOSPC) {
 					fmt.Println("ENOSPC")
 				} else {
 					fmt.Println(err)
 				}
+				fmt.Fprintln(os.Stderr, written)
 				return 0
 			}
 		}

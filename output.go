@@ -54,6 +54,12 @@ func (b *cappedBuffer) truncated() bool { return b.total > b.limit }
 // bytes returns the kept output; when bytes were dropped, an elision marker
 // that says how many stands between prefix and suffix.
 func (b *cappedBuffer) bytes() []byte {
+	if len(b.suffix) == 0 && !b.truncated() {
+		// Everything fit in the first half: the buffer is the output,
+		// with no second copy for the Result. Callers take it once,
+		// when the stream has ended.
+		return b.prefix
+	}
 	out := append([]byte(nil), b.prefix...)
 	if b.truncated() {
 		kept := int64(len(b.prefix) + len(b.suffix))

@@ -17,13 +17,13 @@ import (
 const (
 	// CPUShare is the fraction of the run's CPU limit the budget refills
 	// at: a run limited to 1 CPU may make the proxy spend 100 ms of CPU
-	// time a second, once its burst is spent (about 50 MB/s through a
+	// time a second, once its burst is spent (about 28 MB/s through a
 	// tunnel at the costs below).
 	CPUShare = 0.10
 
 	// CPUBurst is the CPU time the budget starts with and can save up:
 	// enough for a package install or a clone to run at full speed (at
-	// the costs below, about 250 MB relayed in 32 KiB reads, or about a
+	// the costs below, about 140 MB relayed in 32 KiB reads, or about a
 	// thousand requests with ordinary headers).
 	CPUBurst = 500 * time.Millisecond
 )
@@ -50,20 +50,20 @@ const (
 	// relayByteCost is one byte relayed either way between the sandbox
 	// and upstream (about 1 ns measured for a tunnel at full speed).
 	relayByteCost = 2
-	// ioCost is the least one read or write on the sandbox's side that
-	// moved bytes costs: the system calls and the goroutine switches
-	// around it, which a program sending a byte at a time would otherwise
-	// have for free (20 to 50 µs measured for reads of a few bytes on a
-	// busy host). A large read costs its bytes instead (relayCost).
+	// ioCost is one read or write on the sandbox's side that moved bytes:
+	// the system calls and the goroutine switches around it, which a
+	// program sending a byte at a time would otherwise have for free
+	// (20 to 50 µs measured for reads of a few bytes on a busy host).
 	ioCost = 50_000
 )
 
 // relayCost is what relaying n bytes in one read or write on the
-// sandbox's side costs: its bytes, but never less than the system calls
-// and switches around it. The per-byte figure measured for a tunnel at
-// full speed already includes those of its 32 KiB reads, so they are not
-// charged twice.
-func relayCost(n int) int64 { return max(ioCost, int64(n)*relayByteCost) }
+// sandbox's side costs: the call and its bytes. Both are charged even for
+// full 32 KiB reads, whose calls the per-byte figure measured on a quiet
+// host already includes: on a host busy with other work the same relay
+// measured two to three times that figure (smaller reads, more switches),
+// and the bound must hold there too.
+func relayCost(n int) int64 { return ioCost + int64(n)*relayByteCost }
 
 // resumeAfter is how much refill a wait lets accumulate before the proxy
 // reads again: waking for every buffer's worth would cost more in

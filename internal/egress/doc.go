@@ -111,9 +111,9 @@
 // Over a run of d seconds limited to c CPUs the proxy's CPU time for it
 // is then about CPUBurst + CPUShare*c*d (0.5 s + 10% of the limit; the
 // costs are estimates, and the tests allow twice that). A run within the
-// burst (a package install, a clone: about 250 MB relayed, or a thousand
+// burst (a package install, a clone: about 140 MB relayed, or a thousand
 // ordinary requests) is not slowed; past it, a run limited to 1 CPU gets
-// about 50 MB/s through tunnels. Close ends every wait at once.
+// about 28 MB/s through tunnels. Close ends every wait at once.
 //
 // # Limits
 //
