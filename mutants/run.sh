@@ -36,8 +36,10 @@ for p in "${patches[@]}"; do
 		echo "$out" | tail -5
 		echo "SURVIVED: with the protection removed, $test still passes" >&2
 		survived=1
-	elif echo "$out" | grep -q -- "--- FAIL: $test"; then
-		echo "$out" | grep -E -- "^\s+[a-z_]+_test\.go:[0-9]+:" | head -4
+	# Here-strings and awk, not pipes into grep -q or head: with pipefail,
+	# a reader that stops early makes the writer's SIGPIPE the status.
+	elif grep -q -- "--- FAIL: $test" <<<"$out"; then
+		awk '/^[[:space:]]+[a-z_]+_test\.go:[0-9]+:/ && n++ < 4' <<<"$out"
 		echo "killed: $test fails without the protection, as it should"
 	else
 		echo "$out" | tail -20
