@@ -115,8 +115,7 @@ func TestCPUBudgetWaitEndsOnClose(t *testing.T) {
 
 // TestQueuedConnectionsReported: connections the sandbox opened while the
 // budget held the proxy back, still queued on the listener at Close, are
-// each in the report. Before Close took the queue, closing the listener
-// dropped them unseen.
+// each in the report.
 func TestQueuedConnectionsReported(t *testing.T) {
 	tp := startProxy(t, []string{"127.0.0.0/8:1-65535"}, nil, func(p *Proxy) { p.CPUs = 0.01 })
 	tp.init() // Serve may not have made the budget yet
