@@ -282,15 +282,6 @@ func TestStdinFileThroughPipe(t *testing.T) {
 // else, after runs with a Terminal, those whose program is missing too.
 func TestTerminalLeavesNoFds(t *testing.T) {
 	requireSandbox(t)
-	fds := func() []string {
-		des, _ := os.ReadDir("/proc/self/fd")
-		var l []string
-		for _, de := range des {
-			link, _ := os.Readlink("/proc/self/fd/" + de.Name())
-			l = append(l, de.Name()+"="+link)
-		}
-		return l
-	}
 	for _, inProcess := range []bool{false, true} {
 		// FreshWorkspace: a session's workspace mount, fetched ahead
 		// for its next Run, would count.
@@ -302,12 +293,12 @@ func TestTerminalLeavesNoFds(t *testing.T) {
 			s.Run(context.Background(), c)
 		}
 		run("true") // the spawner starts
-		before := fds()
+		before := openFDs()
 		for range 3 {
 			run("true")
 			run("/no/such/program")
 		}
-		if after := fds(); len(after) != len(before) {
+		if after := openFDs(); len(after) != len(before) {
 			t.Errorf("InProcess %v: fds before the runs %v, after %v", inProcess, before, after)
 		}
 	}

@@ -13,22 +13,22 @@ const bufSize = 32 << 10
 // unused, so a finished run leaves none behind.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
-// budget bounds the buffers one Proxy holds at once. A connection takes a
+// bufferBudget bounds the buffers one Proxy holds at once. A connection takes a
 // buffer only to read into it, and gives it back as soon as what it read
 // was passed on; one that finds none free waits (its peer's writes then
 // wait in the kernel's socket buffers), so no traffic makes the proxy hold
 // more than maxBuffers of them. A goroutine never waits for a buffer while
 // it holds one, so waiting cannot deadlock.
-type budget struct {
+type bufferBudget struct {
 	tokens chan struct{}
 }
 
-func newBudget(n int) *budget {
-	return &budget{tokens: make(chan struct{}, n)}
+func newBufferBudget(n int) *bufferBudget {
+	return &bufferBudget{tokens: make(chan struct{}, n)}
 }
 
 // get takes a buffer, waiting until one is free or ctx ends.
-func (b *budget) get(ctx context.Context) (*[]byte, error) {
+func (b *bufferBudget) get(ctx context.Context) (*[]byte, error) {
 	select {
 	case b.tokens <- struct{}{}:
 	case <-ctx.Done():
@@ -38,10 +38,10 @@ func (b *budget) get(ctx context.Context) (*[]byte, error) {
 }
 
 // put gives back a buffer from get.
-func (b *budget) put(buf *[]byte) {
+func (b *bufferBudget) put(buf *[]byte) {
 	bufPool.Put(buf)
 	<-b.tokens
 }
 
 // inUse is how many buffers are taken.
-func (b *budget) inUse() int { return len(b.tokens) }
+func (b *bufferBudget) inUse() int { return len(b.tokens) }

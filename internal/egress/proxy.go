@@ -129,7 +129,7 @@ type Proxy struct {
 	once    sync.Once
 	ctx     context.Context // canceled by Close
 	cancel  context.CancelFunc
-	buffers *budget
+	buffers *bufferBudget
 
 	mu        sync.Mutex
 	closed    bool
@@ -169,7 +169,7 @@ func (p *Proxy) init() {
 	p.once.Do(func() {
 		p.ctx, p.cancel = context.WithCancel(context.Background())
 		p.cpu = newCPUBudget(p.CPUs, p.ctx.Done())
-		p.buffers = newBudget(maxBuffers)
+		p.buffers = newBufferBudget(maxBuffers)
 		p.listeners = make(map[net.Listener]struct{})
 		p.sessions = make(map[*session]struct{})
 	})
