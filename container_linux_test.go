@@ -32,8 +32,8 @@ func maskedPath() string {
 }
 
 func init() {
-	// Runs the sandbox both ways (planned init, Go init) and prints, per
-	// way, the error or the program's output.
+	// Runs the sandbox from both launchers (the spawner, in process) and
+	// prints, per launcher, the error or the program's output.
 	both := func(opts Options, script string) {
 		for _, inProcess := range []bool{false, true} {
 			o := opts

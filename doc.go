@@ -68,30 +68,36 @@
 //
 // # How it works
 //
-// Importing this package installs an init function that takes over the
-// process when it is one of the sandbox's own re-executions: the
-// environment variable _FUMEHOOD_SANDBOX_ROLE says which role ("spawner" or
-// "init"), and in those processes the host program's main never runs.
-// Package inits of the program's other dependencies have already run by
-// then, so keep them cheap. No extra wiring is needed: any binary that
-// imports the package, a test binary included, can act as its own sandbox
-// init.
+// Four processes take part in a run: the caller, the spawner, the
+// sandbox's init, and the program (a session adds the workspace keeper).
 //
-// The spawner re-executes the binary from a sealed in-memory copy made once,
-// never from a path the sandbox could reach or write. (With
-// [Options.InProcess], which serves one-shot tools, the copy would cost more
-// than the run, and /proc/self/exe is exec'd instead; the host binary is
-// gone from the sandbox the moment the program starts either way.) By
-// default, the first Run starts a spawner process: the re-executed binary, small and
-// started once per caller process, before it holds any of the caller's
-// heap. Every Run asks it over a socket pair (passing the program's stdio
-// with SCM_RIGHTS) to start one sandbox. This matters because cloning a
-// user namespace makes Go fork without sharing memory, so starting from a
-// large process costs time in proportion to its size. [Options.InProcess]
-// skips the spawner for small short-lived callers. The spawner serves
-// concurrent Runs concurrently, and one that dies is replaced by the next
-// Run (the Runs it was serving fail with [ErrSpawner]; their sandboxes die
-// with it).
+// The caller (the program that imports this package) checks the Options,
+// opens the run's stdio, and asks the spawner for a sandbox. By default
+// the first Run starts the spawner: the caller's binary re-executed once,
+// from a sealed in-memory copy, before it holds much of the caller's
+// heap, so a start costs the same in a small and a large caller. Every Run
+// asks it over a socket pair (passing the program's stdio with
+// SCM_RIGHTS) to start one sandbox; it serves concurrent Runs
+// concurrently, and one that dies is replaced by the next Run (the Runs
+// it was serving fail with [ErrSpawner]; their sandboxes die with it).
+// [Options.InProcess] skips the spawner for short-lived callers such as
+// the command-line tool.
+//
+// The spawner (or the InProcess caller) compiles the sandbox's recipe, for
+// this configuration, into a plan of raw system calls, and clones the
+// init with every namespace. The init is that clone, without a Go runtime
+// of its own: it runs the plan (ids, mounts, pivot_root, hostname,
+// loopback, rlimits, capabilities, the filter) and execs the program in
+// its own place. The caller's binary never executes inside a sandbox.
+//
+// Importing this package installs an init function that takes over the
+// process when it is one of the package's own re-executions: the
+// environment variable _FUMEHOOD_SANDBOX_ROLE says which role (the spawner,
+// the workspace keeper, a probe), and in those processes the host
+// program's main never runs. Package inits of the program's other
+// dependencies have already run by then, so keep them cheap. No extra
+// wiring is needed: any binary that imports the package, a test binary
+// included, can act as its own spawner.
 //
 // Warm starts: with [Options.Pool] the spawner keeps sandboxes prepared
 // ahead (namespaces, cgroup, root, everything but the program) and a Run
@@ -102,8 +108,8 @@
 //
 // Each sandbox starts as an init process cloned into new user, PID, mount,
 // network, IPC, UTS and cgroup namespaces, with one host uid/gid mapped to
-// [SandboxUID]/[SandboxGID]. The init reads its configuration from an
-// inherited socket (not argv), builds the new root with the fd-based mount
+// [SandboxUID]/[SandboxGID]. The init runs the plan made for its
+// configuration before the clone: it builds the new root with the fd-based mount
 // API (fsopen, fsmount, open_tree, move_mount, mount_setattr): every host
 // source is opened first, then the tree is assembled on a tmpfs and
 // pivot_root'ed into, and the old root is detached. It sets the hostname,
@@ -168,7 +174,7 @@
 //
 // # Seccomp
 //
-// Every run has a seccomp filter, loaded by the init on all its threads
+// Every run has a seccomp filter, loaded by the init (its only thread)
 // after no_new_privs and just before it execs the program, so the program
 // and everything it starts are filtered and nothing of the setup is. The
 // policy is [Options.Seccomp], by default [DefaultSeccompPolicy]: an
@@ -418,10 +424,9 @@
 // # Multithreading
 //
 // Go programs are multithreaded, and some process state is per thread. The
-// in-sandbox init sets its per-thread state (capabilities, no_new_privs) on
-// one locked OS thread, the same one that execs the program, so no other
-// thread of the init matters once the program runs; the seccomp filter is
-// loaded with TSYNC, on every thread at once. The caller needs no
+// sandbox's init is a clone of one thread, with no other, so its
+// per-thread state (capabilities, no_new_privs, the filter) is the
+// program's when it execs. The caller needs no
 // care: namespaces are created by cloning a new process, never by changing
 // a thread of the caller, so Run may be called from any goroutine without
 // runtime.LockOSThread. (With [Options.InProcess], as with os/exec's

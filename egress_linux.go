@@ -3,61 +3,59 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"runtime"
+	"unsafe"
 
 	"github.com/fumehood/sandbox/internal/egress"
+	"github.com/fumehood/sandbox/internal/forkplan"
 	"golang.org/x/sys/unix"
 )
 
 // The egress proxy of a NetworkAllow run. The init, inside the run's
 // network namespace, listens on ProxyAddr and hands the listening socket
 // to the caller over a channel of its own (a socket pair whose other end
-// is the init's fd 4), then execs the program. The caller serves the
-// proxy on that socket: connections are accepted inside the run's
+// is the init's planProxyFd), then execs the program. The caller serves
+// the proxy on that socket: connections are accepted inside the run's
 // namespace, while the proxy dials from the caller's. So the run has one
 // way out, an HTTP proxy on its own loopback, and no route, interface or
 // resolver of the host's.
 //
-// Why a listening socket and not a forwarder: the issue sketched a Unix
-// socket bound into the run and a small forwarder inside it relaying
-// 127.0.0.1 to it. The socket achieves the same without a process in the
-// run that the program could see, signal or outlive, and without a Unix
-// socket path in its filesystem. The channel goes straight from the init
-// to the caller, so with a spawner the listener never passes through it,
-// and the proxy's resolver and report stay in the caller's process.
-
-// proxyConnFd is the init's end of the proxy channel.
-const proxyConnFd = 4
+// Why a listening socket and not a forwarder (a process in the run
+// relaying 127.0.0.1 to a Unix socket bound into it): the socket needs no
+// process in the run that the program could see, signal or outlive, and
+// no Unix socket path in its filesystem. The channel goes straight from
+// the init to the caller, so with a spawner the listener never passes
+// through it, and the proxy's resolver and report stay in the caller's
+// process.
 
 // proxyMark is the byte that carries the listening socket.
 const proxyMark = 'P'
 
-// handOverProxyListener listens on 127.0.0.1:port in the run's network
-// namespace and sends the socket to the caller. The init keeps no copy.
-func handOverProxyListener(port int) error {
-	fail := func(op string, err error) error {
-		return &initError{Stage: "network", Op: op, Path: fmt.Sprintf("127.0.0.1:%d", port), Err: err}
-	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fail("proxy socket", err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		return fail("bind proxy listener", err)
-	}
-	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
-		return fail("listen for the proxy", err)
-	}
-	if err := unix.Sendmsg(proxyConnFd, []byte{proxyMark}, unix.UnixRights(fd), nil, 0); err != nil {
-		return fail("hand over proxy listener", err)
-	}
-	unix.Close(proxyConnFd)
-	return nil
+// proxyListener adds the steps that listen on 127.0.0.1:ProxyPort in the
+// run's network namespace and send the socket to the caller over the
+// proxy channel (planProxyFd). The init keeps no copy, nor the channel.
+func (b *planner) proxyListener() {
+	addr := fmt.Sprintf("127.0.0.1:%d", b.cfg.ProxyPort)
+	w := func(op string) forkplan.Where { return forkplan.Where{Stage: "network", Op: op, Path: addr} }
+	fd := b.slot()
+	b.call(w("proxy socket"), unix.SYS_SOCKET, forkplan.Val(unix.AF_INET), forkplan.Val(unix.SOCK_STREAM|unix.SOCK_CLOEXEC), forkplan.Val(0)).Save(fd)
+	sa := &unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: [4]byte{127, 0, 0, 1}}
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], uint16(b.cfg.ProxyPort))
+	b.call(w("bind proxy listener"), unix.SYS_BIND, forkplan.In(fd), forkplan.Ptr(sa), forkplan.Val(unix.SizeofSockaddrInet4))
+	b.call(w("listen for the proxy"), unix.SYS_LISTEN, forkplan.In(fd), forkplan.Val(unix.SOMAXCONN))
+	oob := unix.UnixRights(-1)
+	b.p.Store(fd, (*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])))
+	mark := []byte{proxyMark}
+	msg := &unix.Msghdr{Iov: &unix.Iovec{Base: &mark[0], Len: 1}, Iovlen: 1, Control: &oob[0]}
+	msg.SetControllen(len(oob))
+	b.call(w("hand over proxy listener"), unix.SYS_SENDMSG, forkplan.Val(planProxyFd), forkplan.Ptr(msg), forkplan.Val(unix.MSG_NOSIGNAL)).Want(1)
+	b.close(fd)
+	b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planProxyFd))
 }
 
 // runProxy is the caller's side of one run's proxy.

@@ -100,13 +100,13 @@ func TestEtcBinds(t *testing.T) {
 		script += `; test -d /etc/apt/sources.list.d && echo apt`
 		wantOut += "apt\n"
 	}
-	planned, goInit, errP, errG := runBoth(t, Options{Binds: binds}, func() *Cmd { return Command("/bin/sh", "-c", script) })
-	if errP != nil || errG != nil {
-		t.Fatalf("planned: %v; Go init: %v", errP, errG)
+	spawned, inProc, errS, errI := runBothLaunchers(t, Options{Binds: binds}, func() *Cmd { return Command("/bin/sh", "-c", script) })
+	if errS != nil || errI != nil {
+		t.Fatalf("spawned: %v; in process: %v", errS, errI)
 	}
-	for _, r := range []*Result{planned, goInit} {
+	for i, r := range []*Result{spawned, inProc} {
 		if string(r.Stdout) != wantOut {
-			t.Errorf("planned %v: stdout %q, stderr %q; want %q", r.planned, r.Stdout, r.Stderr, wantOut)
+			t.Errorf("%s: stdout %q, stderr %q; want %q", launcherName[i], r.Stdout, r.Stderr, wantOut)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(data, "y")); err != nil {
@@ -159,18 +159,18 @@ try:
 except OSError as e:
     print(len(fds), e.errno)
 '`
-	planned, goInit, errP, errG := runBoth(t, Options{}, func() *Cmd { return Command("/bin/sh", "-c", script) })
-	if errP != nil || errG != nil {
-		t.Fatalf("planned: %v; Go init: %v", errP, errG)
+	spawned, inProc, errS, errI := runBothLaunchers(t, Options{}, func() *Cmd { return Command("/bin/sh", "-c", script) })
+	if errS != nil || errI != nil {
+		t.Fatalf("spawned: %v; in process: %v", errS, errI)
 	}
 	// At most maxPtys at once: the host's pool of ptys is shared.
 	want := "ptmx \n/dev/pts/0\nb'ping\\n'\n['0', 'ptmx']\n/dev/pts/1 1000\n/dev/pts/0\r\n" + fmt.Sprintf("%d %d\n", maxPtys, unix.ENOSPC)
-	for _, r := range []*Result{planned, goInit} {
+	for i, r := range []*Result{spawned, inProc} {
 		if !r.Success() || string(r.Stdout) != want {
-			t.Errorf("planned %v: %v, stdout %q, stderr %q; want %q", r.planned, r.Err(), r.Stdout, r.Stderr, want)
+			t.Errorf("%s: %v, stdout %q, stderr %q; want %q", launcherName[i], r.Err(), r.Stdout, r.Stderr, want)
 		}
 		if len(r.Denials) != 0 {
-			t.Errorf("planned %v: the default filter refused %v", r.planned, r.Denials)
+			t.Errorf("%s: the default filter refused %v", launcherName[i], r.Denials)
 		}
 	}
 }

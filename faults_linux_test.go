@@ -4,17 +4,15 @@ package sandbox
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // faultRounds is how many times TestCallerKilledAtRandom kills a caller:
@@ -142,71 +140,29 @@ func TestCallerKilledAtRandom(t *testing.T) {
 	}
 }
 
-// TestInitOrphanedBeforeGo: a launcher may die after it started an init
-// but before the init armed its parent-death signal (os/exec's child arms
-// it after the id maps, and its getppid check reads 0 in a new PID
-// namespace), and then no signal ends the init. Its config, program
-// included, may already wait in its socket; it must exit all the same,
-// without running the program, and leave nothing behind.
-func TestInitOrphanedBeforeGo(t *testing.T) {
-	requireSandbox(t)
-	for _, limits := range []string{"unlimited", "limited"} {
-		t.Run(limits, func(t *testing.T) {
-			m := marker(t)
-			tmp := sharedTempDir(t)
-			cmd := exec.Command("/proc/self/exe", m, limits)
-			cmd.Env = append(os.Environ(), helperEnv+"=orphan", "TMPDIR="+tmp)
-			out, err := cmd.Output()
-			pid, perr := strconv.Atoi(strings.TrimSpace(string(out)))
-			if perr != nil {
-				t.Fatalf("the orphaning caller: %v, printed %q", err, out)
-			}
-			t.Cleanup(func() {
-				for _, p := range append(hostProcesses(m), pid) {
-					if alive(p) {
-						unix.Kill(p, unix.SIGKILL)
-					}
-				}
-			})
-			if !waitFor(func() bool { return !alive(pid) && len(hostProcesses(m)) == 0 }) {
-				t.Fatalf("the orphaned init %d (alive %v) or its program %v outlived its launcher", pid, alive(pid), hostProcesses(m))
-			}
-			// Its run cgroup, if it had one, goes with the next sandbox
-			// process, as any killed InProcess caller's.
-			next := exec.Command("/proc/self/exe")
-			next.Env = append(os.Environ(), helperEnv+"=once", "TMPDIR="+tmp)
-			if out, err := next.CombinedOutput(); err != nil {
-				t.Fatalf("the next sandbox process: %v\n%s", err, out)
-			}
-			if left := cgroupsMadeBy(t, cmd.Process.Pid); len(left) != 0 {
-				t.Errorf("run cgroups left: %v", left)
-			}
-			if n := countDir(tmp); n != 0 {
-				t.Errorf("%d entries left in the caller's TMPDIR", n)
-			}
-		})
-	}
-}
-
 // TestMappedStartsOneAtATime: while one child with id maps is being
-// started, no other is (mappedStarts says why): a Run waits for the lock.
+// started through os/exec (a rootless workspace keeper is), no other is
+// (mappedStarts says why): startChild waits for the lock.
 func TestMappedStartsOneAtATime(t *testing.T) {
 	requireSandbox(t)
-	s := newTest(t, Options{InProcess: true})
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}}
 	mappedStarts.Lock()
 	done := make(chan error, 1)
-	go func() {
-		_, err := s.Run(context.Background(), Command("true"))
-		done <- err
-	}()
+	go func() { done <- startChild(cmd) }()
 	select {
 	case err := <-done:
 		mappedStarts.Unlock()
-		t.Fatalf("Run returned (%v) while another mapped start held the lock", err)
+		t.Fatalf("startChild returned (%v) while another mapped start held the lock", err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	mappedStarts.Unlock()
 	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -179,35 +178,6 @@ var helpers = map[string]func(args []string) int{
 			}()
 		}
 		select {}
-	},
-	// orphan starts one sandbox in process, a sleep with the marker
-	// args[0] in its environment, and dies right after its init has
-	// started, before sending it anything more: with the init's
-	// parent-death signal cleared, it stands for a launcher killed before
-	// the child armed it. It prints the init's pid first. No filter: a
-	// filter that reports hands its listener to the launcher, and that
-	// send would fail the init on its own. With args[1] "unlimited" the
-	// run has no cgroup, so its config goes into the socket before the
-	// clone on any host.
-	"orphan": func(args []string) int {
-		startChild = func(cmd *exec.Cmd) error {
-			cmd.SysProcAttr.Pdeathsig = 0
-			if err := cmd.Start(); err != nil {
-				return err
-			}
-			fmt.Println(cmd.Process.Pid)
-			unix.Kill(os.Getpid(), unix.SIGKILL)
-			select {}
-		}
-		o := Options{InProcess: true, FreshWorkspace: true, NoSeccomp: true}
-		if args[1] == "unlimited" {
-			o.Memory, o.CPUs, o.Pids = -1, -1, -1
-		}
-		c := Command("/bin/sleep", "1000")
-		c.Env = []string{"SBXTEST_MARKER=" + args[0]}
-		_, err := New(testOpts(o)).Run(context.Background(), c)
-		fmt.Println("Run:", err)
-		return 1
 	},
 	// once runs one sandbox in process and exits: a new process on the
 	// host, which removes the run cgroups of killed callers.

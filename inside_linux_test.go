@@ -290,7 +290,7 @@ func TestTmpfsSizeCaps(t *testing.T) {
 }
 
 func TestReexecCopyIsSealed(t *testing.T) {
-	path, err := selfExe(false)
+	path, err := selfExe()
 	if err != nil {
 		t.Fatal(err)
 	}

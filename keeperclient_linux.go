@@ -29,7 +29,7 @@ type keeperClient struct {
 // the host ids uid/gid, holding from's content ("" for none) to begin with;
 // flat asks for one tmpfs and copies even where overlays work.
 func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keeperClient, error) {
-	exe, err := selfExe(false)
+	exe, err := selfExe()
 	if err != nil {
 		return nil, err
 	}

@@ -3,11 +3,9 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 
@@ -21,23 +19,27 @@ import (
 // handle is one sandbox as its starter sees it: in the process that cloned
 // its init, or in the caller on the other side of the spawner.
 //
-// The init protocol, over the socket pair whose child end is the init's fd 3:
+// The init protocol. The launcher compiles the sandbox's plan, clones the
+// init, which runs it (planned_linux.go), and talks to it over two socket
+// pairs: conn, whose child end is the init's planConnFd, and sync, its
+// planSyncFd.
 //
-//	parent                               init (pid 1 of the new namespaces)
-//	wire.Config as a frame (before the
-//	clone when it fits the buffer)
-//	clone + id maps + exec (os/exec)  →
-//	wire.GoMark, then SHUT_WR         →  reads the config and waits for GoMark
-//	                                     (EOF: exit), builds the sandbox
+//	launcher                             init (pid 1 of the new namespaces)
+//	plan + clone (forkplan)           →  places its fds, arms its parent-death signal
+//	                                  ←  sync: one byte, "I run"
+//	id maps (+ cgroup.procs on v1)
+//	sync: one byte, "go on"           →  (EOF instead: exit) becomes the sandbox user,
+//	                                     builds the sandbox
+//	                                  ←  a prepared init (cfg.Prepare): conn: wire.PreparedMark,
+//	                                     then waits on sync for its program
+//	                                     (planned_program_linux.go)
 //	                                  ←  with a terminal (cfg.Terminal): wire.TerminalMark
 //	                                     + SCM_RIGHTS(the pty's master)
-//	                                  ←  with a reporting filter: listenerMark
-//	                                     + SCM_RIGHTS(the filter's listener)
-//	                                  ←  on failure: wire.SetupError as JSON, exit 125
-//	                                  ←  setup done: the filter's listener, one marked
-//	                                     byte carrying its fd, or without one the exec
-//	                                     mark (execMark), just before the filter
-//	                                  ←  on success: nothing more; the fd is close-on-exec,
+//	                                  ←  setup done: the filter's listener, listenerMark
+//	                                     + SCM_RIGHTS(its fd), or without one execMark,
+//	                                     just before the filter
+//	                                  ←  on failure: a forkplan failure record, exit 125
+//	                                  ←  on success: nothing more; conn is close-on-exec,
 //	                                     so the program's execve closes it (EOF)
 //	                                     (EOF or a reset before a mark: the init died
 //	                                     during setup)
@@ -88,10 +90,6 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 	if se := extra.check(cfg); se != nil {
 		return nil, se
 	}
-	exe, err := selfExe(inProcess)
-	if err != nil {
-		return nil, &wire.SetupError{Stage: "start", Op: "seal executable", Text: err.Error(), Errno: errnoOf(err)}
-	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: errnoOf(err)}
@@ -112,69 +110,18 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		}
 		return nil, se
 	}
-	attr := sysProcAttr(cfg.HostUID, cfg.HostGID, cfg.HostNetwork)
-	// Without a runtime of its own in the child when it can be planned
-	// (planned_linux.go); an InProcess caller may be large, and a fork of
-	// it would copy its page tables, so it re-execs.
-	var (
-		proc  *os.Process
-		plan  *forkplan.Plan
-		pp    *plannedProgram // a prepared planned init's
-		msg   []byte
-		early bool
-	)
-	if !inProcess {
-		proc, plan, pp, se = startPlanned(cfg, stdio, child, extra, grp, attr.Cloneflags)
-		if se != nil {
-			return fail(se)
-		}
-	}
-	if plan == nil {
-		if msg, err = json.Marshal(cfg); err != nil {
-			return fail(&wire.SetupError{Stage: "start", Op: "encode config", Text: err.Error()})
-		}
-		// On cgroup v2 the init is cloned straight into its cgroup; on v1
-		// it is added once started, and only then gets its config, so
-		// nothing of the sandbox runs outside the cgroup.
-		placeAfterStart := grp != nil && grp.CloneFD() < 0
-		if grp != nil && !placeAfterStart {
-			attr.UseCgroupFD, attr.CgroupFD = true, grp.CloneFD()
-		}
-		// A config that fits the socket's buffer goes in before the
-		// clone, so the init finds it waiting when its runtime is up.
-		early = len(msg) <= 64<<10 && !placeAfterStart
-		if early {
-			if se := sendConfig(parent, msg); se != nil {
-				return fail(se)
-			}
-		}
-		cmd := &exec.Cmd{
-			Path: exe,
-			Args: []string{"sandbox-init"},
-			// The init is short-lived, sequential and allocates little:
-			// no collector, one P.
-			Env:         roleEnviron(roleInit, "GOGC=off", "GOMAXPROCS=1"),
-			Stdin:       stdio[0],
-			Stdout:      stdio[1],
-			Stderr:      stdio[2],
-			ExtraFiles:  append([]*os.File{child}, extra.list()...),
-			SysProcAttr: attr,
-		}
-		if err = startChild(cmd); err != nil {
-			return fail(&wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()})
-		}
-		proc = cmd.Process
-		if placeAfterStart {
-			if err := grp.Add(proc.Pid); err != nil {
-				proc.Kill()
-				proc.Wait()
-				return fail(&wire.SetupError{Stage: "cgroup", Op: "add init", Path: grp.Path(), Errno: errnoOf(err), Text: err.Error()})
-			}
-		}
+	// The child runs the plan without a runtime of its own: no start of
+	// the caller's binary, and, sharing the caller's memory where it can
+	// (forkplan.SharesMemory), no copy of its page tables, however large
+	// the caller.
+	proc, plan, pp, se := startPlanned(cfg, stdio, child, extra, grp, cloneFlagsFor(cfg.HostNetwork))
+	if se != nil {
+		return fail(se)
 	}
 	child.Close()
+	// The caller returns at once in process: nothing to hold it for.
 	var mntNS *os.File
-	if plan != nil {
+	if !inProcess {
 		mntNS = holdMountNS(proc.Pid)
 	}
 	// Killing pid 1 makes the kernel kill every other process in its PID
@@ -195,32 +142,18 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 	go func() {
 		defer teardown.Done()
 		var se *wire.SetupError
-		if plan == nil && !early {
-			se = sendConfig(parent, msg)
-		}
-		// Only now, with the init started, is it told to go on (a
-		// prepared one is told by its program instead).
-		if plan == nil && se == nil && !cfg.Prepare {
-			se = sendGo(parent)
-		}
 		var given *wire.Program // a prepared planned init's program
 		served := !cfg.Prepare  // a start the spawner reports, not a prepared sandbox destroyed unused
 		if se == nil && cfg.Prepare {
 			se = awaitPrepared(parent, plan)
 			h.prepared <- se
 			var p *wire.Program
-			switch {
-			case se != nil:
-			case pp != nil:
+			if se == nil {
 				p, se = giveProgram(h, proc, pp.send(h))
 				given = p
-			default:
-				p, se = giveProgram(h, proc, sendProgramFrame(parent))
 			}
 			served = p != nil
-			if pp != nil {
-				pp.sock.Close()
-			}
+			pp.sock.Close()
 		}
 		var sv *supervisor
 		if se == nil {
@@ -245,7 +178,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 		if grp != nil {
 			usageOf(grp, &exit)
 		}
-		exit.Limits, exit.Planned = limits, plan != nil
+		exit.Limits = limits
 		// In the spawner, off the run's return path: the cgroup is
 		// empty, and nothing the caller is told depends on its removal.
 		// An InProcess caller is often a one-shot tool that exits as
@@ -340,14 +273,6 @@ func initFilesFrom(cfg *wire.Config, files []*os.File) (initFiles, bool) {
 	return f, len(files) == 0
 }
 
-// workspaceMountFd is the init's fd of the workspace mount.
-func workspaceMountFd(cfg *wire.Config) int {
-	if cfg.ProxyPort != 0 {
-		return proxyConnFd + 1
-	}
-	return proxyConnFd
-}
-
 // inheritsNegativeOOMScore reports whether this process, and so the init
 // it clones, has a negative oom_score_adj (a supervisor's -1000, say).
 func inheritsNegativeOOMScore() bool {
@@ -362,42 +287,11 @@ func inheritsNegativeOOMScore() bool {
 // before it could report: Run tells why from its exit.
 const initDiedOp = "init died during setup"
 
-// sendConfig writes the init's config frame.
-func sendConfig(conn *os.File, msg []byte) *wire.SetupError {
-	if err := writeFrame(conn, msg, nil); err != nil {
-		return sendError("send config", err)
-	}
-	return nil
-}
-
-// sendGo tells a started Go init to run its program (wire.GoMark) and ends
-// the stream.
-func sendGo(conn *os.File) *wire.SetupError {
-	_, err := conn.Write([]byte{wire.GoMark})
-	if err == nil {
-		err = unix.Shutdown(int(conn.Fd()), unix.SHUT_WR)
-	}
-	if err != nil {
-		return sendError("send go", err)
-	}
-	return nil
-}
-
-// sendError is the failure of a write to a Go init: one whose init is
-// gone (a broken pipe, a reset) is an init that died during setup, which
-// the caller explains with its exit.
-func sendError(op string, err error) *wire.SetupError {
-	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
-		op = initDiedOp
-	}
-	return &wire.SetupError{Stage: "start", Op: op, Errno: errnoOf(err), Text: err.Error()}
-}
-
 // readVerdict waits for the init: EOF alone means the program runs. The
 // master of the run's pty, then a filter's listener, come first, each as
-// one marked byte carrying the fd. A failure is a wire.SetupError in JSON
-// from the Go init, or a failure record of plan from a planned one, after
-// the mark that ends the setup (the listener's, or execMark). An init that
+// one marked byte carrying the fd. A failure is a failure record of the
+// step of plan that failed, after the mark that ends the setup (the
+// listener's, or execMark). An init that
 // dies during setup without a word (the OOM killer at a tiny memory limit,
 // a write of its report failing for want of memory) shows as a reset
 // connection, or as EOF before a mark: that is a SetupError with Op
@@ -467,18 +361,11 @@ func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *os.Fil
 	if len(reply) == 0 {
 		return listener, term, nil
 	}
-	if plan != nil {
-		f, err := plan.ParseFailure(reply)
-		if err != nil {
-			return fail(&wire.SetupError{Stage: "start", Op: "read init status", Text: err.Error()})
-		}
-		return fail(&wire.SetupError{Stage: f.Where.Stage, Op: f.Where.Op, Path: f.Where.Path, Errno: int(f.Errno)})
+	f, err := plan.ParseFailure(reply)
+	if err != nil {
+		return fail(&wire.SetupError{Stage: "start", Op: "read init status", Text: err.Error()})
 	}
-	var se wire.SetupError
-	if err := json.Unmarshal(reply, &se); err != nil {
-		return fail(&wire.SetupError{Stage: "start", Op: "read init status", Text: "malformed reply: " + string(reply)})
-	}
-	return fail(&se)
+	return fail(&wire.SetupError{Stage: f.Where.Stage, Op: f.Where.Op, Path: f.Where.Path, Errno: int(f.Errno)})
 }
 
 func exitOf(ps *os.ProcessState) wire.Exit {

@@ -5,7 +5,6 @@ package sandbox
 import (
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 
@@ -13,13 +12,11 @@ import (
 )
 
 // roleEnv marks a re-exec of this binary as one of the sandbox's own
-// processes. Its value says which: the spawner, or the in-sandbox init.
+// processes. Its value says which: the spawner, the workspace keeper, or
+// a probe. None of them runs inside a sandbox.
 const roleEnv = "_FUMEHOOD_SANDBOX_ROLE"
 
-const (
-	roleSpawner = "spawner"
-	roleInit    = "init"
-)
+const roleSpawner = "spawner"
 
 // roleEnviron is the whole environment of a re-exec as role, with extra.
 // GORACE: a binary built with -race otherwise sleeps a second at every
@@ -36,11 +33,6 @@ func roleEnviron(role string, extra ...string) []string {
 // paid on every sandbox start.
 func init() {
 	switch os.Getenv(roleEnv) {
-	case roleInit:
-		// Per-thread state (capabilities, no_new_privs) is set on this
-		// thread, which is also the one that execs the program.
-		runtime.LockOSThread()
-		initMain()
 	case roleSpawner:
 		spawnerMain()
 	case roleProbe:
@@ -55,30 +47,34 @@ const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | u
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
 
 // initCaps are the capabilities, inside the new user namespace only, that
-// the init keeps across its own exec to build the sandbox: mounts,
-// pivot_root and hostname (SYS_ADMIN), loopback (NET_ADMIN), and emptying
-// the bounding set (SETPCAP). It drops them all before it execs the program.
+// the init keeps to build the sandbox: mounts, pivot_root and hostname
+// (SYS_ADMIN), loopback (NET_ADMIN), and emptying the bounding set
+// (SETPCAP). It drops them all before it execs the program.
 var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
 
-// sysProcAttr describes how the init is cloned. Its ids map the sandbox's
-// uid/gid (SandboxUID/SandboxGID inside) to one unprivileged host uid/gid;
-// host root is never mapped. The child becomes SandboxUID before its exec
-// and keeps initCaps as ambient capabilities.
-func sysProcAttr(hostUID, hostGID int, hostNetwork bool) *syscall.SysProcAttr {
+// cloneFlagsFor is the namespaces of a sandbox: all of cloneFlags, but
+// the network namespace where the run takes the host's network.
+func cloneFlagsFor(hostNetwork bool) uintptr {
 	flags := uintptr(cloneFlags)
 	if hostNetwork {
 		flags &^= unix.CLONE_NEWNET
 	}
+	return flags
+}
+
+// sysProcAttr describes how a probe's child is cloned: its ids map the
+// sandbox's uid/gid (SandboxUID/SandboxGID inside) to one unprivileged
+// host uid/gid, as a sandbox's do.
+func sysProcAttr(hostUID, hostGID int, hostNetwork bool) *syscall.SysProcAttr {
 	// A root caller may allow setgroups and so drop root's supplementary
 	// groups; an unprivileged one must deny setgroups to map its gid.
 	root := os.Geteuid() == 0
 	return &syscall.SysProcAttr{
-		Cloneflags:                 flags,
+		Cloneflags:                 cloneFlagsFor(hostNetwork),
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: hostUID, Size: 1}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxGID, HostID: hostGID, Size: 1}},
 		GidMappingsEnableSetgroups: root,
 		Credential:                 &syscall.Credential{Uid: SandboxUID, Gid: SandboxGID, NoSetGroups: !root},
-		AmbientCaps:                initCaps,
 		Setsid:                     true,
 		Pdeathsig:                  syscall.SIGKILL,
 	}
@@ -95,9 +91,8 @@ func sysProcAttr(hostUID, hostGID int, hostNetwork bool) *syscall.SysProcAttr {
 // at a time, no waiting child holds another's pipe.
 var mappedStarts sync.Mutex
 
-// startChild starts cmd; with id maps, through mappedStarts. A variable so
-// that a test can stand for a launcher killed at a chosen moment.
-var startChild = func(cmd *exec.Cmd) error {
+// startChild starts cmd; with id maps, through mappedStarts.
+func startChild(cmd *exec.Cmd) error {
 	if a := cmd.SysProcAttr; a != nil && (a.UidMappings != nil || a.GidMappings != nil) {
 		mappedStarts.Lock()
 		defer mappedStarts.Unlock()

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,24 +24,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The planned init: the same steps as the Go init (init_linux.go,
-// mount_linux.go), compiled before the clone into a forkplan.Plan that the
-// cloned child runs with raw system calls, without a runtime and without an
-// exec of its own. A Go init costs a start of the whole caller's binary
-// (its loader, runtime and package inits) per sandbox; the plan costs
-// nothing but the system calls.
+// The init of every sandbox: the recipe (recipe_linux.go) compiled before
+// the clone into a forkplan.Plan that the cloned child runs with raw
+// system calls, without a runtime and without an exec of its own. The
+// caller's binary never starts for it: the plan costs nothing but its
+// system calls.
 //
-// What the Go init decides as it goes, the plan decides ahead from facts of
-// the host (which system directories are symlinks, what /etc provides) and
-// from a model of the tree it builds. A config it cannot decide ahead (a
-// Rootfs, a bind beneath a host tree, an egress proxy, a prepared init)
-// goes to the Go init.
+// What cannot be known ahead, the plan decides from facts of the host
+// (which system directories are symlinks, what /etc provides), of a
+// Rootfs (its entries, its /etc), and from a model of the tree it builds;
+// beneath what the model cannot see into (a host tree, the workspace),
+// the child finds its way with each step's errno (create).
 
 // The child's fds once the plan has placed them.
 const (
 	planConnFd      = 3 // the socket to the launcher; close-on-exec
 	planSyncFd      = 4 // the launcher's go-ahead, once the id maps are written
 	planWorkspaceFd = 5 // the session's workspace mount, when there is one
+	planProxyFd     = 6 // the proxy channel of a NetworkAllow run (egress_linux.go)
 )
 
 // hostFacts is what a plan takes from the host; read once per process.
@@ -99,8 +100,8 @@ var hostEtcCache struct {
 	ok      bool
 }
 
-// currentHostEtc lists what /etc takes from the host now, as the Go init
-// looks it up for each run: a package installed or removed since the last
+// currentHostEtc lists what /etc takes from the host now, for each run's
+// plan: a package installed or removed since the last
 // plan (tzdata, a JDK) would otherwise leave a plan opening what is gone.
 // The list is kept while none of the directories it comes from has
 // changed (entries added, removed or replaced change a directory's mtime),
@@ -155,6 +156,7 @@ type planFds struct {
 	stdio      [3]int
 	conn, sync int
 	workspace  int // -1 without a session workspace
+	proxy      int // -1 without an egress proxy
 }
 
 // nodeKind is what the model knows of a path beneath the new root.
@@ -174,59 +176,83 @@ type planner struct {
 	facts *hostFacts
 	etc   []etcEntry          // the hostEtc paths the host has
 	tree  map[string]nodeKind // by absolute path inside the sandbox
+	links map[string]string   // the targets of the symlinks the plan made
 	root  forkplan.Slot       // the new root's mount
 	block *programBlock       // a prepared init's: where its program lands
-	ok    bool
+	err   *wire.SetupError    // the first thing found that makes the config fail
+
+	// With a Rootfs: its top-level entries, as the host's system
+	// directories are otherwise.
+	rootfs []rootfsEntry
 }
 
-// planInit compiles cfg into the steps of a planned init, or returns false
-// when cfg needs the Go init. A prepared init's plan (cfg.Prepare) waits
-// for its program in block, which it returns.
-func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, *programBlock, bool) {
-	if cfg.Rootfs != "" || cfg.ProxyPort != 0 {
-		return nil, nil, false
+// fail records se, unless an earlier failure is recorded: a config fails
+// on the first thing wrong with it, as the child would.
+func (b *planner) fail(se *wire.SetupError) {
+	if b.err == nil {
+		b.err = se
 	}
+}
+
+// planInit compiles cfg into the steps of its init, or returns why the
+// sandbox cannot be built, as the child would have failed. A prepared
+// init's plan (cfg.Prepare) waits for its program in block, which it
+// returns.
+func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, *programBlock, *wire.SetupError) {
 	facts := readHostFacts()
 	if facts.err != nil {
-		return nil, nil, false
+		return nil, nil, &wire.SetupError{Stage: "mount", Op: "read the host's system directories", Text: facts.err.Error(), Errno: errnoOf(facts.err)}
 	}
+	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, tree: map[string]nodeKind{"/": nodeDir}, links: map[string]string{}}
 	// Whether a bind makes a directory or a file is decided here; the
-	// child opens the sources as the sandbox user, and fails as the Go
-	// init would if it cannot. A source that is not there goes to the Go
-	// init, for its error.
+	// child opens the sources as the sandbox user, and fails if it
+	// cannot.
 	bindDirs := make([]bool, len(cfg.Binds))
 	for i, bd := range cfg.Binds {
 		st, err := os.Stat(bd.Source)
 		if err != nil {
-			return nil, nil, false
+			return nil, nil, sourceError(fmt.Sprintf("open source (Options.Binds[%d])", i), bd.Source, err)
 		}
 		bindDirs[i] = st.IsDir()
 	}
 	if cfg.Workspace != "" {
-		if st, err := os.Stat(cfg.Workspace); err != nil || !st.IsDir() {
-			return nil, nil, false
+		st, err := os.Stat(cfg.Workspace)
+		if err == nil && !st.IsDir() {
+			err = &os.PathError{Op: "stat", Path: cfg.Workspace, Err: unix.ENOTDIR}
+		}
+		if err != nil {
+			return nil, nil, sourceError("open source (Options.Workspace)", cfg.Workspace, err)
 		}
 	}
-	etc, err := currentHostEtc()
-	if err != nil {
-		return nil, nil, false
+	if cfg.Rootfs != "" {
+		if se := b.readRootfs(); se != nil {
+			return nil, nil, se
+		}
+	} else {
+		etc, err := currentHostEtc()
+		if err != nil {
+			return nil, nil, &wire.SetupError{Stage: "mount", Op: "read the host's /etc", Text: err.Error(), Errno: errnoOf(err)}
+		}
+		b.etc = etc
 	}
-	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, etc: etc, tree: map[string]nodeKind{"/": nodeDir}, ok: true}
 	if cfg.Prepare {
 		b.block = newProgramBlock()
 	}
 	b.placeFds(fds)
 	b.identity()
 	b.buildRoot(bindDirs)
-	if !b.ok {
-		return nil, nil, false
-	}
 	b.process()
 	b.exec()
-	if !b.ok {
-		return nil, nil, false
+	if b.err != nil {
+		return nil, nil, b.err
 	}
-	return b.p, b.block, true
+	return b.p, b.block, nil
+}
+
+// sourceError is the failure to open a source the options name, as the
+// child reports the same failure.
+func sourceError(op, p string, err error) *wire.SetupError {
+	return &wire.SetupError{Stage: "mount", Op: op, Path: p, Errno: errnoOf(err), Text: err.Error()}
 }
 
 func (b *planner) call(w forkplan.Where, trap uintptr, args ...forkplan.Arg) *forkplan.Step {
@@ -251,9 +277,12 @@ func (b *planner) placeFds(fds planFds) {
 	if fds.workspace >= 0 {
 		moves = append(moves, move{fds.workspace, planWorkspaceFd, true})
 	}
+	if fds.proxy >= 0 {
+		moves = append(moves, move{fds.proxy, planProxyFd, true})
+	}
 	// First above every source and target, so that no move overwrites a
 	// source still to be moved.
-	above := planWorkspaceFd + 1
+	above := planProxyFd + 1
 	for _, m := range moves {
 		above = max(above, m.from+1)
 	}
@@ -276,11 +305,17 @@ func (b *planner) placeFds(fds planFds) {
 	if fds.workspace >= 0 {
 		rest++
 	}
+	if fds.proxy >= 0 {
+		if rest < planProxyFd {
+			b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(rest), forkplan.Val(planProxyFd-1), forkplan.Val(0))
+		}
+		rest = planProxyFd + 1
+	}
 	b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(rest), forkplan.Val(^uint(0)), forkplan.Val(0))
 }
 
 // identity waits for the launcher's id maps, becomes the sandbox user and
-// keeps only initCaps, as the Go init is started.
+// keeps only initCaps.
 func (b *planner) identity() {
 	w := func(op string) forkplan.Where { return forkplan.Where{Stage: "process", Op: op} }
 	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
@@ -338,16 +373,26 @@ func (b *planner) open(p, op string, flags int) forkplan.Slot {
 
 func (b *planner) buildRoot(bindDirs []bool) {
 	cfg := b.cfg
-	// Open every source first, as the Go init does: the staging mount
-	// hides part of the host tree.
+	// Open every source first: the staging mount hides part of the host
+	// tree.
 	type source struct {
 		name string
+		dir  bool
 		fd   forkplan.Slot
 	}
+	top := b.topEntries()
+	rootfs := forkplan.Slot(-1)
+	if cfg.Rootfs != "" {
+		rootfs = b.open(cfg.Rootfs, "open source (Options.Rootfs)", unix.O_DIRECTORY)
+	}
 	var entries []source
-	for _, e := range b.facts.entries {
-		if e.link == "" {
-			entries = append(entries, source{e.name, b.open("/"+e.name, "open source", unix.O_NOFOLLOW)})
+	for _, e := range top {
+		switch {
+		case e.link != "":
+		case rootfs >= 0:
+			entries = append(entries, source{e.name, e.dir, b.openInRootfs(rootfs, e.name, unix.O_PATH|unix.O_NOFOLLOW)})
+		default:
+			entries = append(entries, source{e.name, e.dir, b.open("/"+e.name, "open source", unix.O_NOFOLLOW)})
 		}
 	}
 	devs := make([]forkplan.Slot, len(devices))
@@ -365,7 +410,11 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	etcSrc := make([]forkplan.Slot, len(b.etc))
 	for i, e := range b.etc {
 		etcSrc[i] = -1
-		if e.kind != etcLink {
+		switch {
+		case e.kind == etcLink:
+		case rootfs >= 0:
+			etcSrc[i] = b.openInRootfs(rootfs, e.path, unix.O_PATH|unix.O_NOFOLLOW)
+		default:
 			etcSrc[i] = b.open(e.path, "open source", unix.O_NOFOLLOW)
 		}
 	}
@@ -375,15 +424,15 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	b.root = b.newFS("tmpfs", rwAttrs, "mode=0755", "size=4m", "nr_inodes=4096")
 	b.call(forkplan.Where{Stage: "mount", Op: "attach new root", Path: stagingDir}, unix.SYS_MOVE_MOUNT, forkplan.In(b.root), forkplan.Str(""),
 		forkplan.Val(unix.AT_FDCWD), forkplan.Str(stagingDir), forkplan.Val(unix.MOVE_MOUNT_F_EMPTY_PATH))
-	for _, e := range b.facts.entries {
+	for _, e := range top {
 		if e.link != "" {
 			b.call(forkplan.Where{Stage: "mount", Op: "symlink", Path: "/" + e.name}, unix.SYS_SYMLINKAT, forkplan.Str(e.link),
 				forkplan.In(b.root), forkplan.Str(e.name))
-			b.tree["/"+e.name] = nodeLink
+			b.tree["/"+e.name], b.links["/"+e.name] = nodeLink, e.link
 		}
 	}
 	for _, e := range entries {
-		b.bind(e.fd, true, "/"+e.name, roAttrs)
+		b.bind(e.fd, e.dir, "/"+e.name, roAttrs)
 	}
 	b.buildEtc(etcSrc)
 	b.buildProc(devs[0])
@@ -422,7 +471,7 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	b.setAttrs(b.root, roAttrs, false, forkplan.Where{Stage: "mount", Op: "make root read-only"})
 	// Sources are closed before the pivot: nothing of the host tree may
 	// stay reachable through an fd.
-	for _, s := range slices.Concat([]forkplan.Slot{workspace}, devs, binds, etcSrc) {
+	for _, s := range slices.Concat([]forkplan.Slot{workspace, rootfs}, devs, binds, etcSrc) {
 		if s >= 0 {
 			b.close(s)
 		}
@@ -498,11 +547,13 @@ func (b *planner) attach(m, t forkplan.Slot, what string, keep bool) {
 }
 
 // target adds the steps that create p beneath the new root (a directory,
-// or an empty file), with its missing parents, and open it. A path the
-// model cannot decide (beneath a host tree or a symlink) makes the config
-// unplannable.
+// or an empty file), with its missing parents, and open it. Where the
+// model knows the parent (a directory the plan made), it creates what is
+// missing; beneath what it does not know (a host tree, the workspace, a
+// symlink, a Rootfs's entry), the child creates each missing element as
+// it goes (create).
 func (b *planner) target(p string, file bool) forkplan.Slot {
-	p = path.Clean("/" + p)
+	p = b.resolve(path.Clean("/" + p))
 	if _, ok := b.tree[p]; !ok {
 		b.create(p, file)
 	}
@@ -513,20 +564,68 @@ func (b *planner) target(p string, file bool) forkplan.Slot {
 	return t
 }
 
+// maxLinks bounds the symlinks resolve follows for one path, as the
+// kernel's own limit does for a lookup.
+const maxLinks = 40
+
+// resolve follows the symlinks the plan made on the way to p, inside the
+// new root: a target reached through one (a Rootfs's top-level link, say,
+// dangling or not) is made where the link leads, as a program inside
+// would find it. Links in trees the model does not know the insides of
+// are followed by the child, which fails on a dangling one.
+func (b *planner) resolve(p string) string {
+	for range maxLinks {
+		link, rest := "", ""
+		for q := p; q != "/"; q = path.Dir(q) {
+			if kind := b.tree[q]; kind == nodeLink {
+				link, rest = q, strings.TrimPrefix(p, q)
+			} else if kind == nodeOpaque {
+				link = ""
+			}
+		}
+		if link == "" {
+			return p
+		}
+		next := b.links[link]
+		if !path.IsAbs(next) {
+			next = path.Join(path.Dir(link), next)
+		}
+		p = path.Clean("/" + next + rest)
+	}
+	return p
+}
+
 // create adds the steps that create p, whose parent is made first if the
-// model has it not.
+// model has it not. Beneath a node the model does not know the insides
+// of, the child resolves the parent inside the new root and creates p in
+// it unless it exists: in a read-only tree that fails (EROFS) unless p is
+// there, and a symlink in the way is followed, inside the root.
 func (b *planner) create(p string, file bool) {
 	dir := path.Dir(p)
-	switch b.tree[dir] {
-	case 0:
+	kind, known := b.tree[dir]
+	if !known {
 		b.create(dir, false)
-	case nodeDir:
-	default:
-		b.ok = false // beneath a host tree, a mount of proc or a symlink
-		return
+		kind = b.tree[dir]
 	}
 	rel := strings.TrimPrefix(p, "/")
 	w := forkplan.Where{Stage: "mount", Op: "create target", Path: p}
+	if kind != nodeDir {
+		parent := b.slot()
+		b.call(forkplan.Where{Stage: "mount", Op: "resolve target", Path: p}, unix.SYS_OPENAT2, forkplan.In(b.root), forkplan.Str(dir),
+			forkplan.Ptr(&unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}),
+			forkplan.Val(unix.SizeofOpenHow)).Save(parent)
+		if file {
+			// mknod makes a regular file without privilege, and without
+			// an fd to close.
+			b.call(w, unix.SYS_MKNODAT, forkplan.In(parent), forkplan.Str(path.Base(p)), forkplan.Val(unix.S_IFREG|0o644), forkplan.Val(0)).
+				PassOn(uintptr(unix.EEXIST))
+		} else {
+			b.call(w, unix.SYS_MKDIRAT, forkplan.In(parent), forkplan.Str(path.Base(p)), forkplan.Val(0o755)).PassOn(uintptr(unix.EEXIST))
+		}
+		b.close(parent)
+		b.tree[p] = nodeOpaque
+		return
+	}
 	if file {
 		fd := b.slot()
 		b.call(w, unix.SYS_OPENAT, forkplan.In(b.root), forkplan.Str(rel),
@@ -545,7 +644,7 @@ func (b *planner) bind(src forkplan.Slot, srcIsDir bool, target string, attrs ui
 	m := b.cloneTree(src, attrs, target)
 	b.attach(m, t, target, false)
 	b.close(t)
-	b.tree[path.Clean("/"+target)] = nodeOpaque
+	b.tree[b.resolve(path.Clean("/"+target))] = nodeOpaque
 }
 
 // mountNew adds the steps of a new filesystem attached at target.
@@ -571,7 +670,7 @@ func (b *planner) buildEtc(srcs []forkplan.Slot) {
 		b.call(forkplan.Where{Stage: "mount", Op: "symlink", Path: e.path}, unix.SYS_SYMLINKAT, forkplan.Str(e.link),
 			forkplan.In(dir), forkplan.Str(path.Base(e.path)))
 		b.close(dir)
-		b.tree[e.path] = nodeLink
+		b.tree[e.path], b.links[e.path] = nodeLink, e.link
 	}
 	b.extendTrust()
 }
@@ -588,8 +687,8 @@ func (b *planner) writeFile(dir forkplan.Slot, p string, content []byte) {
 	b.tree[p] = nodeFile
 }
 
-// extendTrust adds what the Go init's extendTrust does, with the host's
-// bundles read now: each present in the new root is covered by a copy
+// extendTrust adds Options.TrustedCAs to the trust bundles, as read now
+// from the host or the Rootfs: each present in the new root is covered by a copy
 // with Options.TrustedCAs appended, and without any they become
 // newTrustBundle. A bundle the host has but the root does not is skipped
 // with its steps.
@@ -601,19 +700,15 @@ func (b *planner) extendTrust() {
 	seen := map[string]bool{}
 	n := 0
 	for _, p := range trustBundles {
-		real, err := filepath.EvalSymlinks(p)
+		id, bundle, err := b.readBundle(p)
 		if err != nil {
-			continue
-		}
-		if st, err := os.Stat(real); err != nil || !st.Mode().IsRegular() || seen[real] {
-			continue
-		}
-		seen[real] = true
-		bundle, err := readBounded(real, maxTrustBundle)
-		if err != nil {
-			b.ok = false // the Go init reports it
+			b.fail(&wire.SetupError{Stage: "mount", Op: "read CA bundle (Options.TrustedCAs)", Path: p, Errno: errnoOf(err), Text: err.Error()})
 			return
 		}
+		if bundle == nil || seen[id] {
+			continue
+		}
+		seen[id] = true
 		t := b.slot()
 		open := b.call(forkplan.Where{Stage: "mount", Op: "resolve CA bundle (Options.TrustedCAs)", Path: p}, unix.SYS_OPENAT2, forkplan.In(b.root),
 			forkplan.Str(p), forkplan.Ptr(&unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}),
@@ -646,6 +741,48 @@ func (b *planner) extendTrust() {
 	b.close(dir)
 }
 
+// readBundle reads the trust bundle p as the new root will show it, and
+// names the file it is (bundles are often links to one another): from
+// the host, or from a Rootfs, whose bundles outside /etc the sandbox does
+// not take. A bundle that is not there, or is not a regular file, reads
+// as nil.
+func (b *planner) readBundle(p string) (id string, data []byte, err error) {
+	if b.cfg.Rootfs == "" {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return "", nil, nil
+		}
+		if st, err := os.Stat(real); err != nil || !st.Mode().IsRegular() {
+			return "", nil, nil
+		}
+		data, err := readBounded(real, maxTrustBundle)
+		return real, data, err
+	}
+	if !strings.HasPrefix(p, "/etc/") {
+		return "", nil, nil
+	}
+	dir, err := os.Open(b.cfg.Rootfs)
+	if err != nil {
+		return "", nil, err
+	}
+	defer dir.Close()
+	fd, err := openInRoot(int(dir.Fd()), p, unix.O_RDONLY|unix.O_NOCTTY)
+	if err == unix.ENOENT || err == unix.ENOTDIR {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", nil, err
+	}
+	data, err = readLimited(f, maxTrustBundle)
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), data, err
+}
+
 // readBounded reads the host file p, up to limit bytes.
 func readBounded(p string, limit int64) ([]byte, error) {
 	f, err := os.Open(p)
@@ -653,7 +790,12 @@ func readBounded(p string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	return readLimited(f, limit)
+}
+
+// readLimited reads r to its end, up to limit bytes (EFBIG beyond).
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err == nil && int64(len(data)) > limit {
 		err = unix.EFBIG
 	}
@@ -734,7 +876,7 @@ func (b *planner) buildDev(devs []forkplan.Slot) {
 	b.tree["/dev"] = nodeOpaque
 }
 
-// process adds what the Go init does between the pivot and the program:
+// process adds what the init does between the pivot and the program:
 // hostname, loopback, rlimits, the working directory, dropping every
 // privilege, and the filter.
 func (b *planner) process() {
@@ -748,7 +890,7 @@ func (b *planner) process() {
 			forkplan.Val(unix.SOCK_DGRAM|unix.SOCK_CLOEXEC), forkplan.Val(0)).Save(fd)
 		ifr, err := unix.NewIfreq("lo")
 		if err != nil {
-			b.ok = false
+			b.fail(&wire.SetupError{Stage: "network", Op: "bring lo up", Text: err.Error()})
 			return
 		}
 		// The flags a new namespace's lo can change are all clear: up is
@@ -756,6 +898,9 @@ func (b *planner) process() {
 		ifr.SetUint16(unix.IFF_UP)
 		b.call(w, unix.SYS_IOCTL, forkplan.In(fd), forkplan.Val(unix.SIOCSIFFLAGS), forkplan.Ptr(ifr))
 		b.close(fd)
+	}
+	if cfg.ProxyPort != 0 {
+		b.proxyListener()
 	}
 	for _, l := range rlimitsOf(cfg) {
 		b.call(forkplan.Where{Stage: "rlimit", Op: l.name, Path: strconv.FormatUint(l.value, 10)}, unix.SYS_PRLIMIT64, forkplan.Val(0),
@@ -799,7 +944,7 @@ func (b *planner) process() {
 	b.filter()
 }
 
-// terminal adds the Go init's makeTerminal: a pty of the sandbox's devpts
+// terminal adds the program's terminal: a pty of the sandbox's devpts
 // as the program's 0, 1, 2 and controlling terminal, its master sent to
 // the launcher.
 func (b *planner) terminal() {
@@ -831,8 +976,8 @@ func (b *planner) terminal() {
 	b.close(m)
 }
 
-// filter adds the filter's load, last before the exec as in the Go init,
-// and the hand-over of its listener.
+// filter adds the filter's load, last before the exec, and the hand-over
+// of its listener.
 func (b *planner) filter() {
 	cfg := b.cfg
 	if cfg.Seccomp == nil || !cfg.SeccompListen {
@@ -845,8 +990,11 @@ func (b *planner) filter() {
 	}
 	w := forkplan.Where{Stage: "seccomp", Op: "load filter"}
 	raw, err := seccomp.Decode(cfg.Seccomp)
-	if err != nil || len(raw) == 0 {
-		b.ok = false
+	if err == nil && len(raw) == 0 {
+		err = errors.New("an empty filter")
+	}
+	if err != nil {
+		b.fail(&wire.SetupError{Stage: "seccomp", Op: "decode filter", Text: err.Error()})
 		return
 	}
 	prog := &unix.SockFprog{Len: uint16(len(raw)), Filter: (*unix.SockFilter)(unsafe.Pointer(&raw[0]))}
@@ -949,10 +1097,10 @@ func (b *planner) awaitProgram() {
 	b.close(t)
 }
 
-// startPlanned clones the planned init of cfg with the namespaces in
-// flags, writes its id maps, puts it in grp, and lets it go. It returns a
-// nil plan, having started nothing, when cfg needs the Go init; for a
-// prepared init, the way to give it its program.
+// startPlanned clones the init of cfg with the namespaces in flags, writes
+// its id maps, puts it in grp, and lets it go; for a prepared init, it
+// returns the way to give it its program. A config that cannot be built
+// fails here, before anything is started.
 func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra initFiles, grp cgroup.Group, flags uintptr) (*os.Process, *forkplan.Plan, *plannedProgram, *wire.SetupError) {
 	// The sync socket: the child says on it that it runs, and waits on it
 	// for its id maps, and a prepared one then for its program, which
@@ -968,17 +1116,20 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 			syncP.Close()
 		}
 	}()
-	fds := planFds{conn: int(conn.Fd()), sync: int(syncC.Fd()), workspace: -1}
+	fds := planFds{conn: int(conn.Fd()), sync: int(syncC.Fd()), workspace: -1, proxy: -1}
 	for i, f := range stdio {
 		fds.stdio[i] = int(f.Fd())
 	}
 	if extra.workspace != nil {
 		fds.workspace = int(extra.workspace.Fd())
 	}
-	plan, block, ok := planInit(cfg, fds)
-	if !ok {
+	if extra.proxyChan != nil {
+		fds.proxy = int(extra.proxyChan.Fd())
+	}
+	plan, block, se := planInit(cfg, fds)
+	if se != nil {
 		syncC.Close()
-		return nil, nil, nil, nil
+		return nil, nil, nil, se
 	}
 	var pidTo int32
 	clone := forkplan.Clone{Flags: uint64(flags), CgroupFD: -1, Shared: true, PidTo: &pidTo}
@@ -994,17 +1145,22 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 	started := make(chan result, 1)
 	go func() {
 		pid, err := plan.Start(clone)
-		// The child has its copies of the fds by now.
 		runtime.KeepAlive(stdio)
 		runtime.KeepAlive(conn)
 		runtime.KeepAlive(extra)
-		syncC.Close()
 		started <- result{pid, err}
 	}()
-	// The child's first byte: it runs. EOF instead: the clone failed, or
-	// the child failed before, and its failure record is on conn.
-	if !readByte(syncP) {
+	// The child's first byte: it runs, with its copies of the fds, so
+	// ours of its end go now, before the run can end. EOF instead: the
+	// clone failed, or the child failed before, and its failure record is
+	// on conn.
+	runs := readByte(syncP)
+	if runs {
+		syncC.Close()
+	}
+	if !runs {
 		res := <-started
+		syncC.Close()
 		if res.err != nil {
 			return nil, nil, nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(res.err), Text: res.err.Error()}
 		}

@@ -25,12 +25,11 @@ func preparedInits() []int {
 }
 
 // isPreparedInit says whether pid is an init that has not exec'd a program
-// yet: one waiting in a pool. A Go init has argv[0] sandbox-init; a
-// planned one is a clone of the spawner, whose memory, and so argv, it
-// shares or copies.
+// yet: one waiting in a pool. It is a clone of the spawner, whose memory,
+// and so argv, it shares or copies.
 func isPreparedInit(pid string) bool {
 	b, _ := os.ReadFile("/proc/" + pid + "/cmdline")
-	return string(b) == "sandbox-init\x00" || string(b) == "sandbox-spawner\x00"
+	return string(b) == "sandbox-spawner\x00"
 }
 
 // newFilled is a Sandbox for o, which asks for a pool, with its pool full.
@@ -185,19 +184,19 @@ func TestPoolTimeoutKeepsOutput(t *testing.T) {
 	}
 }
 
-// TestPoolPlannedTakesWhatFits: a pooled sandbox is a planned init, which
+// TestPoolTakesWhatFits: a pooled sandbox's init
 // receives its program in a block of fixed size. A program that fits runs
 // in it; one too long for it runs cold and leaves it for the next run; a
 // missing program or working directory fails as it does cold, named in
 // the error.
-func TestPoolPlannedTakesWhatFits(t *testing.T) {
+func TestPoolTakesWhatFits(t *testing.T) {
 	requireSandbox(t)
 	s := newFilled(t, Options{Pool: 1})
 	cold := newTest(t, Options{})
 	ctx := context.Background()
 	res, err := s.Run(ctx, Command("echo", "fits"))
-	if err != nil || !res.Success() || string(res.Stdout) != "fits\n" || !res.Pooled || !res.planned {
-		t.Fatalf("echo fits: %v %v, pooled %v, planned %v; want it run in a planned prepared sandbox", err, res, res.Pooled, res.planned)
+	if err != nil || !res.Success() || string(res.Stdout) != "fits\n" || !res.Pooled {
+		t.Fatalf("echo fits: %v %v, pooled %v; want it run in a prepared sandbox", err, res, res.Pooled)
 	}
 	if err := s.fillPool(); err != nil {
 		t.Fatal(err)

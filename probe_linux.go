@@ -28,7 +28,7 @@ func Probe() (*ProbeReport, error) {
 	if err := unix.Uname(&uts); err == nil {
 		r.Kernel = unix.ByteSliceToString(uts.Release[:])
 	}
-	exe, err := selfExe(false)
+	exe, err := selfExe()
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,6 @@ func Probe() (*ProbeReport, error) {
 func probeClone(exe string, flag uintptr) error {
 	attr := sysProcAttr(hostID(os.Getuid()), hostID(os.Getgid()), false)
 	attr.Cloneflags = unix.CLONE_NEWUSER | flag
-	attr.AmbientCaps = nil
 	cmd := &exec.Cmd{Path: exe, Args: []string{"sandbox-probe"}, Env: roleEnviron(roleProbe), SysProcAttr: attr}
 	if err := cmd.Run(); err != nil {
 		if ue := usernsUnsupported(err); ue != nil && flag == 0 {

@@ -65,10 +65,6 @@ type Result struct {
 	// its WallTime then starts when it was taken, not when it was built.
 	Pooled bool
 
-	// planned says the init ran as a plan in the cloned child (the
-	// package's tests check which init ran).
-	planned bool
-
 	// From the run's cgroup, when it had one (see Limits):
 	CgroupCPU    time.Duration // CPU time of every process of the run
 	MemoryPeak   int64         // peak memory of the run in bytes; 0 if the kernel does not say

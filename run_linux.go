@@ -133,7 +133,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	res.UserTime = time.Duration(exit.UserNS)
 	res.SystemTime = time.Duration(exit.SysNS)
 	res.MaxRSS = exit.MaxRSSKiB << 10
-	res.Pooled, res.planned = exit.Pooled, exit.Planned
+	res.Pooled = exit.Pooled
 	if se == nil {
 		s.ws.runs.Add(1)
 		if res.Pooled {

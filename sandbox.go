@@ -22,10 +22,8 @@ const (
 	// MinMemory is the smallest Options.Memory New accepts. Below it
 	// the sandbox's own init may be killed, or fail to report, while it
 	// builds the sandbox, before any program runs. Measured on cgroup v1,
-	// the Go init needs up to about 1.5 MB and the planned init about
-	// 300 KB; on cgroup v2 the Go init is charged its runtime's start
-	// too. 16 MiB leaves a margin over both, and is still far below what
-	// an interpreter such as python3 needs to start.
+	// the init needs about 300 KB. 16 MiB leaves a wide margin, and is
+	// still far below what an interpreter such as python3 needs to start.
 	MinMemory = 16 << 20
 	// DefaultMaxFileSize is the largest file a run may write where no
 	// tmpfs size bounds it: in a host Workspace or a writable Bind, which
@@ -196,16 +194,16 @@ type Options struct {
 
 	// InProcess starts each sandbox directly from the calling process
 	// instead of through the shared spawner process. It saves a process
-	// start for small short-lived programs such as the command-line tool;
-	// in a large process every start slows down with the size of its heap
-	// (the kernel copies its page tables), so services should leave it off.
-	// Its starts are made one at a time in the process (each until the
-	// sandbox's init runs), since two made at once could outlive a caller
-	// killed between them. As with os/exec's Pdeathsig, the sandbox is
-	// killed when the OS thread that started it exits: do not call Run
-	// from a goroutine that locked its thread and then returns. A caller killed outright (SIGKILL) takes
-	// its sandboxes with it, but leaves their emptied run cgroups, which
-	// the next process on the host to start a sandbox removes; through the
+	// start for small short-lived programs such as the command-line tool.
+	// The sandbox is built the same way either way; on amd64 its init
+	// shares the caller's memory until it execs, so a large caller costs
+	// no more, while elsewhere the kernel copies the caller's page tables
+	// for each start, which services should avoid. The sandbox is killed
+	// when the OS thread that started it exits, as with os/exec's
+	// Pdeathsig: do not call Run from a goroutine that locked its thread
+	// and then returns. A caller killed outright (SIGKILL) takes its
+	// sandboxes with it, but leaves their emptied run cgroups, which the
+	// next process on the host to start a sandbox removes; through the
 	// spawner, the spawner removes them itself.
 	InProcess bool
 

@@ -11,11 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The sandbox's init is this binary run again. It is exec'd from a sealed
-// in-memory copy, made once per process, rather than from /proc/self/exe:
-// nothing inside a sandbox can then reach the host binary to write it (the
-// CVE-2019-5736 class), and a binary replaced on disk mid-flight does not
-// change what runs.
+// The spawner, the workspace keeper and probes are this binary run again,
+// never inside a sandbox. It is exec'd from a sealed in-memory copy, made
+// once per process, rather than from /proc/self/exe: the spawner, whose
+// clones become sandboxes' inits, then holds no file that anything could
+// write (the CVE-2019-5736 class), and a binary replaced on disk
+// mid-flight does not change what runs.
 var self struct {
 	once sync.Once
 	file *os.File // kept referenced: its finalizer would close the fd
@@ -24,15 +25,7 @@ var self struct {
 }
 
 // selfExe returns the path through which the sealed copy can be exec'd.
-// In a short-lived InProcess caller the copy would cost more than the run
-// (a few MiB through sendfile); it then re-execs /proc/self/exe, which is
-// as safe in this design: the init execs the program in its own place, so
-// no untrusted code ever runs beside it, and nothing of the host binary is
-// bound into the sandbox.
-func selfExe(inProcess bool) (string, error) {
-	if inProcess {
-		return "/proc/self/exe", nil
-	}
+func selfExe() (string, error) {
 	self.once.Do(func() {
 		if self.file, self.err = sealSelf(); self.err == nil {
 			self.path = fmt.Sprintf("/proc/self/fd/%d", self.file.Fd())

@@ -115,7 +115,7 @@ func (s *Sandbox) forRun() (*os.File, func(), error) {
 		// The keeper is the first process a session clones; where
 		// that failed for want of user namespaces, say so as Run
 		// would.
-		if exe, xerr := selfExe(false); xerr == nil {
+		if exe, xerr := selfExe(); xerr == nil {
 			var ue *UnsupportedError
 			if perr := probeClone(exe, 0); errors.As(perr, &ue) {
 				return nil, nil, ue

@@ -99,7 +99,7 @@ func spawnerMain() {
 	// What the caller's Loggers should hear of; the caller has no other
 	// way to learn of what happens here off a run's path.
 	byName.warn = func(owner, text string) { reply(wire.Reply{Kind: wire.Warning, Owner: owner, Text: text}) }
-	if _, err := selfExe(false); err != nil {
+	if _, err := selfExe(); err != nil {
 		byName.warn("", err.Error())
 	}
 	buf, oob := make([]byte, maxMessage), make([]byte, unix.CmsgSpace(5*4))

@@ -32,7 +32,7 @@ print("leader", os.getsid(0) == os.getpid(), "foreground", os.tcgetpgrp(0) == os
 print("ctty", os.open("/dev/tty", os.O_RDWR) >= 0)
 print("got", input())
 `
-	planned, goInit, errP, errG := runBoth(t, Options{}, func() *Cmd {
+	spawned, inProc, errS, errI := runBothLaunchers(t, Options{}, func() *Cmd {
 		c := Command("/usr/bin/python3", "-c", script)
 		c.Terminal = &Terminal{Rows: 33, Cols: 101}
 		c.Stdin = strings.NewReader("hello\n")
@@ -42,7 +42,7 @@ print("got", input())
 		name string
 		res  *Result
 		err  error
-	}{{"planned", planned, errP}, {"Go init", goInit, errG}} {
+	}{{"spawned", spawned, errS}, {"in process", inProc, errI}} {
 		if r.err != nil {
 			t.Errorf("%s: %v", r.name, r.err)
 			continue

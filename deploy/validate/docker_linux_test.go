@@ -55,7 +55,7 @@ func TestDockerContainer(t *testing.T) {
 		}
 		// The library with its default Options, whose session workspace
 		// lives in a keeper process: the root package's test helper
-		// "echo" runs a sandbox both ways (planned init, Go init) and a
+		// "echo" runs a sandbox from both launchers (spawner, in process) and a
 		// session that takes files in and gives them back.
 		code, out, errOut = d.run(t, user, documented, []string{"-e", "SBXTEST_HELPER=echo"}, image, "/sandbox.test")
 		for _, want := range []string{`inprocess=false exit=0 out="hi\n"`, `inprocess=true exit=0 out="hi\n"`,

@@ -180,8 +180,6 @@ type Exit struct {
 
 	// Pooled says the run took a sandbox prepared ahead.
 	Pooled bool `json:",omitempty"`
-	// Planned says the init was a planned one, not the Go init.
-	Planned bool `json:",omitempty"`
 
 	// Limits says what was enforced, and how.
 	Limits []Limit
@@ -210,15 +208,6 @@ type Limit struct {
 // PreparedMark is the byte a prepared init sends when its sandbox is built.
 // A setup error, JSON, never starts with it.
 const PreparedMark = 'P'
-
-// GoMark is the byte a launcher sends a Go init after its config, once the
-// init has been started: the init waits for it before it runs anything of
-// the program. It proves the launcher lived after the init's parent-death
-// signal was armed (os/exec arms it in the child after the id maps, and
-// the check os/exec makes there, getppid, reads 0 in a new PID namespace,
-// so a launcher that dies in between leaves an init no signal will end).
-// A launcher gone before sending it gives EOF instead, and the init exits.
-const GoMark = 'G'
 
 // Program is what a prepared init is given to run, with its stdio (and the
 // session's workspace mount, when WorkspaceMount is set) as SCM_RIGHTS.
