@@ -22,9 +22,10 @@ type row struct {
 	sb   *sandbox.Sandbox // nil for the rows that are plain commands
 }
 
-// newRows returns the four rows. The sandbox rows share this process's
-// spawner, as two Sandboxes of one service would.
-func newRows(bwrapArgv []string, opts sandbox.Options) []*row {
+// newRows returns the five rows. The sandbox rows share this process's
+// spawner, as two Sandboxes of one service would; the cli row is a
+// process of its own each time, as a user's command is.
+func newRows(bwrapArgv, cliArgv []string, opts sandbox.Options) []*row {
 	warmOpts := opts
 	warmOpts.Pool = 2
 	cold, warm := sandbox.New(opts), sandbox.New(warmOpts)
@@ -33,6 +34,7 @@ func newRows(bwrapArgv []string, opts sandbox.Options) []*row {
 		{name: "bwrap", run: func() error { return execRun(bwrapArgv) }},
 		{name: "cold", run: func() error { return sandboxRun(cold) }, sb: cold},
 		{name: "warm", run: func() error { return sandboxRun(warm) }, sb: warm},
+		{name: "cli", run: func() error { return execRun(cliArgv) }},
 	}
 }
 
