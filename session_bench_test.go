@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// benchWorkspace writes the tree the issue measures, 10,000 files of
+// benchWorkspace writes an agent-sized project tree, 10,000 files of
 // 10,000 bytes (100 MB) in 100 directories, under dir.
 func benchWorkspace(b *testing.B, dir string) {
 	b.Helper()

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// benchTree writes the workspace the issue measures: 10,000 files of
+// benchTree writes an agent-sized project workspace: 10,000 files of
 // 10,000 bytes (100 MB) in 100 directories, under base.
 func benchTree(b *testing.B, base string) *Root {
 	b.Helper()
