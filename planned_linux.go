@@ -41,6 +41,7 @@ const (
 	planConnFd      = 3 // the socket to the launcher; close-on-exec
 	planSyncFd      = 4 // the launcher's go-ahead, once the id maps are written
 	planWorkspaceFd = 5 // the session's workspace mount, when there is one
+	planShimFd      = 6 // the exec shim (execShim), when there is one
 )
 
 // hostFacts is what a plan takes from the host; read once per process.
@@ -155,6 +156,7 @@ type planFds struct {
 	stdio      [3]int
 	conn, sync int
 	workspace  int // -1 without a session workspace
+	shim       int // the exec shim's sealed memfd; -1 on an architecture without one
 }
 
 // nodeKind is what the model knows of a path beneath the new root.
@@ -176,6 +178,7 @@ type planner struct {
 	tree  map[string]nodeKind // by absolute path inside the sandbox
 	root  forkplan.Slot       // the new root's mount
 	block *programBlock       // a prepared init's: where its program lands
+	shim  bool                // the exec shim is at planShimFd
 	ok    bool
 }
 
@@ -251,9 +254,12 @@ func (b *planner) placeFds(fds planFds) {
 	if fds.workspace >= 0 {
 		moves = append(moves, move{fds.workspace, planWorkspaceFd, true})
 	}
+	if b.shim = fds.shim >= 0; b.shim {
+		moves = append(moves, move{fds.shim, planShimFd, true})
+	}
 	// First above every source and target, so that no move overwrites a
 	// source still to be moved.
-	above := planWorkspaceFd + 1
+	above := planShimFd + 1
 	for _, m := range moves {
 		above = max(above, m.from+1)
 	}
@@ -275,6 +281,12 @@ func (b *planner) placeFds(fds planFds) {
 	rest := planWorkspaceFd
 	if fds.workspace >= 0 {
 		rest++
+	}
+	if b.shim {
+		if rest < planShimFd {
+			b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(rest), forkplan.Val(planShimFd-1), forkplan.Val(0))
+		}
+		rest = planShimFd + 1
 	}
 	b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(rest), forkplan.Val(^uint(0)), forkplan.Val(0))
 }
@@ -882,6 +894,10 @@ func (b *planner) filter() {
 // ENOENT or that.
 func (b *planner) exec() {
 	cfg := b.cfg
+	if b.shim {
+		b.execShim()
+		return
+	}
 	seen := b.p.Slot(uintptr(unix.ENOENT))
 	try := func(path string, c, argv, envv forkplan.Arg) {
 		b.call(forkplan.Where{Stage: "exec", Op: "execve", Path: path}, unix.SYS_EXECVE, c, argv, envv).
@@ -968,7 +984,15 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 			syncP.Close()
 		}
 	}()
-	fds := planFds{conn: int(conn.Fd()), sync: int(syncC.Fd()), workspace: -1}
+	fds := planFds{conn: int(conn.Fd()), sync: int(syncC.Fd()), workspace: -1, shim: -1}
+	shim, err := shimFile()
+	if err != nil {
+		syncC.Close()
+		return nil, nil, nil, &wire.SetupError{Stage: "start", Op: "make exec shim", Errno: errnoOf(err), Text: err.Error()}
+	}
+	if shim != nil {
+		fds.shim = int(shim.Fd())
+	}
 	for i, f := range stdio {
 		fds.stdio[i] = int(f.Fd())
 	}
@@ -998,6 +1022,7 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 		runtime.KeepAlive(stdio)
 		runtime.KeepAlive(conn)
 		runtime.KeepAlive(extra)
+		runtime.KeepAlive(shim)
 		syncC.Close()
 		started <- result{pid, err}
 	}()
