@@ -81,7 +81,11 @@
 // never from a path the sandbox could reach or write. (With
 // [Options.InProcess], which serves one-shot tools, the copy would cost more
 // than the run, and /proc/self/exe is exec'd instead; the host binary is
-// gone from the sandbox the moment the program starts either way.) By
+// gone from the sandbox the moment the program starts either way.) The
+// planned init does not exec the program itself but a tiny exec shim that
+// execs it, so that a program whose "#!" line names /proc/self/exe or
+// /proc/1/exe finds the shim there, which refuses to interpret anything,
+// and never the host binary. By
 // default, the first Run starts a spawner process: the re-executed binary, small and
 // started once per caller process, before it holds any of the caller's
 // heap. Every Run asks it over a socket pair (passing the program's stdio
