@@ -66,7 +66,7 @@ func sealSelf() (*os.File, error) {
 // The exec shim (internal/execshim) that a planned init execs in place of
 // the program: one sealed copy per process, made on first use. Every
 // planned init gets it at planShimFd.
-var shim struct {
+var shimMemfd struct {
 	once sync.Once
 	file *os.File
 	err  error
@@ -75,8 +75,8 @@ var shim struct {
 // shimFile returns the exec shim's sealed memfd, or nil on an
 // architecture the shim has no code for.
 func shimFile() (*os.File, error) {
-	shim.once.Do(func() { shim.file, shim.err = makeShim() })
-	return shim.file, shim.err
+	shimMemfd.once.Do(func() { shimMemfd.file, shimMemfd.err = makeShim() })
+	return shimMemfd.file, shimMemfd.err
 }
 
 func makeShim() (*os.File, error) {
