@@ -88,7 +88,10 @@
 // init with every namespace. The init is that clone, without a Go runtime
 // of its own: it runs the plan (ids, mounts, pivot_root, hostname,
 // loopback, rlimits, capabilities, the filter) and execs the program in
-// its own place. The caller's binary never executes inside a sandbox.
+// its own place. The caller's binary never executes inside a sandbox: the
+// init execs not the program itself but a tiny exec shim that execs it,
+// so that a program whose "#!" line names /proc/self/exe or /proc/1/exe
+// finds the shim there, which refuses to interpret anything.
 //
 // Importing this package installs an init function that takes over the
 // process when it is one of the package's own re-executions: the

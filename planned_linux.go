@@ -41,7 +41,8 @@ const (
 	planConnFd      = 3 // the socket to the launcher; close-on-exec
 	planSyncFd      = 4 // the launcher's go-ahead, once the id maps are written
 	planWorkspaceFd = 5 // the session's workspace mount, when there is one
-	planProxyFd     = 6 // the proxy channel of a NetworkAllow run (egress_linux.go)
+	planShimFd      = 6 // the exec shim (execShim), when there is one
+	planProxyFd     = 7 // the proxy channel of a NetworkAllow run (egress_linux.go)
 )
 
 // hostFacts is what a plan takes from the host; read once per process.
@@ -157,6 +158,7 @@ type planFds struct {
 	conn, sync int
 	workspace  int // -1 without a session workspace
 	proxy      int // -1 without an egress proxy
+	shim       int // the exec shim's sealed memfd; -1 on an architecture without one
 }
 
 // nodeKind is what the model knows of a path beneath the new root.
@@ -180,6 +182,7 @@ type planner struct {
 	root  forkplan.Slot       // the new root's mount
 	block *programBlock       // a prepared init's: where its program lands
 	err   *wire.SetupError    // the first thing found that makes the config fail
+	shim  bool                // the exec shim is at planShimFd
 
 	// With a Rootfs: its top-level entries, as the host's system
 	// directories are otherwise.
@@ -277,6 +280,9 @@ func (b *planner) placeFds(fds planFds) {
 	if fds.workspace >= 0 {
 		moves = append(moves, move{fds.workspace, planWorkspaceFd, true})
 	}
+	if b.shim = fds.shim >= 0; b.shim {
+		moves = append(moves, move{fds.shim, planShimFd, true})
+	}
 	if fds.proxy >= 0 {
 		moves = append(moves, move{fds.proxy, planProxyFd, true})
 	}
@@ -302,14 +308,14 @@ func (b *planner) placeFds(fds planFds) {
 	// Everything else: a prepared init's workspace mount arrives later,
 	// at planWorkspaceFd, which must be free then.
 	rest := planWorkspaceFd
-	if fds.workspace >= 0 {
-		rest++
-	}
-	if fds.proxy >= 0 {
-		if rest < planProxyFd {
-			b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(rest), forkplan.Val(planProxyFd-1), forkplan.Val(0))
+	for _, m := range moves { // in the order of their targets
+		if m.to < rest {
+			continue
 		}
-		rest = planProxyFd + 1
+		if m.to > rest {
+			b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(rest), forkplan.Val(m.to-1), forkplan.Val(0))
+		}
+		rest = m.to + 1
 	}
 	b.call(w, unix.SYS_CLOSE_RANGE, forkplan.Val(rest), forkplan.Val(^uint(0)), forkplan.Val(0))
 }
@@ -1030,6 +1036,10 @@ func (b *planner) filter() {
 // ENOENT or that.
 func (b *planner) exec() {
 	cfg := b.cfg
+	if b.shim {
+		b.execShim()
+		return
+	}
 	seen := b.p.Slot(uintptr(unix.ENOENT))
 	try := func(path string, c, argv, envv forkplan.Arg) {
 		b.call(forkplan.Where{Stage: "exec", Op: "execve", Path: path}, unix.SYS_EXECVE, c, argv, envv).
@@ -1116,7 +1126,15 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 			syncP.Close()
 		}
 	}()
-	fds := planFds{conn: int(conn.Fd()), sync: int(syncC.Fd()), workspace: -1, proxy: -1}
+	fds := planFds{conn: int(conn.Fd()), sync: int(syncC.Fd()), workspace: -1, proxy: -1, shim: -1}
+	shim, err := shimFile()
+	if err != nil {
+		syncC.Close()
+		return nil, nil, nil, &wire.SetupError{Stage: "start", Op: "make exec shim", Errno: errnoOf(err), Text: err.Error()}
+	}
+	if shim != nil {
+		fds.shim = int(shim.Fd())
+	}
 	for i, f := range stdio {
 		fds.stdio[i] = int(f.Fd())
 	}
@@ -1148,6 +1166,7 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 		runtime.KeepAlive(stdio)
 		runtime.KeepAlive(conn)
 		runtime.KeepAlive(extra)
+		runtime.KeepAlive(shim)
 		started <- result{pid, err}
 	}()
 	// The child's first byte: it runs, with its copies of the fds, so

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/fumehood/sandbox/internal/execshim"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +40,10 @@ const (
 // programBlock is the child's block.
 type programBlock struct {
 	words []uintptr
+
+	// shimStep, when set, is the step the exec shim reports failures
+	// as: argv is then the shim's, with the places and the program's argv.
+	shimStep int
 }
 
 func newProgramBlock() *programBlock {
@@ -60,11 +65,15 @@ func (b *programBlock) encode(p wire.Program) (msg []byte, ok bool) {
 	if len(candidates) > blockCandidates {
 		return nil, false
 	}
+	args := p.Args
+	if b.shimStep > 0 {
+		args = execshim.Args(b.shimStep, candidates, p.Args)
+	}
 	const word = int(unsafe.Sizeof(uintptr(0)))
 	// The size: the header, each string with its NUL, and the two
 	// arrays, each aligned and NULL-terminated.
-	need := hdrWords*word + len(p.Dir) + 1 + 1 + 2*word + (len(p.Args)+len(p.Env)+2)*word
-	for _, ss := range [][]string{candidates, p.Args, p.Env} {
+	need := hdrWords*word + len(p.Dir) + 1 + 1 + 2*word + (len(args)+len(p.Env)+2)*word
+	for _, ss := range [][]string{candidates, args, p.Env} {
 		for _, s := range ss {
 			need += len(s) + 1
 		}
@@ -114,7 +123,7 @@ func (b *programBlock) encode(p wire.Program) (msg []byte, ok bool) {
 			words[hdrCandidates+i] = str(candidates[i])
 		}
 	}
-	words[hdrArgv] = array(p.Args)
+	words[hdrArgv] = array(args)
 	words[hdrEnv] = array(p.Env)
 	if !fits {
 		return nil, false

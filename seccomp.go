@@ -295,13 +295,15 @@ func (p *SeccompPolicy) compile(option string) (*compiledFilter, error) {
 }
 
 // runsInit checks that the filter lets the init finish once it is loaded:
-// hand the listener over (sendmsg), close it, and execve the program.
+// hand the listener over (sendmsg), close it, keep its report fd for the
+// exec shim (fcntl), exec the shim (execveat), which execs the program
+// (execve).
 func (cf *compiledFilter) runsInit(option string) error {
 	ev, err := seccomp.NewEvaluator(cf.prog)
 	if err != nil {
 		return optionErr(option, "", "%v", err)
 	}
-	need := []string{"execve", "close"}
+	need := []string{"execve", "execveat", "fcntl", "close"}
 	if cf.notify {
 		need = append(need, "sendmsg")
 	}
