@@ -78,7 +78,7 @@ func TestEscapeSelfExeInterpreter(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		opts Options
-	}{{"cold", Options{}}, {"pooled", Options{Pool: 1}}} {
+	}{{"cold", Options{}}, {"pooled", Options{Pool: 1}}, {"in process", Options{InProcess: true}}, {"egress proxy", Options{Network: NetworkAllow, Egress: []string{"example.test"}}}} {
 		t.Run(mode.name, func(t *testing.T) {
 			opts := mode.opts
 			opts.Binds = []Bind{{Source: dir, Target: selfExeCanaryDir, Writable: true}}
