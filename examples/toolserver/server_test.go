@@ -125,7 +125,9 @@ func TestMetricsMatchRuns(t *testing.T) {
 	for _, body := range []string{
 		`{"command":["true"]}`,
 		`{"command":["sh","-c","exit 3"]}`,
-		`{"command":["sleep","1000"],"limits":{"timeout":"1s"}}`,
+		// Long enough for the sandbox to start on a loaded host: a
+		// timeout that ends the start fails the request instead.
+		`{"command":["sleep","1000"],"limits":{"timeout":"3s"}}`,
 	} {
 		a := ts.run(t, body)
 		causes[a.ID] = a.Cause

@@ -971,10 +971,12 @@ func TestCloseNoLeak(t *testing.T) {
 // TestIdleTimeout: a silent tunnel is closed after IdleTimeout, while one
 // carrying data in one direction only lives on.
 func TestIdleTimeout(t *testing.T) {
-	// A server that sends a byte every 30 ms, 20 times, and never reads.
+	// A server that sends a byte every 30 ms, 40 times, and never reads.
+	// The idle timeout is many times that gap, so that a loaded machine
+	// stalling the server for a while does not pass for silence.
 	l := serveTCP(t, func(c net.Conn) {
 		defer c.Close()
-		for i := 0; i < 20; i++ {
+		for i := 0; i < 40; i++ {
 			time.Sleep(30 * time.Millisecond)
 			if _, err := c.Write([]byte{'.'}); err != nil {
 				return
@@ -984,9 +986,9 @@ func TestIdleTimeout(t *testing.T) {
 	echo := echoServer(t)
 	tp := startProxy(t, []string{"*.allowed.test:1-65535", "127.0.0.0/8:1-65535"}, map[string][]string{
 		"drip.allowed.test": {"127.0.0.1"}, "echo.allowed.test": {"127.0.0.1"},
-	}, func(p *Proxy) { p.IdleTimeout = 200 * time.Millisecond })
+	}, func(p *Proxy) { p.IdleTimeout = 500 * time.Millisecond })
 
-	// One-way traffic for 600 ms, three times the idle timeout.
+	// One-way traffic for 1.2 s, more than twice the idle timeout.
 	c, err := net.Dial("tcp", tp.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -995,7 +997,7 @@ func TestIdleTimeout(t *testing.T) {
 	fmt.Fprintf(c, "CONNECT drip.allowed.test:%s HTTP/1.1\r\n\r\n", port(t, l.Addr().String()))
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	got, err := io.ReadAll(c)
-	if err != nil || string(got) != established+strings.Repeat(".", 20) {
+	if err != nil || string(got) != established+strings.Repeat(".", 40) {
 		t.Errorf("one-way tunnel: %q, %v", got, err)
 	}
 	c.Close()
