@@ -45,6 +45,16 @@ func need(tb testing.TB) {
 // name is a run cgroup's name, unique to this process.
 func name(i int) string { return fmt.Sprintf("cgdrivers-%d-%d", os.Getpid(), i) }
 
+// leftover removes what a failed driver left of the run cgroup n (some do
+// not clean up after a failed create), so that a failure leaves nothing.
+func leftover(n string) {
+	for _, c := range append([]string{""}, driver.V1Controllers...) {
+		if dir, err := driver.Dir(c, n); err == nil {
+			os.Remove(dir)
+		}
+	}
+}
+
 // phases are the times of one lifecycle's steps.
 type phases struct{ create, place, proc, usage, remove time.Duration }
 
@@ -133,6 +143,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				_, ph, err := lifecycle(d, name(i), driver.Bench, "/bin/cat")
 				if err != nil {
+					leftover(name(i))
 					b.Fatal(err)
 				}
 				sum.create += ph.create
@@ -163,6 +174,7 @@ func BenchmarkDriver(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				g, err := d.New(name(i), driver.Bench)
 				if err != nil {
+					leftover(name(i))
 					b.Fatal(err)
 				}
 				if _, err := g.CloneFD(); err != nil {

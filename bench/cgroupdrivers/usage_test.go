@@ -30,6 +30,7 @@ dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null
 exit 0`
 	for i, d := range drivers {
 		t.Run(d.Name(), func(t *testing.T) {
+			t.Cleanup(func() { leftover(name(1000 + i)) })
 			u, _, err := lifecycle(d, name(1000+i), l, "/bin/sh", "-c", script)
 			if err != nil {
 				t.Fatal(err)
