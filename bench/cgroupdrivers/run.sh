@@ -83,7 +83,8 @@ if [ -n "$vm" ]; then
 		exit 1
 	}
 	tr -d '\r' <"$tmp/console.log" >"$tmp/bench.txt"
-	where="cgroup v2 in the qemu VM (TCG: absolute figures inflated, compare the ratios)"
+	where="cgroup v2 in the qemu VM"
+	note="TCG inflates every figure in the VM: compare the ratios."
 else
 	"$GO" test -c -o "$tmp/cgroupdrivers.test" .
 	# COUNT rounds of every driver in turn, so that a change of load on
@@ -99,6 +100,7 @@ else
 		echo "run.sh: the benchmarks failed" >&2
 		exit 1
 	}
+	note=''
 	where="this host ($(stat -f -c %T /sys/fs/cgroup | sed 's/cgroup2fs/cgroup v2/; s/tmpfs/cgroup v1 or hybrid/'))"
 fi
 grep -E '^ *--- |^FAIL|^vm: === run |usage_test' "$tmp/bench.txt" || true
@@ -110,7 +112,7 @@ echo
 
 # The medians of each benchmark's figures over COUNT runs, a table per run
 # (the VM runs twice: as root and as a user with a delegated cgroup).
-awk -v where="$where" -v count="$count" -v benchtime="$benchtime" '
+awk -v where="$where" -v note="$note" -v count="$count" -v benchtime="$benchtime" '
 function median(k,    n, i, j, v, t) {
 	n = split(vals[k], v, " ")
 	for (i = 2; i <= n; i++)
@@ -132,6 +134,7 @@ END {
 		n = split(drivers[run], ds, " ")
 		title = run == "" ? "" : " (run as " run ")"
 		printf "## Per-run cost on %s%s: medians of %d runs of %s\n\n", where, title, count, benchtime
+		if (note != "") print note "\n"
 		print "BenchmarkLifecycle: create with limits, place cat (CLONE_INTO_CGROUP on v2, cgroup.procs on v1), it exits, read usage, remove; driver-µs is create + place + usage + remove, ns/op adds the process."
 		print ""
 		print "| driver | driver-µs | × ours | create-µs | place-µs | usage-µs | remove-µs | ns/op | allocs/op | B/op |"
