@@ -226,3 +226,8 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) .
 	echo "+ $(GO) run ./bench/table $(TABLE_FLAGS)"
 	$(GO) run ./bench/table $(TABLE_FLAGS)
+
+# The cgroup drivers compared (bench/cgroupdrivers/README.md); CGROUPS_FLAGS=--vm for v2.
+bench-cgroups:
+	@echo "+ bench/cgroupdrivers/run.sh $(CGROUPS_FLAGS)"
+	GO="$(GO)" bench/cgroupdrivers/run.sh $(CGROUPS_FLAGS)

@@ -23,6 +23,11 @@ regex=$(cat /vmtest/tests-regex)
 if [ -n "$regex" ]; then
 	set -- "$@" -test.run="$regex"
 fi
+# More arguments (VM_ARGS), split at spaces, not globbed.
+set -f
+# shellcheck disable=SC2046
+set -- "$@" $(cat /vmtest/test-args)
+set +f
 echo "vm: $(id)"
 # shellcheck disable=SC3045 # busybox ash has ulimit -n
 echo "vm: cgroup $(cut -d: -f3 /proc/self/cgroup), RLIMIT_NOFILE $(ulimit -n), TMPDIR $tmp"

@@ -25,6 +25,10 @@
 #   VM_LOG        console log (default vm/out/console.log)
 #   VM_CACHE      cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/fumehood-sandbox-vm)
 #   GO            the go command (default go)
+#   VM_BINARY     a static test binary to run instead of building the root
+#                 package's (e.g. bench/cgroupdrivers' benchmarks)
+#   VM_ARGS       more arguments for the test binary, split at spaces
+#                 (e.g. -test.bench . -test.benchtime 50x)
 set -euo pipefail
 
 vmdir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -256,8 +260,13 @@ trap 'exit 143' TERM
 
 # The test binary must be static: the VM has no libc. It is also the
 # sandbox's own re-exec target, so nothing else of the library is needed.
-say "CGO_ENABLED=0 GOARCH=amd64 $GO test -c -o sandbox.test ."
-(cd "$repo" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" test -c -o "$work/sandbox.test" .)
+if [ -n "${VM_BINARY:-}" ]; then
+	say "test binary: $VM_BINARY"
+	cp "$VM_BINARY" "$work/sandbox.test"
+else
+	say "CGO_ENABLED=0 GOARCH=amd64 $GO test -c -o sandbox.test ."
+	(cd "$repo" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" test -c -o "$work/sandbox.test" .)
+fi
 
 root="$work/root"
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,proc,sys,dev,tmp,root,home,tests,vmtest}
@@ -281,6 +290,7 @@ install -m 0755 "$vmdir/run-tests.sh" "$root/vmtest/run-tests"
 # mangle a regex with spaces or quotes.
 printf '%s\n' "$tests" >"$root/vmtest/tests-regex"
 printf '%s\n' "$test_timeout" >"$root/vmtest/test-timeout"
+printf '%s\n' "${VM_ARGS:-}" >"$root/vmtest/test-args"
 # A run still going this long after its -test.timeout has not been ended
 # by Go's own timeout: the VM's init then prints what every process is
 # doing (see hang_report in init-stage2.sh).
