@@ -27,7 +27,7 @@ CPYTHON_TEST = ^TestCPythonRegressionTests$$
 # The tests run a second time with pooled sandboxes (see the test target).
 POOL_TESTS = TestEscape|TestEtc|TestPtys|TestFileSizes|TestMaskedProc|TestOnly|TestHostInvisible|TestReadOnly|TestWritable|TestIdentity|TestNoPrivileges|TestEnvironment|TestProc|TestOOMScore|TestWorkingDirectory|TestTmpfs|TestExitStatus|TestCrash|TestMissing|TestStdin|TestTimeout|TestCancel|TestOutputFlood|TestConcurrentRuns|TestSetupFailure|TestBindSource|TestSession|TestLimitsReported|TestMemoryHog|TestForkBomb|TestCPUQuota|TestFillTmp|TestFileSizeLimit|TestSeccompRefuses|TestSeccompKill|TestPool
 
-.PHONY: help demo test test-rootless test-vm test-busy bench soak mutants
+.PHONY: help demo test test-rootless test-vm test-busy bench bench-cgroups soak mutants
 
 help:
 	@echo 'make demo           run examples/quickstart (snippets) and examples/agent-session (a multi-turn session)'
@@ -40,6 +40,8 @@ help:
 	echo 'make test-busy      make test twice at once in two fresh clones of HEAD, while the toolserver'
 	echo '                     serves a stream of runs (about an hour on 2 cores); prints each exit status'
 	echo 'make bench          go test -bench at the root (BENCHTIME=5x), then bench/table: floor, bubblewrap, cold and warm Run interleaved; ends with the ratios line'
+	echo 'make bench-cgroups  our cgroup driver against opencontainers/cgroups and containerd/cgroups/v3:'
+	echo '                     size, package inits, one run'"'"'s cgroup lifecycle (bench/cgroupdrivers; --vm for v2)'
 	echo 'make mutants        remove a protection (mutants/*.patch) in a copy of the tree and check that'
 	echo '                     the escape test guarding it fails (make test runs this too)'
 	echo 'make soak           the long soak: 10,000 runs then 64 at a time, leak-checked, with p50/p99'
