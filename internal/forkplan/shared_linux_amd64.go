@@ -70,8 +70,8 @@ func cloneSharedBlocked(args *cloneArgs, c *childArgs) (uintptr, syscall.Errno) 
 }
 
 // awaitSharedPoll is how long awaitShared waits on the futex word before
-// it asks whether the child has exited: the kernel leaves the word set
-// when a child dumps core.
+// it asks whether the child has exited: older kernels leave the word set
+// when the child dumps core.
 const awaitSharedPoll = 1e9 // ns
 
 // futexWait is FUTEX_WAIT (linux/futex.h).
