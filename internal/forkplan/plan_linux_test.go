@@ -273,3 +273,25 @@ func TestServedWhileStartWaits(t *testing.T) {
 		}
 	})
 }
+
+// A child that dumps core still lets Start return, though older kernels
+// leave a shared child's futex word set then.
+func TestStartReturnsAfterCoreSignal(t *testing.T) {
+	inModes(t, func(t *testing.T, shared bool) {
+		_, w := reportPipe(t)
+		p := New(int(w.Fd()))
+		// A small core, in a directory of the test's own.
+		dir := t.TempDir()
+		p.Call(Where{Op: "chdir", Path: dir}, unix.SYS_CHDIR, Str(dir))
+		p.Call(Where{Op: "prlimit RLIMIT_CORE"}, unix.SYS_PRLIMIT64, Val(0), Val(unix.RLIMIT_CORE), Ptr(&unix.Rlimit{Cur: 1 << 20, Max: 1 << 20}), Val(0))
+		self := p.Slot(0)
+		p.Call(Where{Op: "getpid"}, unix.SYS_GETPID).Save(self)
+		p.Call(Where{Op: "kill"}, unix.SYS_KILL, In(self), Val(unix.SIGQUIT))
+		p.Call(Where{Op: "exit"}, unix.SYS_EXIT_GROUP, Val(0))
+		ws := start(t, p, 0, shared)
+		if !ws.Signaled() || ws.Signal() != unix.SIGQUIT {
+			t.Errorf("the child ended %v, want killed by SIGQUIT", ws)
+		}
+		t.Logf("core dumped: %v", ws.CoreDump())
+	})
+}

@@ -13,3 +13,6 @@ const SharesMemory = false
 func forkShared(args *cloneArgs, c *childArgs) (uintptr, syscall.Errno) {
 	return forkAndRun(args, c)
 }
+
+// awaitShared has nothing to wait for: the child has its own memory.
+func awaitShared(*childArgs, int) {}

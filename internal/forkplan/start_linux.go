@@ -1,35 +1,30 @@
 package forkplan
 
 import (
+	"runtime"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// The runtime's fork hooks, as package syscall uses them: before the
-// clone, signals are blocked and the goroutine's stack guard is spoiled so
-// that any stack growth in the child throws instead of corrupting memory;
-// after it, the parent undoes that and the child resets its signal
-// handlers and mask for the program it will exec.
-
-//go:linkname beforeFork syscall.runtime_BeforeFork
-func beforeFork()
-
-//go:linkname afterFork syscall.runtime_AfterFork
-func afterFork()
-
-//go:linkname afterForkInChild syscall.runtime_AfterForkInChild
-func afterForkInChild()
+// A child must not run a Go signal handler: it would run on the thread
+// state (TLS, g, signal stack) of the thread that cloned it, which a child
+// sharing the memory shares with that thread as it runs on. So the clone is
+// made with every signal blocked on the cloning thread, which the child
+// inherits, and the child sets every caught signal to SIG_DFL before it
+// restores the mask the thread had (resetSignals), as package syscall's
+// fork child does. Nothing between the blocking and the clone may grow the
+// stack or yield: every function called there is nosplit.
 
 // Clone says how the child is cloned.
 type Clone struct {
 	Flags    uint64 // CLONE_* flags (namespaces); CLONE_INTO_CGROUP is set from CgroupFD
 	CgroupFD int    // a cgroup v2 directory to clone into, or -1
 
-	// Shared asks for a child that shares the caller's memory, as a vfork
-	// child does, where SharesMemory says it can: Start then returns only
-	// once the child has exec'd or exited. A step that changes something
+	// Shared asks for a child that shares the caller's memory (CLONE_VM),
+	// where SharesMemory says it can: Start then returns only once the
+	// child has exec'd or exited, as vfork does. A step that changes something
 	// of the whole address space (PR_SET_DUMPABLE) changes it for the
 	// caller too.
 	Shared bool
@@ -40,12 +35,19 @@ type Clone struct {
 	PidTo *int32
 }
 
-// childArgs is what the child runs: run's arguments.
+// childArgs is what the child runs: run's arguments, and the signal mask
+// to restore once its handlers are reset.
 type childArgs struct {
 	ops      []op
 	slots    []uintptr
 	rec      *record
 	reportFd uintptr
+	mask     uint64
+	// stack is a shared child's stack, held until the child is done.
+	stack any
+	// running is a shared child's futex word: the kernel zeroes it and
+	// wakes its waiter when the child execs or exits (CLONE_CHILD_CLEARTID).
+	running uint32
 }
 
 // cloneArgs is struct clone_args (linux/sched.h), up to cgroup.
@@ -74,13 +76,20 @@ func (p *Plan) Start(c Clone) (int, error) {
 		pid   uintptr
 		errno syscall.Errno
 	)
+	// The signal mask is the thread's from blocking to restoring it.
+	runtime.LockOSThread()
 	if c.Shared {
 		pid, errno = forkShared(args, ca)
 	} else {
 		pid, errno = forkAndRun(args, ca)
 	}
+	runtime.UnlockOSThread()
+	if c.Shared && errno == 0 {
+		awaitShared(ca, int(pid))
+	}
 	// A copying child has its own copy of all this; a shared one is done
-	// with it once forkShared returns.
+	// with it once awaitShared returns.
+	keepAlive(ca)
 	keepAlive(p.keep)
 	keepAlive(c.PidTo)
 	if errno != 0 {
@@ -92,24 +101,67 @@ func (p *Plan) Start(c Clone) (int, error) {
 //go:noinline
 func keepAlive(any) {}
 
-// forkAndRun clones the child, which runs ops and never returns here.
-// After beforeFork nothing in this frame may call a function that is not
-// nosplit.
+// forkAndRun clones a child with a copy of this process's memory, which
+// resets its signals, runs ops and never returns here. Between the
+// blocking of signals and the child's exec or exit, nothing in this frame
+// may call a function that is not nosplit.
 //
 //go:noinline
 //go:norace
 //go:nocheckptr
 func forkAndRun(args *cloneArgs, c *childArgs) (uintptr, syscall.Errno) {
-	beforeFork()
+	all := ^uint64(0)
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&c.mask)), 8, 0, 0)
 	pid, _, errno := syscall.RawSyscall6(unix.SYS_CLONE3, uintptr(unsafe.Pointer(args)), unsafe.Sizeof(*args), 0, 0, 0, 0)
 	if errno != 0 || pid != 0 {
-		afterFork()
+		syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&c.mask)), 0, 8, 0, 0)
 		return pid, errno
 	}
-	afterForkInChild()
-	run(c.ops, c.slots, c.rec, c.reportFd)
+	childMain(c)
 	return 0, 0 // not reached: run ends the child
 }
+
+// childMain is the child: it resets the signal handlers and mask for the
+// steps and the program, then runs the steps. A child sharing the memory
+// runs it on its own stack, and must not write anything the parent uses.
+//
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func childMain(c *childArgs) {
+	resetSignals(c.mask)
+	run(c.ops, c.slots, c.rec, c.reportFd)
+}
+
+// resetSignals sets every signal that has a handler to SIG_DFL, and the
+// signal mask to mask. Ignored signals stay ignored, as across an exec.
+//
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func resetSignals(mask uint64) {
+	// The kernel's struct sigaction on 64-bit Linux: handler, flags,
+	// restorer (where the architecture has one) and mask; 32 bytes at most.
+	var act, dfl [4]uint64
+	for sig := uintptr(1); sig <= 64; sig++ {
+		if sig == uintptr(unix.SIGKILL) || sig == uintptr(unix.SIGSTOP) {
+			continue
+		}
+		if _, _, e := syscall.RawSyscall6(unix.SYS_RT_SIGACTION, sig, 0, uintptr(unsafe.Pointer(&act)), 8, 0, 0); e != 0 {
+			continue
+		}
+		if act[0] != sigDfl && act[0] != sigIgn {
+			syscall.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+		}
+	}
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&mask)), 0, 8, 0, 0)
+}
+
+// The handlers that are not functions.
+const (
+	sigDfl = 0
+	sigIgn = 1
+)
 
 // run interprets ops in the child. It ends with an exec among ops, or by
 // exiting: 125 after a failure record, 126 if the steps ran out.
