@@ -398,7 +398,7 @@ func TestSeccompFromOCIUnknownAction(t *testing.T) {
 		{specs.ActNotify, nil, ActNotify(syscall.EPERM), ActNotify(syscall.ENOSYS)},
 	} {
 		s := &specs.LinuxSeccomp{DefaultAction: c.action, DefaultErrnoRet: c.errnoRet,
-			Syscalls: []specs.LinuxSyscall{{Names: []string{"execve", "close", "sendmsg"}, Action: specs.ActAllow}}}
+			Syscalls: []specs.LinuxSyscall{{Names: []string{"execve", "execveat", "fcntl", "close", "sendmsg"}, Action: specs.ActAllow}}}
 		p, _, err := SeccompFromOCI(s)
 		if err != nil {
 			t.Errorf("%s: %v", c.action, err)
@@ -422,11 +422,11 @@ func TestSeccompFromOCINormalize(t *testing.T) {
 	s := &specs.LinuxSeccomp{
 		DefaultAction: specs.ActErrno,
 		Syscalls: []specs.LinuxSyscall{
-			{Names: []string{"execve", "close", "sendmsg", "ioctl"}, Action: specs.ActAllow},
+			{Names: []string{"execve", "execveat", "fcntl", "close", "sendmsg", "ioctl"}, Action: specs.ActAllow},
 			{Names: []string{"ioctl"}, Action: specs.ActErrno, Args: []specs.LinuxSeccompArg{tiocsti}},
 			{Names: []string{"ioctl"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{{Index: 1, Value: 1, Op: specs.OpEqualTo}}},
 			{Names: []string{"ioctl"}, Action: specs.ActErrno, Args: []specs.LinuxSeccompArg{tiocsti}},
-			{Names: []string{"fcntl"}, Action: specs.ActErrno, Args: []specs.LinuxSeccompArg{{Index: 1, Value: 2, Op: specs.OpEqualTo}}},
+			{Names: []string{"flock"}, Action: specs.ActErrno, Args: []specs.LinuxSeccompArg{{Index: 1, Value: 2, Op: specs.OpEqualTo}}},
 			{Names: []string{"kill"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
 				{Index: 0, Value: 1, Op: specs.OpGreaterThan}, {Index: 1, Value: 0, Op: specs.OpEqualTo}, {Index: 1, Value: 15, Op: specs.OpEqualTo},
 			}},
@@ -440,26 +440,26 @@ func TestSeccompFromOCINormalize(t *testing.T) {
 	if !slices.Equal(unknown, []string{"bogus_name"}) {
 		t.Errorf("unknown %v", unknown)
 	}
-	var ioctl, fcntl, kill []SyscallRule
+	var ioctl, flock, kill []SyscallRule
 	for _, r := range p.Rules {
 		switch {
 		case slices.Contains(r.Names, "ioctl"):
 			ioctl = append(ioctl, r)
-		case slices.Contains(r.Names, "fcntl"):
-			fcntl = append(fcntl, r)
+		case slices.Contains(r.Names, "flock"):
+			flock = append(flock, r)
 		case slices.Contains(r.Names, "kill"):
 			kill = append(kill, r)
 		}
 	}
 	wantIoctl := []SyscallRule{
 		{Names: []string{"ioctl"}, Action: ActNotify(syscall.EPERM), Args: []ArgCond{{Index: 1, Op: ArgEq, Value: 0x5412}}},
-		{Names: []string{"execve", "close", "sendmsg", "ioctl"}, Action: ActAllow},
+		{Names: []string{"execve", "execveat", "fcntl", "close", "sendmsg", "ioctl"}, Action: ActAllow},
 	}
 	if !rulesEqual(ioctl, wantIoctl) {
 		t.Errorf("ioctl's rules:\n%+v\nwant\n%+v", ioctl, wantIoctl)
 	}
-	if len(fcntl) != 0 {
-		t.Errorf("fcntl's rule has the default action and should be gone: %+v", fcntl)
+	if len(flock) != 0 {
+		t.Errorf("flock's rule has the default action and should be gone: %+v", flock)
 	}
 	if len(kill) != 3 {
 		t.Errorf("kill's rule compares argument 1 twice and should be 3 rules: %+v", kill)
