@@ -197,7 +197,12 @@ func TestSpawnerSocketCarriesCommandLine(t *testing.T) {
 		t.Fatal(s.Err())
 	}
 	c, _, _, _ := commandLineOf(t, &s.opts, MaxCommandLine, false)
-	msg, err := json.Marshal(wire.Request{ID: 1 << 60, Config: s.opts.config(c, s.filter), Owner: "x", Pool: maxPool})
+	cfg := s.opts.config(c, s.filter)
+	spec, err := json.Marshal(&cfg.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := json.Marshal(wire.Request{ID: 1 << 60, Spec: spec, Program: &cfg.Program, Owner: "x", Pool: maxPool})
 	if err != nil {
 		t.Fatal(err)
 	}

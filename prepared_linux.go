@@ -40,10 +40,10 @@ func awaitProgram(conn *os.File, cfg *wire.Config) error {
 		return &initError{Stage: "pool", Op: "read program", Err: err}
 	}
 	want := 3
-	if p.WorkspaceMount {
+	if cfg.WorkspaceMount {
 		want++
 	}
-	if len(files) != want || p.WorkspaceMount != cfg.WorkspaceMount {
+	if len(files) != want {
 		return &initError{Stage: "pool", Op: "read program", Err: fmt.Errorf("got %d files, want %d", len(files), want)}
 	}
 	for i := range 3 {
@@ -52,7 +52,7 @@ func awaitProgram(conn *os.File, cfg *wire.Config) error {
 			return &initError{Stage: "pool", Op: fmt.Sprintf("dup3 stdio %d", i), Err: err}
 		}
 	}
-	if p.WorkspaceMount {
+	if cfg.WorkspaceMount {
 		if err := attachWorkspace(int(files[3].Fd())); err != nil {
 			return err
 		}

@@ -486,9 +486,10 @@ func (s *Sandbox) fillPool() error {
 		s.log.Warn("sandbox: the pool cannot be filled; runs start cold", "error", err)
 		return err
 	}
-	// The spawner prepares the config without its program.
-	cfg := s.opts.config(Command("/bin/true"), s.filter)
-	cfg.WorkspaceMount = s.opts.kept()
+	// The sandbox of every Run: each brings its session's workspace
+	// mount when the workspace is kept (forRun).
+	spec := s.opts.spec(s.filter)
+	spec.WorkspaceMount = s.opts.kept()
 	s.ws.spawned.Store(true)
-	return sp.fill(s.ws.owner, cfg, s.opts.Pool)
+	return sp.fill(s.ws.owner, &spec, s.opts.Pool)
 }

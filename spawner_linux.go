@@ -26,17 +26,36 @@ import (
 // here, 39 ms from a caller with 1 GiB of heap against 4.2 ms through a
 // spawner.
 //
-// Protocol, over a SOCK_SEQPACKET socket pair (one JSON message a packet):
+// Protocol, over a SOCK_SEQPACKET socket pair (one JSON message a packet;
+// the messages are internal/wire's Request and Reply):
 //
 //	caller                                    spawner
-//	Request{ID, Config} + SCM_RIGHTS(0,1,2   →  launch (see launch_linux.go)
-//	  [, proxy channel])
+//	Request{ID, Spec, Program, Owner, Pool}  →  reads it
+//	  + SCM_RIGHTS(0,1,2[, proxy channel]
+//	  [, workspace mount])
+//	                                        ←  Reply{ID, accepted}, before anything of it is
+//	                                           done (no Accepted before the spawner died:
+//	                                           the caller may send the run to a new one)
+//	                                           takes a sandbox of Owner's pool prepared from
+//	                                           the same Spec bytes when Pool > 0 (no proxy,
+//	                                           no terminal), hands it the Program and files;
+//	                                           else launches cold (see launch_linux.go)
 //	                                        ←  Reply{ID, started} or Reply{ID, failed, Err};
 //	                                           a run with a terminal: Reply{ID, started,
 //	                                           Terminal} + SCM_RIGHTS(the pty's master)
 //	Request{ID, Kill} (on ctx end)          →  kill the run's init
-//	                                        ←  Reply{ID, exited, Exit}
-//	close (caller exits or dies)            →  kill every run, exit
+//	                                        ←  Reply{ID, exited, Exit} (Exit.Pooled: it took
+//	                                           a prepared sandbox)
+//	Request{ID, Owner, Fill, Spec, Pool}    →  make Owner's pool Pool sandboxes prepared from
+//	  (New with Options.Pool)                  Spec, destroying any prepared from another
+//	                                        ←  Reply{ID, synced[, Err]} once it is full, or
+//	                                           a preparation failed
+//	Request{ID, Owner, Sync} (Close)        →  destroy Owner's pool, wait for the teardown
+//	                                           of its runs
+//	                                        ←  Reply{ID, synced}
+//	                                        ←  Reply{warning, Owner, Text} at any time: for
+//	                                           Owner's Logger (every Logger when Owner is "")
+//	close (caller exits or dies)            →  kill every run, destroy the pools, exit
 //
 // The only fd the spawner sends is the master of a run's pty (made in the
 // sandbox: wire.TerminalMark); the caller keeps the read ends of the
@@ -131,11 +150,12 @@ func spawnerMain() {
 			active.Add(1)
 			go func(id uint64) {
 				defer active.Done()
+				var spec wire.Spec
 				var se *wire.SetupError
-				if req.Config == nil || req.Pool <= 0 {
+				if len(req.Spec) == 0 || req.Pool <= 0 || json.Unmarshal(req.Spec, &spec) != nil {
 					se = &wire.SetupError{Stage: "spawner", Text: "malformed fill request"}
 				} else {
-					se = o.fill(req.Config, req.Pool)
+					se = o.fill(req.Spec, &spec, req.Pool)
 				}
 				reply(wire.Reply{ID: id, Kind: wire.Synced, Err: se})
 			}(req.ID)
@@ -229,9 +249,10 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 		reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
 	}
 	var extra initFiles
-	ok := req.Config != nil && len(files) >= 3
+	cfg, ok := startConfig(req)
+	ok = ok && len(files) >= 3
 	if ok {
-		extra, ok = initFilesFrom(req.Config, files[3:])
+		extra, ok = initFilesFrom(cfg, files[3:])
 	}
 	if !ok {
 		closeFiles(files)
@@ -239,7 +260,7 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 		return
 	}
 	var h *handle
-	if req.Pool > 0 && req.Config.ProxyPort == 0 && req.Config.Terminal == nil {
+	if req.Pool > 0 && cfg.ProxyPort == 0 && cfg.Terminal == nil {
 		// The pool is refilled once this run is out of the way: a
 		// preparation is a cold start's work, which on a small machine
 		// would take the CPU from this run's start and its report. A
@@ -250,14 +271,14 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 				o.refill()
 			}
 		}()
-		if h = o.take(req.Config, req.Pool); h != nil {
-			h.start(req.Config, files) // it takes the files over
+		if h = o.take(req.Spec, cfg, req.Pool); h != nil {
+			h.start(cfg.Program, files) // it takes the files over
 		}
 	}
 	cold := h == nil
 	if cold {
 		var se *wire.SetupError
-		h, se = launch(req.Config, [3]*os.File(files[:3]), extra, false, &o.teardown, o.warn)
+		h, se = launch(cfg, [3]*os.File(files[:3]), extra, false, &o.teardown, o.warn)
 		closeFiles(files)
 		if se != nil {
 			fail(se)
@@ -283,6 +304,19 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 	exit.Pooled = !cold
 	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
 	close(h.reported)
+}
+
+// startConfig is the Config of a start request: its Spec, decoded, and its
+// Program.
+func startConfig(req *wire.Request) (*wire.Config, bool) {
+	if len(req.Spec) == 0 || req.Program == nil {
+		return nil, false
+	}
+	cfg := &wire.Config{Program: *req.Program}
+	if json.Unmarshal(req.Spec, &cfg.Spec) != nil {
+		return nil, false
+	}
+	return cfg, true
 }
 
 func receivedFiles(oob []byte) []*os.File {
@@ -444,6 +478,11 @@ func startSpawner() (*spawnerClient, error) {
 // errSpawnerGone means the spawner died before it did: nothing of the run
 // was started, and a new spawner may take it.
 func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*os.File, extra initFiles, owner string, pool int) (*handle, error) {
+	// Encoded on its own: the spawner keys its pool by these bytes.
+	spec, err := json.Marshal(&cfg.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: encode the run's sandbox: %w", err)
+	}
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -459,7 +498,7 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	for _, f := range extra.list() {
 		fds = append(fds, int(f.Fd()))
 	}
-	if err := c.send(wire.Request{ID: id, Config: cfg, Owner: owner, Pool: pool}, fds); err != nil {
+	if err := c.send(wire.Request{ID: id, Spec: spec, Program: &cfg.Program, Owner: owner, Pool: pool}, fds); err != nil {
 		c.mu.Lock()
 		delete(c.runs, id)
 		dead := c.dead != nil // its socket closed under our send
@@ -490,12 +529,16 @@ func (c *spawnerClient) sync(owner string) {
 	c.call(wire.Request{Owner: owner, Sync: true})
 }
 
-// fill fills the pool of owner with size sandboxes prepared from cfg and
+// fill fills the pool of owner with size sandboxes prepared from spec and
 // waits until it is full.
-func (c *spawnerClient) fill(owner string, cfg *wire.Config, size int) error {
-	se, err := c.call(wire.Request{Owner: owner, Fill: true, Config: cfg, Pool: size})
+func (c *spawnerClient) fill(owner string, spec *wire.Spec, size int) error {
+	enc, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("sandbox: encode the pool's sandbox: %w", err)
+	}
+	se, err := c.call(wire.Request{Owner: owner, Fill: true, Spec: enc, Pool: size})
 	if err == nil && se != nil {
-		err = setupError(se, cfg)
+		err = setupError(se, &wire.Config{Spec: *spec})
 	}
 	return err
 }
