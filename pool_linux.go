@@ -159,6 +159,12 @@ func (o *owner) prepare(cfg *wire.Config) {
 	default:
 		o.ready = append(o.ready, h)
 	}
+	if cfg != o.cfg {
+		// Prepared from a Spec since replaced, and counted in preparing
+		// until now: its place goes to the Spec now wanted, which a fill
+		// may be waiting for.
+		o.refillLocked()
+	}
 }
 
 // launchPrepared launches an init that prepares cfg with /dev/null as
