@@ -29,7 +29,9 @@ func layouts(t *testing.T, fn func(t *testing.T, newSession func(Options) *Sandb
 			requireSandbox(t)
 			fn(t, func(o Options) *Sandbox {
 				s := newTest(t, o)
-				s.ws.flat = flat
+				if flat {
+					keepFlat(s)
+				}
 				return s
 			})
 		})

@@ -260,6 +260,8 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 		return
 	}
 	var h *handle
+	// A run with a proxy or a terminal neither takes a prepared sandbox
+	// nor makes the pool one of its Spec: neither can be prepared ahead.
 	if req.Pool > 0 && cfg.ProxyPort == 0 && cfg.Terminal == nil {
 		// The pool is refilled once this run is out of the way: a
 		// preparation is a cold start's work, which on a small machine
