@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"sync"
@@ -19,9 +18,9 @@ import (
 // A prepared sandbox is an init launched with a Spec and no Program
 // (Config.Prepare): it has built everything a cold init builds before the
 // program is known (namespaces, cgroup with its limits, root, hostname,
-// loopback, rlimits) and waits. A start whose Spec is the pool's, byte for
-// byte as the caller encoded it (wire.Request.Spec), takes one and hands
-// it the start's Program; it then goes on exactly as a cold init would.
+// loopback, rlimits) and waits. A start whose Spec is Equal to the pool's
+// takes one and hands it the start's Program; it then goes on exactly as a
+// cold init would.
 // Each serves one run, and the pool is refilled in the background.
 type owner struct {
 	teardown tracker      // launches of this owner not yet torn down
@@ -29,8 +28,7 @@ type owner struct {
 
 	mu        sync.Mutex
 	changed   *sync.Cond       // on mu: a preparation ended, or the pool was drained
-	key       []byte           // the encoded Spec prepared: the pool's key
-	cfg       *wire.Config     // the Spec prepared, decoded, without a program
+	cfg       *wire.Config     // the Spec prepared, without a program
 	size      int              // how many to keep ready
 	ready     []*handle        // prepared, waiting
 	preparing int              // preparations under way
@@ -39,13 +37,12 @@ type owner struct {
 }
 
 // useLocked makes the pool one of size sandboxes prepared from spec,
-// whose encoding is key, destroying what was prepared from another Spec.
-func (o *owner) useLocked(key []byte, spec *wire.Spec, size int) {
-	if !bytes.Equal(key, o.key) {
+// destroying what was prepared from another Spec.
+func (o *owner) useLocked(spec *wire.Spec, size int) {
+	if o.cfg == nil || !spec.Equal(&o.cfg.Spec) {
 		// What was prepared is another sandbox than this run's.
 		o.discardLocked()
-		o.key, o.failure = key, nil
-		o.cfg = &wire.Config{Spec: *spec, Prepare: true}
+		o.cfg, o.failure = &wire.Config{Spec: *spec, Prepare: true}, nil
 	}
 	o.size = size
 }
@@ -55,16 +52,15 @@ func (o *owner) useLocked(key []byte, spec *wire.Spec, size int) {
 // serveStart).
 const refillDelay = 10 * time.Millisecond
 
-// take returns a sandbox prepared from cfg's Spec, whose encoding is key,
-// or nil when none is ready. The pool becomes one for that Spec and size;
-// refill fills it.
-func (o *owner) take(key []byte, cfg *wire.Config, size int) *handle {
+// take returns a sandbox prepared from cfg's Spec, or nil when none is
+// ready. The pool becomes one for that Spec and size; refill fills it.
+func (o *owner) take(cfg *wire.Config, size int) *handle {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return nil
 	}
-	o.useLocked(key, &cfg.Spec, size)
+	o.useLocked(&cfg.Spec, size)
 	n := len(o.ready)
 	if n == 0 {
 		return nil
@@ -83,13 +79,13 @@ func (o *owner) take(key []byte, cfg *wire.Config, size int) *handle {
 	return h
 }
 
-// fill fills the pool for spec, whose encoding is key, to size and waits
-// until it is full, or a preparation failed.
-func (o *owner) fill(key []byte, spec *wire.Spec, size int) *wire.SetupError {
+// fill fills the pool for spec to size and waits until it is full, or a
+// preparation failed.
+func (o *owner) fill(spec *wire.Spec, size int) *wire.SetupError {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.closed {
-		o.useLocked(key, spec, size)
+		o.useLocked(spec, size)
 		o.refillLocked()
 	}
 	for {

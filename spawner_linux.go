@@ -37,8 +37,8 @@ import (
 //	                                           done (no Accepted before the spawner died:
 //	                                           the caller may send the run to a new one)
 //	                                           takes a sandbox of Owner's pool prepared from
-//	                                           the same Spec bytes when Pool > 0 (no proxy,
-//	                                           no terminal), hands it the Program and files;
+//	                                           an Equal Spec when Pool > 0 (no proxy, no
+//	                                           terminal), hands it the Program and files;
 //	                                           else launches cold (see launch_linux.go)
 //	                                        ←  Reply{ID, started} or Reply{ID, failed, Err};
 //	                                           a run with a terminal: Reply{ID, started,
@@ -150,12 +150,11 @@ func spawnerMain() {
 			active.Add(1)
 			go func(id uint64) {
 				defer active.Done()
-				var spec wire.Spec
 				var se *wire.SetupError
-				if len(req.Spec) == 0 || req.Pool <= 0 || json.Unmarshal(req.Spec, &spec) != nil {
+				if req.Spec == nil || req.Pool <= 0 {
 					se = &wire.SetupError{Stage: "spawner", Text: "malformed fill request"}
 				} else {
-					se = o.fill(req.Spec, &spec, req.Pool)
+					se = o.fill(req.Spec, req.Pool)
 				}
 				reply(wire.Reply{ID: id, Kind: wire.Synced, Err: se})
 			}(req.ID)
@@ -249,9 +248,10 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 		reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
 	}
 	var extra initFiles
-	cfg, ok := startConfig(req)
-	ok = ok && len(files) >= 3
+	var cfg *wire.Config
+	ok := req.Spec != nil && req.Program != nil && len(files) >= 3
 	if ok {
+		cfg = &wire.Config{Spec: *req.Spec, Program: *req.Program}
 		extra, ok = initFilesFrom(cfg, files[3:])
 	}
 	if !ok {
@@ -273,7 +273,7 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 				o.refill()
 			}
 		}()
-		if h = o.take(req.Spec, cfg, req.Pool); h != nil {
+		if h = o.take(cfg, req.Pool); h != nil {
 			h.start(cfg.Program, files) // it takes the files over
 		}
 	}
@@ -306,19 +306,6 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 	exit.Pooled = !cold
 	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
 	close(h.reported)
-}
-
-// startConfig is the Config of a start request: its Spec, decoded, and its
-// Program.
-func startConfig(req *wire.Request) (*wire.Config, bool) {
-	if len(req.Spec) == 0 || req.Program == nil {
-		return nil, false
-	}
-	cfg := &wire.Config{Program: *req.Program}
-	if json.Unmarshal(req.Spec, &cfg.Spec) != nil {
-		return nil, false
-	}
-	return cfg, true
 }
 
 func receivedFiles(oob []byte) []*os.File {
@@ -480,11 +467,6 @@ func startSpawner() (*spawnerClient, error) {
 // errSpawnerGone means the spawner died before it did: nothing of the run
 // was started, and a new spawner may take it.
 func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*os.File, extra initFiles, owner string, pool int) (*handle, error) {
-	// Encoded on its own: the spawner keys its pool by these bytes.
-	spec, err := json.Marshal(&cfg.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: encode the run's sandbox: %w", err)
-	}
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -500,7 +482,7 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	for _, f := range extra.list() {
 		fds = append(fds, int(f.Fd()))
 	}
-	if err := c.send(wire.Request{ID: id, Spec: spec, Program: &cfg.Program, Owner: owner, Pool: pool}, fds); err != nil {
+	if err := c.send(wire.Request{ID: id, Spec: &cfg.Spec, Program: &cfg.Program, Owner: owner, Pool: pool}, fds); err != nil {
 		c.mu.Lock()
 		delete(c.runs, id)
 		dead := c.dead != nil // its socket closed under our send
@@ -534,11 +516,7 @@ func (c *spawnerClient) sync(owner string) {
 // fill fills the pool of owner with size sandboxes prepared from spec and
 // waits until it is full.
 func (c *spawnerClient) fill(owner string, spec *wire.Spec, size int) error {
-	enc, err := json.Marshal(spec)
-	if err != nil {
-		return fmt.Errorf("sandbox: encode the pool's sandbox: %w", err)
-	}
-	se, err := c.call(wire.Request{Owner: owner, Fill: true, Spec: enc, Pool: size})
+	se, err := c.call(wire.Request{Owner: owner, Fill: true, Spec: spec, Pool: size})
 	if err == nil && se != nil {
 		err = setupError(se, &wire.Config{Spec: *spec})
 	}

@@ -4,15 +4,18 @@
 // spawner. Both ends are the same binary, so JSON is enough.
 package wire
 
-import "encoding/json"
+import (
+	"bytes"
+	"slices"
+)
 
 // Config is everything the in-sandbox init needs to build the sandbox and
 // start the program. It is sent over the init's inherited socket, never argv.
 //
 // It is a Spec, what the sandbox is, and a Program, what runs in it, and
 // what the launcher adds for the one launch. A prepared sandbox is built
-// from a Spec alone and given a Program later; the spawner's pool keys its
-// prepared sandboxes by their Spec's encoding (see Request.Spec).
+// from a Spec alone and given a Program later; the spawner's pool gives it
+// only to a run whose Spec is Equal to the one it was prepared from.
 type Config struct {
 	Spec
 	Program
@@ -39,10 +42,10 @@ type Config struct {
 }
 
 // Spec is what a sandbox is, whatever runs in it: its ids, root, mounts,
-// limits, filter and network. Two runs with equal Specs can use
+// limits, filter and network. Two runs with Equal Specs can use
 // sandboxes built alike, which is what the spawner's pool relies on: every
-// field that makes sandboxes differ belongs here, and a field added here
-// is part of the pool's key by its encoding (TestSpecKeyCoversEveryField).
+// field that makes sandboxes differ belongs here, and Equal compares it
+// (TestSpecEqualCoversEveryField fails for a field it leaves out).
 type Spec struct {
 	Hostname string
 
@@ -102,6 +105,30 @@ type Spec struct {
 	TrustedCAs []byte
 }
 
+// Equal says whether s and t are the same sandbox, so that one prepared
+// from t may serve a run of s. It compares every field, telling a nil
+// slice from an empty one (a nil Seccomp runs unfiltered): a difference
+// that does not matter costs a cold start, one missed would hand a run a
+// sandbox it did not ask for.
+func (s *Spec) Equal(t *Spec) bool {
+	return s.Hostname == t.Hostname &&
+		s.Rootfs == t.Rootfs && s.Workspace == t.Workspace && s.WorkspaceSize == t.WorkspaceSize &&
+		s.WorkspaceMount == t.WorkspaceMount && s.TmpSize == t.TmpSize &&
+		sameSlice(s.Binds, t.Binds) && s.NoFile == t.NoFile &&
+		s.HostUID == t.HostUID && s.HostGID == t.HostGID &&
+		s.Memory == t.Memory && s.CPUQuota == t.CPUQuota && s.CPUPeriod == t.CPUPeriod && s.Pids == t.Pids &&
+		s.CgroupParent == t.CgroupParent && s.BestEffort == t.BestEffort && s.MaxFileSize == t.MaxFileSize &&
+		s.IOReadBPS == t.IOReadBPS && s.IOWriteBPS == t.IOWriteBPS &&
+		sameBytes(s.Seccomp, t.Seccomp) && s.SeccompListen == t.SeccompListen && s.SeccompKill == t.SeccompKill &&
+		s.HostNetwork == t.HostNetwork && s.ProxyPort == t.ProxyPort &&
+		(s.Terminal == nil) == (t.Terminal == nil) && (s.Terminal == nil || *s.Terminal == *t.Terminal) &&
+		sameBytes(s.TrustedCAs, t.TrustedCAs)
+}
+
+func sameSlice[T comparable](a, b []T) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }
+
+func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
+
 // Winsize is a terminal's window size, in characters.
 type Winsize struct {
 	Rows, Cols uint16
@@ -151,12 +178,9 @@ type Request struct {
 	ID   uint64
 	Kill bool // kill the run ID instead of starting one
 
-	// Spec is a start's or a Fill's Spec in its JSON encoding. The
-	// spawner keys its pool by these bytes: the encoding of a Spec is
-	// fixed (no maps, fields in order), so equal bytes are equal Specs,
-	// compared without decoding or reflection.
-	Spec json.RawMessage `json:",omitempty"`
-	// Program is a start's program.
+	// Spec is the sandbox of a start or a Fill, and Program a start's
+	// program: the start's Config is both.
+	Spec    *Spec    `json:",omitempty"`
 	Program *Program `json:",omitempty"`
 
 	// Owner names the Sandbox the request is for, unique in the caller:

@@ -1,45 +1,50 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
 )
 
-// TestSpecKeyCoversEveryField: the spawner's pool takes a prepared sandbox
-// for a run only when the run's encoded Spec equals the pool's, so every
-// field of Spec must change the encoding; a field left out of it (json:"-",
-// unexported) would let a run take a sandbox built without it. Each field
-// in turn is set to a value other than its zero, and the encoding must
-// differ from the zero Spec's and from every other field's.
-func TestSpecKeyCoversEveryField(t *testing.T) {
-	zero, err := json.Marshal(&Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]string{string(zero): "the zero Spec"}
+// TestSpecEqualCoversEveryField: the spawner's pool gives a prepared
+// sandbox only to a run whose Spec is Equal to the one it was prepared
+// from, so Equal must tell apart Specs that differ in any one field; one
+// it left out would let a run take a sandbox built without what it asked
+// for. Each field in turn is set to a value other than its zero (for a
+// slice, an empty one too); the Spec must not be Equal to the zero Spec,
+// must be Equal to itself and to its copy through the spawner's socket.
+func TestSpecEqualCoversEveryField(t *testing.T) {
 	typ := reflect.TypeFor[Spec]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		var s Spec
 		v := reflect.ValueOf(&s).Elem().Field(i)
 		if !v.CanSet() {
-			t.Errorf("Spec.%s is unexported: the encoding, and so the pool's key, leaves it out", f.Name)
+			t.Errorf("Spec.%s is unexported: it does not reach the spawner", f.Name)
 			continue
 		}
-		setNonZero(t, f.Name, v)
-		enc, err := json.Marshal(&s)
-		if err != nil {
-			t.Fatalf("Spec.%s: %v", f.Name, err)
+		variants := []func(){func() { setNonZero(t, f.Name, v) }}
+		if v.Kind() == reflect.Slice {
+			variants = append(variants, func() { v.Set(reflect.MakeSlice(v.Type(), 0, 0)) })
 		}
-		if other, ok := seen[string(enc)]; ok {
-			t.Errorf("a Spec with only %s set encodes as %s does: %s", f.Name, other, enc)
-		}
-		seen[string(enc)] = "Spec." + f.Name
-		var back Spec
-		if err := json.Unmarshal(enc, &back); err != nil || !reflect.DeepEqual(back, s) {
-			t.Errorf("Spec.%s does not survive its encoding: %+v, %v", f.Name, back, err)
+		for _, set := range variants {
+			v.SetZero()
+			set()
+			if s.Equal(&Spec{}) || (&Spec{}).Equal(&s) {
+				t.Errorf("a Spec with only %s set to %v is Equal to the zero Spec", f.Name, v)
+			}
+			c := s
+			if !s.Equal(&c) {
+				t.Errorf("a Spec with only %s set is not Equal to its copy", f.Name)
+			}
+			enc, err := json.Marshal(&s)
+			if err != nil {
+				t.Fatalf("Spec.%s: %v", f.Name, err)
+			}
+			var back Spec
+			if err := json.Unmarshal(enc, &back); err != nil || !back.Equal(&s) {
+				t.Errorf("Spec.%s = %v does not survive the spawner's socket: %+v, %v", f.Name, v, back, err)
+			}
 		}
 	}
 }
@@ -53,39 +58,46 @@ func setNonZero(t *testing.T, name string, v reflect.Value) {
 		v.SetBool(true)
 	case reflect.Int, reflect.Int64:
 		v.SetInt(7)
-	case reflect.Uint8, reflect.Uint64:
+	case reflect.Uint8, reflect.Uint16, reflect.Uint64:
 		v.SetUint(7)
 	case reflect.Slice:
 		e := reflect.New(v.Type().Elem()).Elem()
-		if e.Kind() == reflect.Struct {
-			setNonZero(t, name, e.Field(0))
-		} else {
-			setNonZero(t, name, e)
-		}
+		setNonZero(t, name, e)
 		v.Set(reflect.Append(reflect.MakeSlice(v.Type(), 0, 1), e))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			setNonZero(t, name, v.Field(i))
+		}
 	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
+		e := reflect.New(v.Type().Elem())
+		setNonZero(t, name, e.Elem())
+		v.Set(e)
 	default:
 		t.Fatalf("Spec.%s: no non-zero value for a %s; add one here", name, v.Type())
 	}
 }
 
-// TestRequestCarriesSpecBytes: the Spec a caller encodes reaches the
-// spawner as those very bytes, which the pool compares.
-func TestRequestCarriesSpecBytes(t *testing.T) {
-	spec, err := json.Marshal(&Spec{Hostname: "a<b>&c", Binds: []Bind{{Source: "/s", Target: "/t"}}, Seccomp: []byte{1, 2, 3}})
-	if err != nil {
-		t.Fatal(err)
+// TestSpecEqualFieldByField: Specs that differ in one part of a field (a
+// Bind's Writable, a window's Cols, a byte of the filter) are not Equal.
+func TestSpecEqualFieldByField(t *testing.T) {
+	base := func() Spec {
+		return Spec{Binds: []Bind{{Source: "/s", Target: "/t"}}, Terminal: &Winsize{Rows: 24, Cols: 80}, Seccomp: []byte{1, 2, 3}}
 	}
-	msg, err := json.Marshal(Request{ID: 1, Spec: spec, Program: &Program{Path: "/bin/true"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got Request
-	if err := json.Unmarshal(msg, &got); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got.Spec, spec) {
-		t.Errorf("the spawner read the Spec as\n%s\nthe caller encoded\n%s", got.Spec, spec)
+	for name, change := range map[string]func(s *Spec){
+		"Binds[0].Writable": func(s *Spec) { s.Binds[0].Writable = true },
+		"a second Bind":     func(s *Spec) { s.Binds = append(s.Binds, s.Binds[0]) },
+		"Terminal.Cols":     func(s *Spec) { s.Terminal.Cols = 81 },
+		"Terminal nil":      func(s *Spec) { s.Terminal = nil },
+		"Seccomp[2]":        func(s *Spec) { s.Seccomp[2] = 4 },
+		"Seccomp nil":       func(s *Spec) { s.Seccomp = nil },
+	} {
+		a, b := base(), base()
+		if !a.Equal(&b) {
+			t.Fatal("two Specs built alike are not Equal")
+		}
+		change(&b)
+		if a.Equal(&b) || b.Equal(&a) {
+			t.Errorf("Specs that differ in %s are Equal", name)
+		}
 	}
 }
