@@ -1,7 +1,8 @@
 // Package wire holds the messages that cross process boundaries: the run
 // configuration (a sandbox's Spec and its Program) the caller hands to the
-// in-sandbox init, the setup error the init hands back, and the requests and replies between the caller and its
-// spawner. Both ends are the same binary, so JSON is enough.
+// in-sandbox init, the setup error the init hands back, and the requests
+// and replies between the caller and its spawner. Both ends are the same
+// binary, so JSON is enough.
 package wire
 
 import (
@@ -12,8 +13,8 @@ import (
 // Config is everything the in-sandbox init needs to build the sandbox and
 // start the program. It is sent over the init's inherited socket, never argv.
 //
-// It is a Spec, what the sandbox is, and a Program, what runs in it, and
-// what the launcher adds for the one launch. A prepared sandbox is built
+// It is a Spec (what the sandbox is), a Program (what runs in it), and
+// what the launcher adds for this one launch. A prepared sandbox is built
 // from a Spec alone and given a Program later; the spawner's pool gives it
 // only to a run whose Spec is Equal to the one it was prepared from.
 type Config struct {
