@@ -94,7 +94,7 @@ func TestCommandLineLimits(t *testing.T) {
 					t.Errorf("%s: at MaxCommandLine the program saw %q (exit %d, stderr %q), want %q", field, got, res.ExitCode, res.Stderr, want)
 				}
 
-				before := s.ws.runs.Load()
+				before, _ := runsOf(s)
 				c, _, _, _ = commandLineOf(t, &s.opts, MaxCommandLine+1, env)
 				_, err = s.Run(context.Background(), c)
 				var oe *OptionError
@@ -106,8 +106,8 @@ func TestCommandLineLimits(t *testing.T) {
 						t.Errorf("%s: the error does not give %d: %v", field, n, err)
 					}
 				}
-				if c.used || s.ws.runs.Load() != before {
-					t.Errorf("%s: a command line over the limit was run (Cmd taken %v, runs %d then %d)", field, c.used, before, s.ws.runs.Load())
+				if after, _ := runsOf(s); c.used || after != before {
+					t.Errorf("%s: a command line over the limit was run (Cmd taken %v, runs %d then %d)", field, c.used, before, after)
 				}
 			}
 		})
@@ -197,7 +197,8 @@ func TestSpawnerSocketCarriesCommandLine(t *testing.T) {
 		t.Fatal(s.Err())
 	}
 	c, _, _, _ := commandLineOf(t, &s.opts, MaxCommandLine, false)
-	msg, err := json.Marshal(wire.Request{ID: 1 << 60, Config: s.opts.config(c, s.filter), Owner: "x", Pool: maxPool})
+	cfg := s.opts.config(c, s.filter)
+	msg, err := json.Marshal(wire.Request{ID: 1 << 60, Spec: &cfg.Spec, Program: &cfg.Program, Owner: "x", Pool: maxPool})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -415,7 +415,7 @@ func newTest(t testing.TB, o Options) *Sandbox {
 		}
 	}
 	t.Cleanup(func() {
-		runs, pooledRuns := s.ws.runs.Load(), s.ws.pooled.Load()
+		runs, pooledRuns := runsOf(s)
 		s.Close()
 		if filled && runs > 0 && pooledRuns == 0 {
 			t.Errorf("SANDBOX_TEST_POOL=%d: none of the %d Runs took a prepared sandbox", testPool, runs)

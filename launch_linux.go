@@ -71,7 +71,7 @@ type handle struct {
 }
 
 // programFiles is the program a prepared init is to run, and its files:
-// stdio, then the workspace mount when p.WorkspaceMount is set.
+// stdio, then the workspace mount when its Spec has WorkspaceMount.
 type programFiles struct {
 	p     wire.Program
 	files []*os.File

@@ -264,8 +264,53 @@ func mergeEnv(base, over, defaults []string) []string {
 	return env
 }
 
-// config is the wire form of one run of cmd under o.
+// config is the wire form of one run of cmd under o: the sandbox o
+// describes, and cmd's program in it.
 func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
+	return &wire.Config{Spec: o.spec(f), Program: o.program(cmd)}
+}
+
+// spec is the sandbox o describes, with f as its syscall filter: what
+// every run of a Sandbox shares, and what its pool prepares ahead.
+func (o *Options) spec(f *compiledFilter) wire.Spec {
+	sp := wire.Spec{
+		Hostname:      orDefault(o.Hostname, DefaultHostname),
+		Rootfs:        o.Rootfs,
+		Workspace:     o.Workspace,
+		WorkspaceSize: orDefault(o.WorkspaceSize, DefaultWorkspaceSize),
+		TmpSize:       orDefault(o.TmpSize, DefaultTmpSize),
+		NoFile:        orDefault(o.MaxOpenFiles, DefaultMaxOpenFiles),
+		Memory:        limit(o.Memory, DefaultMemory),
+		Pids:          limit(o.Pids, DefaultPids),
+		CgroupParent:  o.CgroupParent,
+		BestEffort:    o.LimitPolicy == BestEffortLimits,
+		IOReadBPS:     o.IOReadBPS,
+		IOWriteBPS:    o.IOWriteBPS,
+		TrustedCAs:    o.TrustedCAs,
+	}
+	sp.HostUID, sp.HostGID = o.HostIDs()
+	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
+		sp.CPUQuota, sp.CPUPeriod = int64(cpus*cpuPeriod), cpuPeriod
+	}
+	sp.MaxFileSize = limit(o.MaxFileSize, max(DefaultMaxFileSize, sp.TmpSize, sp.WorkspaceSize))
+	if f != nil {
+		sp.Seccomp, sp.SeccompListen, sp.SeccompKill = f.prog, f.notify, o.SeccompKill
+	}
+	switch o.Network {
+	case NetworkAllow:
+		sp.ProxyPort = proxyPort
+	case NetworkHostUnsafe:
+		sp.HostNetwork = true
+	}
+	for _, b := range o.Binds {
+		sp.Binds = append(sp.Binds, wire.Bind{Source: b.Source, Target: b.target(), Writable: b.Writable})
+	}
+	return sp
+}
+
+// program is cmd as it runs under o: its arguments, and its environment
+// over o's and the defaults.
+func (o *Options) program(cmd *Cmd) wire.Program {
 	args := cmd.Args
 	if len(args) == 0 {
 		args = []string{cmd.Path}
@@ -276,46 +321,15 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 	if bundle := trustBundleIn(o.Rootfs, len(o.TrustedCAs) > 0); bundle != "" {
 		defaults = append(slices.Clip(defaults), "NODE_EXTRA_CA_CERTS="+bundle)
 	}
-	cfg := &wire.Config{
-		Path:          cmd.Path,
-		Args:          args,
-		Env:           mergeEnv(o.Env, cmd.Env, defaults),
-		Dir:           orDefault(cmd.Dir, DefaultDir),
-		Hostname:      orDefault(o.Hostname, DefaultHostname),
-		Rootfs:        o.Rootfs,
-		Workspace:     o.Workspace,
-		WorkspaceSize: orDefault(o.WorkspaceSize, DefaultWorkspaceSize),
-		TmpSize:       orDefault(o.TmpSize, DefaultTmpSize),
-		NoFile:        orDefault(o.MaxOpenFiles, DefaultMaxOpenFiles),
-		HostUID:       o.HostUID,
-		HostGID:       o.HostGID,
-		Memory:        limit(o.Memory, DefaultMemory),
-		Pids:          limit(o.Pids, DefaultPids),
-		CgroupParent:  o.CgroupParent,
-		BestEffort:    o.LimitPolicy == BestEffortLimits,
-		IOReadBPS:     o.IOReadBPS,
-		IOWriteBPS:    o.IOWriteBPS,
+	if o.Network == NetworkAllow {
+		defaults = append(proxyEnv(), defaults...)
 	}
-	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
-		cfg.CPUQuota, cfg.CPUPeriod = int64(cpus*cpuPeriod), cpuPeriod
+	return wire.Program{
+		Path: cmd.Path,
+		Args: args,
+		Env:  mergeEnv(o.Env, cmd.Env, defaults),
+		Dir:  orDefault(cmd.Dir, DefaultDir),
 	}
-	cfg.MaxFileSize = limit(o.MaxFileSize, max(DefaultMaxFileSize, cfg.TmpSize, cfg.WorkspaceSize))
-	cfg.TrustedCAs = o.TrustedCAs
-	if f != nil {
-		cfg.Seccomp, cfg.SeccompListen, cfg.SeccompKill = f.prog, f.notify, o.SeccompKill
-	}
-	switch o.Network {
-	case NetworkAllow:
-		cfg.ProxyPort = proxyPort
-		cfg.Env = mergeEnv(o.Env, cmd.Env, append(proxyEnv(), defaults...))
-	case NetworkHostUnsafe:
-		cfg.HostNetwork = true
-	}
-	for _, b := range o.Binds {
-		cfg.Binds = append(cfg.Binds, wire.Bind{Source: b.Source, Target: b.target(), Writable: b.Writable})
-	}
-	cfg.HostUID, cfg.HostGID = o.HostIDs()
-	return cfg
 }
 
 // HostIDs returns the host uid and gid the sandbox user maps to under o:

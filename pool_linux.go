@@ -5,7 +5,6 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"reflect"
 	"sync"
 	"time"
 
@@ -16,20 +15,20 @@ import (
 // teardown of its ended runs, and its pool of prepared sandboxes
 // (Options.Pool).
 //
-// A prepared sandbox is an init launched with cfg.Prepare: it has built
-// everything a cold init builds before the program is known (namespaces,
-// cgroup with its limits, root, hostname, loopback, rlimits) and waits. A
-// start whose config matches the one the pool was prepared with, except
-// for the program, takes one and hands it the program; it then goes on
-// exactly as a cold init would. Each serves one run, and the pool is
-// refilled in the background.
+// A prepared sandbox is an init launched with a Spec and no Program
+// (Config.Prepare): it has built everything a cold init builds before the
+// program is known (namespaces, cgroup with its limits, root, hostname,
+// loopback, rlimits) and waits. A start whose Spec is Equal to the pool's
+// takes one and hands it the start's Program; it then goes on exactly as a
+// cold init would.
+// Each serves one run, and the pool is refilled in the background.
 type owner struct {
 	teardown tracker      // launches of this owner not yet torn down
 	warn     func(string) // to the Sandbox's Logger
 
 	mu        sync.Mutex
 	changed   *sync.Cond       // on mu: a preparation ended, or the pool was drained
-	cfg       *wire.Config     // the config prepared, without a program
+	cfg       *wire.Config     // the Spec prepared, without a program
 	size      int              // how many to keep ready
 	ready     []*handle        // prepared, waiting
 	preparing int              // preparations under way
@@ -37,22 +36,13 @@ type owner struct {
 	failure   *wire.SetupError // the last preparation's failure; refills wait for a cold start to succeed
 }
 
-// preparedConfig is cfg without its program, to be prepared ahead.
-func preparedConfig(cfg *wire.Config) *wire.Config {
-	p := *cfg
-	p.Path, p.Args, p.Env, p.Dir = "", nil, nil, ""
-	p.Prepare = true
-	return &p
-}
-
-// useLocked makes the pool one of size sandboxes prepared like cfg,
-// destroying what was prepared for another config.
-func (o *owner) useLocked(cfg *wire.Config, size int) {
-	if prep := preparedConfig(cfg); !reflect.DeepEqual(prep, o.cfg) {
-		// The Sandbox's runs differ in more than the program: what was
-		// prepared does not fit.
+// useLocked makes the pool one of size sandboxes prepared from spec,
+// destroying what was prepared from another Spec.
+func (o *owner) useLocked(spec *wire.Spec, size int) {
+	if o.cfg == nil || !spec.Equal(&o.cfg.Spec) {
+		// What was prepared is another sandbox than this run's.
 		o.discardLocked()
-		o.cfg, o.failure = prep, nil
+		o.cfg, o.failure = &wire.Config{Spec: *spec, Prepare: true}, nil
 	}
 	o.size = size
 }
@@ -62,15 +52,15 @@ func (o *owner) useLocked(cfg *wire.Config, size int) {
 // serveStart).
 const refillDelay = 10 * time.Millisecond
 
-// take returns a prepared sandbox for cfg, or nil when none is ready. The
-// pool becomes one for cfg and size; refill fills it.
+// take returns a sandbox prepared from cfg's Spec, or nil when none is
+// ready. The pool becomes one for that Spec and size; refill fills it.
 func (o *owner) take(cfg *wire.Config, size int) *handle {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return nil
 	}
-	o.useLocked(cfg, size)
+	o.useLocked(&cfg.Spec, size)
 	n := len(o.ready)
 	if n == 0 {
 		return nil
@@ -79,7 +69,7 @@ func (o *owner) take(cfg *wire.Config, size int) *handle {
 	if h.block != nil {
 		// A planned init takes a program that fits its block; another
 		// runs cold, and h waits for the next.
-		msg, ok := h.block.encode(programOf(cfg))
+		msg, ok := h.block.encode(cfg.Program)
 		if !ok {
 			return nil
 		}
@@ -89,18 +79,13 @@ func (o *owner) take(cfg *wire.Config, size int) *handle {
 	return h
 }
 
-// programOf is the program of cfg, as a prepared init is given it.
-func programOf(cfg *wire.Config) wire.Program {
-	return wire.Program{Path: cfg.Path, Args: cfg.Args, Env: cfg.Env, Dir: cfg.Dir, WorkspaceMount: cfg.WorkspaceMount}
-}
-
-// fill fills the pool for cfg to size and waits until it is full, or a
+// fill fills the pool for spec to size and waits until it is full, or a
 // preparation failed.
-func (o *owner) fill(cfg *wire.Config, size int) *wire.SetupError {
+func (o *owner) fill(spec *wire.Spec, size int) *wire.SetupError {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.closed {
-		o.useLocked(cfg, size)
+		o.useLocked(spec, size)
 		o.refillLocked()
 	}
 	for {
@@ -116,7 +101,7 @@ func (o *owner) fill(cfg *wire.Config, size int) *wire.SetupError {
 	}
 }
 
-// coldStarted tells the pool a cold start of its config worked, so a
+// coldStarted tells the pool a cold start of its Spec worked, so a
 // preparation that failed before may be tried again.
 func (o *owner) coldStarted() {
 	o.mu.Lock()
@@ -161,7 +146,7 @@ func (o *owner) prepare(cfg *wire.Config) {
 		if h != nil {
 			close(h.program)
 		}
-		if cfg == o.cfg { // not prepared for a config since replaced
+		if cfg == o.cfg { // not prepared from a Spec since replaced
 			o.failure = se
 			o.warn(fmt.Sprintf("preparing a pooled sandbox failed; runs start cold until one of them succeeds: %v", setupError(se, cfg)))
 		}
@@ -169,6 +154,12 @@ func (o *owner) prepare(cfg *wire.Config) {
 		close(h.program)
 	default:
 		o.ready = append(o.ready, h)
+	}
+	if cfg != o.cfg {
+		// Prepared from a Spec since replaced, and counted in preparing
+		// until now: its place goes to the Spec now wanted, which a fill
+		// may be waiting for.
+		o.refillLocked()
 	}
 }
 
@@ -205,8 +196,8 @@ func (o *owner) drain() {
 
 // start hands a prepared sandbox its program and files (stdio, then the
 // workspace mount if any), which it takes over.
-func (h *handle) start(cfg *wire.Config, files []*os.File) {
-	h.program <- programFiles{p: programOf(cfg), files: files}
+func (h *handle) start(p wire.Program, files []*os.File) {
+	h.program <- programFiles{p: p, files: files}
 }
 
 // owners are the spawner's owners by name.

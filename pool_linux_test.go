@@ -5,7 +5,9 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -276,4 +278,128 @@ func TestPoolRefillsDuringALongRun(t *testing.T) {
 	if o.err != nil || !o.res.Success() || !o.res.Pooled {
 		t.Errorf("long run: %v %+v; want a pooled success", o.err, o.res)
 	}
+}
+
+// TestPoolTakesOnlyItsSpec: a prepared sandbox serves only a run whose
+// sandbox is the one it was prepared as. Sandboxes whose Options differ in
+// a Bind, the memory limit or the network are given the owner name of a
+// Sandbox whose pool is full, so that their runs meet its prepared
+// sandbox in the spawner: each runs cold (Result.Pooled), in the sandbox
+// its own Options describe, seen from inside (the bound directory, the
+// network namespace) and outside (Result.Limits). A Sandbox with the same
+// Options, and the pool's own, take it.
+func TestPoolTakesOnlyItsSpec(t *testing.T) {
+	requireSandbox(t)
+	dirA, dirB := sharedTempDir(t), sharedTempDir(t)
+	for dir, which := range map[string]string{dirA: "a", dirB: "b"} {
+		if err := os.WriteFile(filepath.Join(dir, "which"), []byte(which), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const memA, memB = 96 << 20, 128 << 20
+	base := Options{Binds: []Bind{{Source: dirA, Target: "/data"}}, Memory: memA}
+	withPool := base
+	withPool.Pool = 1
+	pooled := newFilled(t, withPool)
+	ownNet, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// run runs the probe in s and returns what it saw: the bound file,
+	// whether it shares the caller's network namespace, its memory limit.
+	run := func(s *Sandbox) (which string, hostNet bool, mem string, wasPooled bool) {
+		t.Helper()
+		res, err := s.Run(ctx, Command("/bin/sh", "-c", `cat /data/which; echo; readlink /proc/self/ns/net`))
+		if err != nil || !res.Success() {
+			t.Fatalf("%v %v\n%s", err, res, res.Stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("the probe printed %q", res.Stdout)
+		}
+		for _, l := range res.Limits {
+			if l.Name == "memory" {
+				mem = l.Value
+			}
+		}
+		return lines[0], lines[1] == ownNet, mem, res.Pooled
+	}
+	// sharing is a Sandbox for o that sends its runs to pooled's pool.
+	sharing := func(o Options) *Sandbox {
+		t.Helper()
+		s := New(testOpts(o)) // Pool 0: New fills no pool of its own
+		t.Cleanup(func() { s.Close() })
+		if s.Err() != nil {
+			t.Fatal(s.Err())
+		}
+		s.opts.Pool, s.ws.owner = 1, pooled.ws.owner
+		return s
+	}
+
+	otherBind, otherMemory, otherNetwork := base, base, base
+	otherBind.Binds = []Bind{{Source: dirB, Target: "/data"}}
+	otherMemory.Memory = memB
+	otherNetwork.Network = NetworkHostUnsafe
+	for _, c := range []struct {
+		name    string
+		o       Options
+		which   string
+		hostNet bool
+		mem     int64
+	}{
+		{"Binds", otherBind, "b", false, memA},
+		{"Memory", otherMemory, "a", false, memB},
+		{"Network", otherNetwork, "a", true, memA},
+	} {
+		if err := pooled.fillPool(); err != nil {
+			t.Fatalf("fill the pool: %v", err)
+		}
+		if n := len(preparedInits()); n < 1 {
+			t.Fatalf("%s: no prepared init waits in the spawner", c.name)
+		}
+		which, hostNet, mem, wasPooled := run(sharing(c.o))
+		if wasPooled {
+			t.Errorf("another %s: the run took a sandbox prepared for the pool's Options", c.name)
+		}
+		if which != c.which || hostNet != c.hostNet || !strings.HasPrefix(mem, fmt.Sprint(c.mem)) {
+			t.Errorf("another %s: the run saw /data/which %q, the host's network %v, memory %q; want %q, %v, %d bytes",
+				c.name, which, hostNet, mem, c.which, c.hostNet, c.mem)
+		}
+	}
+
+	for name, s := range map[string]*Sandbox{"the pool's own Sandbox": pooled, "a Sandbox with the same Options": sharing(base)} {
+		if err := pooled.fillPool(); err != nil {
+			t.Fatalf("fill the pool: %v", err)
+		}
+		which, hostNet, mem, wasPooled := run(s)
+		if !wasPooled || which != "a" || hostNet || !strings.HasPrefix(mem, fmt.Sprint(memA)) {
+			t.Errorf("%s: pooled %v, /data/which %q, the host's network %v, memory %q; want a pooled run in the pool's sandbox",
+				name, wasPooled, which, hostNet, mem)
+		}
+	}
+}
+
+// BenchmarkRunTruePooled is BenchmarkRunTrue from a pool of two: each Run
+// takes a prepared sandbox while the last one's is refilled in the
+// background. pooled/op is the share of Runs that found one ready.
+func BenchmarkRunTruePooled(b *testing.B) {
+	requireSandbox(b)
+	s := New(testOpts(Options{Pool: 2}))
+	b.Cleanup(func() { s.Close() })
+	if err := s.fillPool(); err != nil {
+		b.Fatalf("fill the pool: %v", err)
+	}
+	ctx := context.Background()
+	pooled := 0
+	for b.Loop() {
+		res, err := s.Run(ctx, Command("/bin/true"))
+		if err != nil || !res.Success() {
+			b.Fatalf("%v %+v", err, res)
+		}
+		if res.Pooled {
+			pooled++
+		}
+	}
+	b.ReportMetric(float64(pooled)/float64(b.N), "pooled/op")
 }

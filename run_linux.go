@@ -17,6 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// runStarted, when set, hears of every Run whose program started, by the
+// owner name of its Sandbox, and whether it took a prepared sandbox.
+// Nothing in the package sets it: the tests do, to check that a pooled
+// Sandbox serves from its pool and that a refused Run started nothing.
+var runStarted func(owner string, pooled bool)
+
 func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sandbox: run %q: %w", cmd.Path, err)
@@ -134,11 +140,8 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	res.SystemTime = time.Duration(exit.SysNS)
 	res.MaxRSS = exit.MaxRSSKiB << 10
 	res.Pooled = exit.Pooled
-	if se == nil {
-		s.ws.runs.Add(1)
-		if res.Pooled {
-			s.ws.pooled.Add(1)
-		}
+	if se == nil && runStarted != nil {
+		runStarted(s.ws.owner, res.Pooled)
 	}
 	res.CgroupCPU, res.MemoryPeak = time.Duration(exit.CgroupCPUNS), exit.MemoryPeak
 	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills), exit.PidsMax > 0
@@ -486,9 +489,10 @@ func (s *Sandbox) fillPool() error {
 		s.log.Warn("sandbox: the pool cannot be filled; runs start cold", "error", err)
 		return err
 	}
-	// The spawner prepares the config without its program.
-	cfg := s.opts.config(Command("/bin/true"), s.filter)
-	cfg.WorkspaceMount = s.opts.kept()
+	// The sandbox of every Run: each brings its session's workspace
+	// mount when the workspace is kept (forRun).
+	spec := s.opts.spec(s.filter)
+	spec.WorkspaceMount = s.opts.kept()
 	s.ws.spawned.Store(true)
-	return sp.fill(s.ws.owner, cfg, s.opts.Pool)
+	return sp.fill(s.ws.owner, &spec, s.opts.Pool)
 }

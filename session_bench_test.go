@@ -49,7 +49,9 @@ func benchSession(b *testing.B, flat, seeded bool) *Sandbox {
 		o.WorkspaceFrom = tree
 	}
 	s := newTest(b, o)
-	s.ws.flat = flat
+	if flat {
+		keepFlat(s)
+	}
 	if !seeded {
 		// Through a tar, as a caller would put a tree in.
 		src := New(Options{Workspace: tree})

@@ -33,10 +33,6 @@ type session struct {
 	// Run (fetchSpare). A clone shows the live workspace until a
 	// reshape replaces the keeper's mount; reshape and Close drop it.
 	spare *os.File
-	// flat makes the keeper keep one tmpfs and copy for snapshots even
-	// where overlays work, so tests cover that path everywhere.
-	flat bool
-
 	// owner names the Sandbox to the spawner, which keeps its pool and
 	// tracks its runs' teardown under it; spawned says a Run went there.
 	owner   string
@@ -44,11 +40,13 @@ type session struct {
 	// teardown counts the InProcess runs not yet reaped, and the pool
 	// fill New starts.
 	teardown tracker
-	// runs and pooled count the Runs that started a program, and those
-	// of them that took a prepared sandbox: the tests check with them
-	// that a pooled Sandbox really serves from its pool.
-	runs, pooled atomic.Int64
 }
+
+// keeperFlat, when set, says whether the keeper of the session named
+// owner is to keep one tmpfs and copy for snapshots even where overlays
+// work. Nothing in the package sets it: the tests do, to cover that
+// layout on every kernel.
+var keeperFlat func(owner string) bool
 
 // ownerSeq numbers the Sandboxes of this process, for their owner names.
 var ownerSeq atomic.Uint64
@@ -85,7 +83,8 @@ func (ss *session) keeper(o *Options) (*keeperClient, error) {
 	defer ss.start.Unlock()
 	if ss.kc == nil && ss.startErr == nil {
 		uid, gid := o.HostIDs()
-		ss.kc, ss.startErr = startKeeperProcess(orDefault(o.WorkspaceSize, DefaultWorkspaceSize), uid, gid, o.WorkspaceFrom, ss.flat)
+		flat := keeperFlat != nil && keeperFlat(ss.owner)
+		ss.kc, ss.startErr = startKeeperProcess(orDefault(o.WorkspaceSize, DefaultWorkspaceSize), uid, gid, o.WorkspaceFrom, flat)
 	}
 	return ss.kc, ss.startErr
 }

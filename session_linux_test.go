@@ -29,7 +29,16 @@ func layouts(t *testing.T, fn func(t *testing.T, newSession func(Options) *Sandb
 			requireSandbox(t)
 			fn(t, func(o Options) *Sandbox {
 				s := newTest(t, o)
-				s.ws.flat = flat
+				if flat {
+					keepFlat(s)
+				}
+				t.Cleanup(func() {
+					s.ws.start.Lock()
+					defer s.ws.start.Unlock()
+					if kc := s.ws.kc; kc != nil && flat && kc.layered {
+						t.Error("the keeper holds the workspace in layers where the test asked for one flat tmpfs")
+					}
+				})
 				return s
 			})
 		})

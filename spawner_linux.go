@@ -26,17 +26,36 @@ import (
 // here, 39 ms from a caller with 1 GiB of heap against 4.2 ms through a
 // spawner.
 //
-// Protocol, over a SOCK_SEQPACKET socket pair (one JSON message a packet):
+// Protocol, over a SOCK_SEQPACKET socket pair (one JSON message a packet;
+// the messages are internal/wire's Request and Reply):
 //
 //	caller                                    spawner
-//	Request{ID, Config} + SCM_RIGHTS(0,1,2   →  launch (see launch_linux.go)
-//	  [, proxy channel])
+//	Request{ID, Spec, Program, Owner, Pool}  →  reads it
+//	  + SCM_RIGHTS(0,1,2[, proxy channel]
+//	  [, workspace mount])
+//	                                        ←  Reply{ID, accepted}, before anything of it is
+//	                                           done (no Accepted before the spawner died:
+//	                                           the caller may send the run to a new one)
+//	                                           takes a sandbox of Owner's pool prepared from
+//	                                           an Equal Spec when Pool > 0 (no proxy, no
+//	                                           terminal), hands it the Program and files;
+//	                                           else launches cold (see launch_linux.go)
 //	                                        ←  Reply{ID, started} or Reply{ID, failed, Err};
 //	                                           a run with a terminal: Reply{ID, started,
 //	                                           Terminal} + SCM_RIGHTS(the pty's master)
 //	Request{ID, Kill} (on ctx end)          →  kill the run's init
-//	                                        ←  Reply{ID, exited, Exit}
-//	close (caller exits or dies)            →  kill every run, exit
+//	                                        ←  Reply{ID, exited, Exit} (Exit.Pooled: it took
+//	                                           a prepared sandbox)
+//	Request{ID, Owner, Fill, Spec, Pool}    →  make Owner's pool Pool sandboxes prepared from
+//	  (New with Options.Pool)                  Spec, destroying any prepared from another
+//	                                        ←  Reply{ID, synced[, Err]} once it is full, or
+//	                                           a preparation failed
+//	Request{ID, Owner, Sync} (Close)        →  destroy Owner's pool, wait for the teardown
+//	                                           of its runs
+//	                                        ←  Reply{ID, synced}
+//	                                        ←  Reply{warning, Owner, Text} at any time: for
+//	                                           Owner's Logger (every Logger when Owner is "")
+//	close (caller exits or dies)            →  kill every run, destroy the pools, exit
 //
 // The only fd the spawner sends is the master of a run's pty (made in the
 // sandbox: wire.TerminalMark); the caller keeps the read ends of the
@@ -132,10 +151,10 @@ func spawnerMain() {
 			go func(id uint64) {
 				defer active.Done()
 				var se *wire.SetupError
-				if req.Config == nil || req.Pool <= 0 {
+				if req.Spec == nil || req.Pool <= 0 {
 					se = &wire.SetupError{Stage: "spawner", Text: "malformed fill request"}
 				} else {
-					se = o.fill(req.Config, req.Pool)
+					se = o.fill(req.Spec, req.Pool)
 				}
 				reply(wire.Reply{ID: id, Kind: wire.Synced, Err: se})
 			}(req.ID)
@@ -229,9 +248,11 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 		reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
 	}
 	var extra initFiles
-	ok := req.Config != nil && len(files) >= 3
+	var cfg *wire.Config
+	ok := req.Spec != nil && req.Program != nil && len(files) >= 3
 	if ok {
-		extra, ok = initFilesFrom(req.Config, files[3:])
+		cfg = &wire.Config{Spec: *req.Spec, Program: *req.Program}
+		extra, ok = initFilesFrom(cfg, files[3:])
 	}
 	if !ok {
 		closeFiles(files)
@@ -239,7 +260,9 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 		return
 	}
 	var h *handle
-	if req.Pool > 0 && req.Config.ProxyPort == 0 && req.Config.Terminal == nil {
+	// A run with a proxy or a terminal neither takes a prepared sandbox
+	// nor makes the pool one of its Spec: neither can be prepared ahead.
+	if req.Pool > 0 && cfg.ProxyPort == 0 && cfg.Terminal == nil {
 		// The pool is refilled once this run is out of the way: a
 		// preparation is a cold start's work, which on a small machine
 		// would take the CPU from this run's start and its report. A
@@ -250,14 +273,14 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 				o.refill()
 			}
 		}()
-		if h = o.take(req.Config, req.Pool); h != nil {
-			h.start(req.Config, files) // it takes the files over
+		if h = o.take(cfg, req.Pool); h != nil {
+			h.start(cfg.Program, files) // it takes the files over
 		}
 	}
 	cold := h == nil
 	if cold {
 		var se *wire.SetupError
-		h, se = launch(req.Config, [3]*os.File(files[:3]), extra, false, &o.teardown, o.warn)
+		h, se = launch(cfg, [3]*os.File(files[:3]), extra, false, &o.teardown, o.warn)
 		closeFiles(files)
 		if se != nil {
 			fail(se)
@@ -459,7 +482,7 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	for _, f := range extra.list() {
 		fds = append(fds, int(f.Fd()))
 	}
-	if err := c.send(wire.Request{ID: id, Config: cfg, Owner: owner, Pool: pool}, fds); err != nil {
+	if err := c.send(wire.Request{ID: id, Spec: &cfg.Spec, Program: &cfg.Program, Owner: owner, Pool: pool}, fds); err != nil {
 		c.mu.Lock()
 		delete(c.runs, id)
 		dead := c.dead != nil // its socket closed under our send
@@ -490,12 +513,12 @@ func (c *spawnerClient) sync(owner string) {
 	c.call(wire.Request{Owner: owner, Sync: true})
 }
 
-// fill fills the pool of owner with size sandboxes prepared from cfg and
+// fill fills the pool of owner with size sandboxes prepared from spec and
 // waits until it is full.
-func (c *spawnerClient) fill(owner string, cfg *wire.Config, size int) error {
-	se, err := c.call(wire.Request{Owner: owner, Fill: true, Config: cfg, Pool: size})
+func (c *spawnerClient) fill(owner string, spec *wire.Spec, size int) error {
+	se, err := c.call(wire.Request{Owner: owner, Fill: true, Spec: spec, Pool: size})
 	if err == nil && se != nil {
-		err = setupError(se, cfg)
+		err = setupError(se, &wire.Config{Spec: *spec})
 	}
 	return err
 }

@@ -1,24 +1,64 @@
 // Package wire holds the messages that cross process boundaries: the run
-// configuration the caller hands to the in-sandbox init, the setup error the
-// init hands back, and the requests and replies between the caller and its
-// spawner. Both ends are the same binary, so JSON is enough.
+// configuration (a sandbox's Spec and its Program) the caller hands to the
+// in-sandbox init, the setup error the init hands back, and the requests
+// and replies between the caller and its spawner. Both ends are the same
+// binary, so JSON is enough.
 package wire
+
+import (
+	"bytes"
+	"slices"
+)
 
 // Config is everything the in-sandbox init needs to build the sandbox and
 // start the program. It is sent over the init's inherited socket, never argv.
+//
+// It is a Spec (what the sandbox is), a Program (what runs in it), and
+// what the launcher adds for this one launch. A prepared sandbox is built
+// from a Spec alone and given a Program later; the spawner's pool gives it
+// only to a run whose Spec is Equal to the one it was prepared from.
 type Config struct {
-	Path     string   // the program, as the caller named it
-	Args     []string // argv, Args[0] included
-	Env      []string // the complete environment of the program
-	Dir      string   // working directory inside the sandbox
+	Spec
+	Program
+
+	// Prepare makes the init build the sandbox without a program: Path,
+	// Args, Env and Dir are empty, and the init has /dev/null as stdio.
+	// Once built it sends PreparedMark and waits for a Program. It says
+	// how this init is started, not what sandbox it builds, so it is in
+	// neither the Spec (a run and the sandbox prepared for it share one)
+	// nor the Program.
+	Prepare bool
+
+	// ResetOOMScore says the init inherits a negative oom_score_adj and
+	// must raise it to 0; the launcher knows its own, which the init gets.
+	// The launcher sets it for each launch from its own state; the caller
+	// never asks for it, so it is no part of the Spec.
+	ResetOOMScore bool
+
+	// Rlimit stand-ins the launcher chose when no cgroup could be had
+	// (BestEffort); zero means not set. The launcher derives them from
+	// the Spec's limits at each launch, so they are not in it.
+	RlimitData  uint64
+	RlimitNproc uint64
+}
+
+// Spec is what a sandbox is, whatever runs in it: its ids, root, mounts,
+// limits, filter and network. Two runs with Equal Specs can use
+// sandboxes built alike, which is what the spawner's pool relies on: every
+// field that makes sandboxes differ belongs here, and Equal compares it
+// (TestSpecEqualCoversEveryField fails for a field it leaves out).
+type Spec struct {
 	Hostname string
 
 	Rootfs        string // host directory used as the root's source; "" = host binds
 	Workspace     string // host directory bound read-write at /workspace; "" = tmpfs
 	WorkspaceSize int64  // bytes, for the tmpfs workspace
-	// WorkspaceMount says the init was given the session's workspace as a
-	// detached mount, its next fd after the proxy channel's, to attach at
-	// /workspace instead of making a tmpfs.
+	// WorkspaceMount says the init is given the session's workspace as a
+	// detached mount to attach at /workspace instead of making a tmpfs:
+	// a cold init as its next fd after the proxy channel's, a prepared
+	// one with its Program. It decides how /workspace is built, so it is
+	// the Spec's, and a prepared sandbox takes only runs that bring one
+	// when it waits for one.
 	WorkspaceMount bool
 	TmpSize        int64 // bytes
 	Binds          []Bind
@@ -37,11 +77,6 @@ type Config struct {
 	IOReadBPS    int64  // bytes per second on the disks under Workspace and writable binds
 	IOWriteBPS   int64
 
-	// Rlimit stand-ins the launcher chose when no cgroup could be had
-	// (BestEffort); zero means not set.
-	RlimitData  uint64
-	RlimitNproc uint64
-
 	// Seccomp is the syscall filter, as the kernel takes it (struct
 	// sock_filter array); nil runs unfiltered. With SeccompListen the init
 	// hands the filter's notification fd to its parent, whose supervisor
@@ -58,24 +93,42 @@ type Config struct {
 	// proxy channel (fd 4) before it execs the program.
 	ProxyPort int
 
-	// Prepare makes the init build the sandbox without a program: Path,
-	// Args, Env and Dir are empty, and the init has /dev/null as stdio.
-	// Once built it sends PreparedMark and waits for a Program.
-	Prepare bool
-
-	// ResetOOMScore says the init inherits a negative oom_score_adj and
-	// must raise it to 0; the launcher knows its own, which the init gets.
-	ResetOOMScore bool
-
 	// Terminal, when set, makes the init give the program a pty of the
 	// sandbox's own devpts as 0, 1, 2 and controlling terminal, in place
-	// of the stdio it was started with (see TerminalMark). Never set with
-	// Prepare: a run with a terminal starts cold.
+	// of the stdio it was started with (see TerminalMark). It is the
+	// Spec's, not the Program's: the init makes the pty from the config
+	// it was built with, so a sandbox prepared without one (the pool
+	// never prepares one) cannot give a program a terminal, and a run
+	// with one matches no pool and starts cold.
 	Terminal *Winsize `json:",omitempty"`
 	// TrustedCAs are PEM certificates added to every CA bundle of the
 	// sandbox's trust store.
 	TrustedCAs []byte
 }
+
+// Equal says whether s and t are the same sandbox, so that one prepared
+// from t may serve a run of s. It compares every field, telling a nil
+// slice from an empty one (a nil Seccomp runs unfiltered): a difference
+// that does not matter costs a cold start, one missed would hand a run a
+// sandbox it did not ask for.
+func (s *Spec) Equal(t *Spec) bool {
+	return s.Hostname == t.Hostname &&
+		s.Rootfs == t.Rootfs && s.Workspace == t.Workspace && s.WorkspaceSize == t.WorkspaceSize &&
+		s.WorkspaceMount == t.WorkspaceMount && s.TmpSize == t.TmpSize &&
+		sameSlice(s.Binds, t.Binds) && s.NoFile == t.NoFile &&
+		s.HostUID == t.HostUID && s.HostGID == t.HostGID &&
+		s.Memory == t.Memory && s.CPUQuota == t.CPUQuota && s.CPUPeriod == t.CPUPeriod && s.Pids == t.Pids &&
+		s.CgroupParent == t.CgroupParent && s.BestEffort == t.BestEffort && s.MaxFileSize == t.MaxFileSize &&
+		s.IOReadBPS == t.IOReadBPS && s.IOWriteBPS == t.IOWriteBPS &&
+		sameBytes(s.Seccomp, t.Seccomp) && s.SeccompListen == t.SeccompListen && s.SeccompKill == t.SeccompKill &&
+		s.HostNetwork == t.HostNetwork && s.ProxyPort == t.ProxyPort &&
+		(s.Terminal == nil) == (t.Terminal == nil) && (s.Terminal == nil || *s.Terminal == *t.Terminal) &&
+		sameBytes(s.TrustedCAs, t.TrustedCAs)
+}
+
+func sameSlice[T comparable](a, b []T) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }
+
+func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
 // Winsize is a terminal's window size, in characters.
 type Winsize struct {
@@ -86,11 +139,11 @@ type Winsize struct {
 // init to the launcher, as SCM_RIGHTS, after the sandbox is built and
 // before the program's filter is loaded. The launcher passes it on to the
 // caller with the Started reply (Reply.Terminal). The sequence, for a run
-// with Config.Terminal:
+// with Spec.Terminal:
 //
 //	caller            spawner (launcher)               init
-//	Request{Config}  →  launch                      →  builds the sandbox, pivots,
-//	                                                   opens /dev/pts/ptmx, unlocks it,
+//	Request{Spec,    →  launch                      →  builds the sandbox, pivots,
+//	  Program}                                         opens /dev/pts/ptmx, unlocks it,
 //	                                                   TIOCGPTPEER, TIOCSCTTY on the peer,
 //	                                                   peer on 0, 1, 2
 //	                                            ←  TerminalMark + SCM_RIGHTS(master)
@@ -121,23 +174,27 @@ type SetupError struct {
 
 // Request is a message from the caller to its spawner. Start requests carry
 // three fds (stdin, stdout, stderr) as SCM_RIGHTS, then the proxy channel
-// and the workspace mount when Config asks for them.
+// and the workspace mount when Spec asks for them.
 type Request struct {
-	ID     uint64
-	Kill   bool    // kill the run ID instead of starting one
-	Config *Config `json:",omitempty"`
+	ID   uint64
+	Kill bool // kill the run ID instead of starting one
+
+	// Spec is the sandbox of a start or a Fill, and Program a start's
+	// program: the start's Config is both.
+	Spec    *Spec    `json:",omitempty"`
+	Program *Program `json:",omitempty"`
 
 	// Owner names the Sandbox the request is for, unique in the caller:
 	// its runs' teardown and its pool are tracked under it.
 	Owner string `json:",omitempty"`
-	// Pool is how many sandboxes prepared like Config the spawner keeps
-	// ready for Owner; a start takes one when it can.
+	// Pool is how many sandboxes prepared from Spec the spawner keeps
+	// ready for Owner; a start takes one when its Spec is the pool's.
 	Pool int `json:",omitempty"`
 	// Sync asks for a Synced reply once Owner's prepared sandboxes are
 	// destroyed and the teardown of its ended runs is done (Close).
 	Sync bool `json:",omitempty"`
-	// Fill asks for Owner's pool of Pool sandboxes prepared like Config
-	// to be filled, and for a Synced reply once it is full (Err: why not).
+	// Fill asks for Owner's pool of Pool sandboxes prepared from Spec to
+	// be filled, and for a Synced reply once it is full (Err: why not).
 	Fill bool `json:",omitempty"`
 }
 
@@ -161,7 +218,7 @@ type Reply struct {
 	Owner string `json:",omitempty"`
 	Text  string `json:",omitempty"`
 	// Terminal says a Started reply carries the master of the run's pty
-	// as SCM_RIGHTS (Config.Terminal; see TerminalMark).
+	// as SCM_RIGHTS (Spec.Terminal; see TerminalMark).
 	Terminal bool `json:",omitempty"`
 }
 
@@ -209,12 +266,12 @@ type Limit struct {
 // A setup error, JSON, never starts with it.
 const PreparedMark = 'P'
 
-// Program is what a prepared init is given to run, with its stdio (and the
-// session's workspace mount, when WorkspaceMount is set) as SCM_RIGHTS.
+// Program is what runs in a sandbox: the part of a Config a prepared init
+// is given once it is built, with the run's stdio (and the session's
+// workspace mount, when its Spec has WorkspaceMount) as SCM_RIGHTS.
 type Program struct {
-	Path           string
-	Args           []string
-	Env            []string
-	Dir            string
-	WorkspaceMount bool
+	Path string   // the program, as the caller named it
+	Args []string // argv, Args[0] included
+	Env  []string // the complete environment of the program
+	Dir  string   // working directory inside the sandbox
 }
