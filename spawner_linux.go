@@ -20,11 +20,12 @@ import (
 )
 
 // The spawner is this binary re-exec'd once per caller process, small and
-// before it holds any of the caller's heap. It starts every sandbox, because
-// cloning with CLONE_NEWUSER makes Go fork without sharing memory, so the
-// cost of a start grows with the size of the process that clones: measured
-// here, 39 ms from a caller with 1 GiB of heap against 4.2 ms through a
-// spawner.
+// before it holds any of the caller's heap. It starts every sandbox of the
+// caller's (InProcess aside) and keeps their pools: the sandboxes' inits
+// are its children, not the caller's, and a start costs the same whatever
+// the caller's size, also where the init cannot share the memory of the
+// process that clones it and the clone copies its page tables
+// (forkplan.SharesMemory).
 //
 // Protocol, over a SOCK_SEQPACKET socket pair (one JSON message a packet;
 // the messages are internal/wire's Request and Reply):
