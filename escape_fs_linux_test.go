@@ -73,7 +73,7 @@ func hostBinaryIDs(t *testing.T) []string {
 		des, _ := os.ReadDir("/proc/" + p + "/fd")
 		for _, de := range des {
 			fd := "/proc/" + p + "/fd/" + de.Name()
-			if l, err := os.Readlink(fd); err == nil && strings.Contains(l, "sandbox-init") {
+			if l, err := os.Readlink(fd); err == nil && strings.Contains(l, "sandbox-self") {
 				add(fd)
 			}
 		}

@@ -386,7 +386,7 @@ func requireNothingLeft(t *testing.T, marker string) {
 }
 
 // holdsPreparedInit says whether the cgroup dir holds one process, and it
-// is an init waiting in a pool (argv[0] sandbox-init, its program not yet
+// is an init waiting in a pool (a clone of the spawner, its program not yet
 // exec'd).
 func holdsPreparedInit(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))

@@ -41,7 +41,7 @@ func sealSelf() (*os.File, error) {
 		return nil, fmt.Errorf("sandbox: open own executable: %w", err)
 	}
 	defer src.Close()
-	dst, err := execMemfd("sandbox-init")
+	dst, err := execMemfd("sandbox-self")
 	if err != nil {
 		return nil, err
 	}
