@@ -68,8 +68,9 @@
 //
 // # How it works
 //
-// Four processes take part in a run: the caller, the spawner, the
-// sandbox's init, and the program (a session adds the workspace keeper).
+// Five processes take part, each with one job: the caller, the spawner,
+// the sandbox's init, the program, and for a session's /workspace the
+// workspace keeper.
 //
 // The caller (the program that imports this package) checks the Options,
 // opens the run's stdio, and asks the spawner for a sandbox. By default
@@ -102,6 +103,10 @@
 // wiring is needed: any binary that imports the package, a test binary
 // included, can act as its own spawner.
 //
+// The workspace keeper, this binary re-executed into a mount namespace of
+// its own, holds a session's /workspace between its runs (see Sessions
+// below).
+//
 // Warm starts: with [Options.Pool] the spawner keeps sandboxes prepared
 // ahead (namespaces, cgroup, root, everything but the program) and a Run
 // hands one its program and stdio; each serves one Run and is destroyed
@@ -112,13 +117,15 @@
 // Each sandbox starts as an init process cloned into new user, PID, mount,
 // network, IPC, UTS and cgroup namespaces, with one host uid/gid mapped to
 // [SandboxUID]/[SandboxGID]. The init runs the plan made for its
-// configuration before the clone: it builds the new root with the fd-based mount
-// API (fsopen, fsmount, open_tree, move_mount, mount_setattr): every host
-// source is opened first, then the tree is assembled on a tmpfs and
-// pivot_root'ed into, and the old root is detached. It sets the hostname,
-// brings up loopback (and, for [NetworkAllow], listens on [ProxyAddr]), sets rlimits, drops every capability, sets
-// no_new_privs and finally execs the program in its own place, so the
-// program is pid 1 of the new PID namespace. When it exits, the kernel
+// configuration before the clone. It builds the new root with the
+// fd-based mount API (fsopen, fsmount, open_tree, move_mount,
+// mount_setattr): every host source is opened first, then the tree is
+// assembled on a tmpfs and pivot_root'ed into, and the old root is
+// detached. It sets the hostname, brings up loopback (and, for
+// [NetworkAllow], listens on [ProxyAddr]), sets rlimits, drops every
+// capability, sets no_new_privs, loads the filter and finally execs the
+// program in its own place, through the exec shim, so the program is
+// pid 1 of the new PID namespace. When it exits, the kernel
 // kills every other process of the sandbox. A failure before the exec comes
 // back to the caller with its stage and errno as a [*SetupError], so
 // errors.Is(err, unix.EPERM) works across the process boundary.

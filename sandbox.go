@@ -223,7 +223,11 @@ type Options struct {
 	Pool int
 
 	// Seccomp is the syscall filter of every run; nil means
-	// DefaultSeccompPolicy(). New compiles it once.
+	// DefaultSeccompPolicy(). New compiles it once, and refuses one that
+	// would stop the sandbox's init after it is loaded: the init then
+	// closes its fds, execs the exec shim (execveat), which marks its
+	// report fd close-on-exec (fcntl) and execs the program (execve), and
+	// a policy that notifies also needs sendmsg.
 	Seccomp *SeccompPolicy
 	// NoSeccomp runs without any syscall filter, leaving the whole kernel
 	// interface to the program ("unconfined"). Only for programs you trust.
