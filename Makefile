@@ -91,6 +91,10 @@ test:
 	# a cold one, and each such Sandbox must really serve from its pool.
 	echo "+ SANDBOX_TEST_POOL=2 $(GO) test -count=1 -run '$(POOL_TESTS)' ."
 	SANDBOX_TEST_POOL=2 $(GO) test -count=1 -run '$(POOL_TESTS)' .
+	# The fallback for a toolchain that refuses forkplan's one link into
+	# the runtime: copying clones, and the recipe's sandboxes built with them.
+	echo "+ $(GO) test -count=1 -tags forkplan_copy ./internal/forkplan && $(GO) test -count=1 -tags forkplan_copy -run '^TestRecipe' ."
+	$(GO) test -count=1 -tags forkplan_copy ./internal/forkplan && $(GO) test -count=1 -tags forkplan_copy -run '^TestRecipe' .
 	# The container image and Kubernetes manifests, checked offline
 	# against the Kubernetes API types and the toolserver's flags; a
 	# module of its own, so the library's go.mod stays free of k8s.io.

@@ -1,3 +1,5 @@
+//go:build !forkplan_copy
+
 #include "textflag.h"
 
 // func cloneShared(args *cloneArgs, size uintptr, c *childArgs, fn uintptr) (pid uintptr, errno uintptr)

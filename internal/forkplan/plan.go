@@ -14,12 +14,9 @@
 // cloned child itself, instead of in a re-exec of the whole program, whose
 // runtime start and package inits cost more than everything the init does.
 //
-// A child may share the caller's memory until it execs (Clone.Shared), on
-// a stack of its own: the clone then copies no page tables, and the
-// caller's threads take no copy-on-write faults after it. Start then waits,
-// as vfork's caller does, until the child has exec'd or exited, in an
-// ordinary blocking system call, so the runtime neither waits for the
-// thread nor needs hooks into it.
+// A child may share the caller's memory until it execs (Clone.Shared), as
+// a vfork child does, on a stack of its own: the clone then copies no page
+// tables, and the caller's threads take no copy-on-write faults after it.
 //
 // Either child starts with every signal blocked and sets every caught
 // signal to its default action before it restores the mask: no Go signal

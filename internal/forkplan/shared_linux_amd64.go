@@ -1,9 +1,10 @@
+//go:build !forkplan_copy
+
 package forkplan
 
 import (
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -11,8 +12,26 @@ import (
 )
 
 // SharesMemory says whether a Clone with Shared set gets a child that
-// shares the caller's memory (on amd64), or a copy of it (elsewhere).
+// shares the caller's memory (on amd64), or a copy of it (elsewhere, and
+// built with the tag forkplan_copy).
 const SharesMemory = true
+
+// The runtime's system call hooks, as package syscall uses them around a
+// blocking call: between them the goroutine's P may go to another thread,
+// so the thread that waits in a shared clone until its child execs holds
+// none, and a collection does not wait for it. They are the one link into
+// the runtime this module keeps, for vfork: the kernel's OOM killer passes
+// over a child in vfork (in_vfork), while a child that merely shares the
+// caller's memory (CLONE_VM alone) can be its victim, and killing it kills
+// every process that shares that memory, the caller or the spawner with
+// it. A toolchain without them fails to link this file; the tag
+// forkplan_copy builds without it, with copying clones.
+//
+//go:linkname entersyscall runtime.entersyscall
+func entersyscall()
+
+//go:linkname exitsyscall runtime.exitsyscall
+func exitsyscall()
 
 // cloneShared is in clone_linux_amd64.s.
 func cloneShared(args *cloneArgs, size uintptr, c *childArgs, fn uintptr) (pid uintptr, errno syscall.Errno)
@@ -26,79 +45,41 @@ var childMainPC = reflect.ValueOf(childMain).Pointer()
 const childStackSize = 16 << 10
 
 // childStack is a shared child's stack. A child uses it until it execs or
-// exits, which is when awaitShared returns, so one Start at a time does.
+// exits, which is when its clone returns, so one Start at a time does.
 type childStack [childStackSize]byte
 
 var childStacks = sync.Pool{New: func() any { return new(childStack) }}
 
 // forkShared clones a child that shares this process's memory and runs c
-// on its own stack. Unlike vfork, the clone returns at once, leaving no
-// thread stopped in the kernel for the runtime to wait for; awaitShared
-// then waits, in an ordinary blocking system call, until the child has
-// exec'd or exited: then the memory is this process's alone again.
+// on its own stack, and waits, as vfork does, until the child has exec'd
+// or exited: then the memory is this process's alone again.
 //
 // Sharing spares the copy of the page tables and, above all, the
 // copy-on-write faults the parent's other threads would take on every page
 // they write after a copying clone.
 func forkShared(args *cloneArgs, c *childArgs) (uintptr, syscall.Errno) {
 	stack := childStacks.Get().(*childStack)
-	c.stack = stack
-	c.running = 1
-	args.flags |= unix.CLONE_VM | unix.CLONE_CHILD_CLEARTID
-	args.childTID = uint64(uintptr(unsafe.Pointer(&c.running)))
+	args.flags |= unix.CLONE_VM | unix.CLONE_VFORK
 	args.stack, args.stackSize = uint64(uintptr(unsafe.Pointer(&stack[0]))), childStackSize
 	pid, errno := cloneSharedBlocked(args, c)
-	if errno != 0 {
-		childStacks.Put(stack)
-	}
+	keepAlive(c)
+	childStacks.Put(stack)
 	return pid, errno
 }
 
 // cloneSharedBlocked makes the clone with every signal blocked, so that
 // the child starts with them blocked until childMain has reset their
-// handlers.
+// handlers. The thread stays in a system call throughout.
 //
 //go:noinline
 //go:norace
 //go:nocheckptr
 func cloneSharedBlocked(args *cloneArgs, c *childArgs) (uintptr, syscall.Errno) {
 	all := ^uint64(0)
+	entersyscall()
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&c.mask)), 8, 0, 0)
 	pid, errno := cloneShared(args, unsafe.Sizeof(*args), c, childMainPC)
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&c.mask)), 0, 8, 0, 0)
+	exitsyscall()
 	return pid, errno
-}
-
-// awaitSharedPoll is how long awaitShared waits on the futex word before
-// it asks whether the child has exited: older kernels leave the word set
-// when the child dumps core.
-const awaitSharedPoll = 1e9 // ns
-
-// futexWait is FUTEX_WAIT (linux/futex.h).
-const futexWait = 0
-
-// awaitShared waits until the shared child pid has exec'd or exited: the
-// kernel then zeroes c.running and wakes the futex on it. The wait is a
-// blocking system call as package syscall makes it, so the runtime gives
-// this goroutine's P to another thread meanwhile, and a collection does
-// not wait for it.
-func awaitShared(c *childArgs, pid int) {
-	ts := unix.NsecToTimespec(awaitSharedPoll)
-	for atomic.LoadUint32(&c.running) != 0 {
-		// Not FUTEX_PRIVATE: the kernel's wake is a shared one.
-		_, _, errno := syscall.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&c.running)), futexWait, 1, uintptr(unsafe.Pointer(&ts)), 0, 0)
-		if errno == unix.ETIMEDOUT && exited(pid) {
-			break
-		}
-	}
-	childStacks.Put(c.stack.(*childStack))
-	c.stack = nil
-
-}
-
-// exited says whether the child pid has exited, waited for or not.
-func exited(pid int) bool {
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return err == unix.ECHILD || err == nil && info.Signo == int32(unix.SIGCHLD)
 }

@@ -22,11 +22,11 @@ type Clone struct {
 	Flags    uint64 // CLONE_* flags (namespaces); CLONE_INTO_CGROUP is set from CgroupFD
 	CgroupFD int    // a cgroup v2 directory to clone into, or -1
 
-	// Shared asks for a child that shares the caller's memory (CLONE_VM),
-	// where SharesMemory says it can: Start then returns only once the
-	// child has exec'd or exited, as vfork does. A step that changes something
-	// of the whole address space (PR_SET_DUMPABLE) changes it for the
-	// caller too.
+	// Shared asks for a child that shares the caller's memory, as a vfork
+	// child does (CLONE_VM|CLONE_VFORK), where SharesMemory says it can:
+	// Start then returns only once the child has exec'd or exited. A step
+	// that changes something of the whole address space (PR_SET_DUMPABLE)
+	// changes it for the caller too.
 	Shared bool
 
 	// PidTo, when set, receives the child's pid before the child runs
@@ -43,11 +43,6 @@ type childArgs struct {
 	rec      *record
 	reportFd uintptr
 	mask     uint64
-	// stack is a shared child's stack, held until the child is done.
-	stack any
-	// running is a shared child's futex word: the kernel zeroes it and
-	// wakes its waiter when the child execs or exits (CLONE_CHILD_CLEARTID).
-	running uint32
 }
 
 // cloneArgs is struct clone_args (linux/sched.h), up to cgroup.
@@ -84,11 +79,8 @@ func (p *Plan) Start(c Clone) (int, error) {
 		pid, errno = forkAndRun(args, ca)
 	}
 	runtime.UnlockOSThread()
-	if c.Shared && errno == 0 {
-		awaitShared(ca, int(pid))
-	}
 	// A copying child has its own copy of all this; a shared one is done
-	// with it once awaitShared returns.
+	// with it once forkShared returns.
 	keepAlive(ca)
 	keepAlive(p.keep)
 	keepAlive(c.PidTo)
