@@ -1163,6 +1163,9 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 	started := make(chan result, 1)
 	go func() {
 		pid, err := plan.Start(clone)
+		// The child has its copies of the fds by now, or there is no
+		// child: without our end of sync, its reader sees EOF then.
+		syncC.Close()
 		runtime.KeepAlive(stdio)
 		runtime.KeepAlive(conn)
 		runtime.KeepAlive(extra)
@@ -1170,16 +1173,15 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 		started <- result{pid, err}
 	}()
 	// The child's first byte: it runs, with its copies of the fds, so
-	// ours of its end go now, before the run can end. EOF instead: the
-	// clone failed, or the child failed before, and its failure record is
-	// on conn.
+	// ours of its end go now too (a shared child's Start has not returned
+	// yet), before the run can end. EOF instead: the clone failed, or the
+	// child failed before, and its failure record is on conn.
 	runs := readByte(syncP)
 	if runs {
-		syncC.Close()
+		syncC.Close() // *os.File: the goroutine's second Close is harmless
 	}
 	if !runs {
 		res := <-started
-		syncC.Close()
 		if res.err != nil {
 			return nil, nil, nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(res.err), Text: res.err.Error()}
 		}

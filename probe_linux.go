@@ -79,11 +79,21 @@ func nsLayer(name string, err error) Layer {
 func usernsUnsupported(cause error) *UnsupportedError {
 	var errno syscall.Errno
 	if !errors.As(cause, &errno) || (errno != unix.EPERM && errno != unix.EACCES && errno != unix.ENOSPC &&
-		errno != unix.EINVAL && errno != unix.EUSERS) {
+		errno != unix.EINVAL && errno != unix.EUSERS && errno != unix.ENOSYS) {
 		return nil
 	}
 	ue := &UnsupportedError{Feature: "user namespaces", Err: cause}
 	switch {
+	case errno == unix.ENOSYS && seccompFiltered():
+		// A container runtime's default profile answers clone3 so, for
+		// C libraries to fall back to clone, which it refuses new
+		// namespaces.
+		ue.Reason = "clone3, which starts the sandbox in new namespaces, was refused by this process's seccomp filter"
+		ue.Hint = "in a container, run it with a seccomp profile that allows clone3 and clone with CLONE_NEWUSER (docker --security-opt seccomp=unconfined)"
+	case errno == unix.ENOSYS:
+		ue.Feature = "clone3"
+		ue.Reason = "this kernel has no clone3 (Linux 5.3)"
+		ue.Hint = "run on Linux 5.10 or later"
 	case readSysctl("user/max_user_namespaces") == "0":
 		ue.Reason = "user.max_user_namespaces is 0"
 		ue.Hint = "sysctl -w user.max_user_namespaces=15000"
