@@ -1030,10 +1030,10 @@ func (b *planner) filter() {
 	b.close(lfd)
 }
 
-// exec adds the program's execve, tried at each place PATH gives as the Go
-// init's lookPath does: a missing file goes on to the next, one that
-// cannot be executed is remembered (EACCES), and the last step fails with
-// ENOENT or that.
+// exec adds the program's execve, through the exec shim where there is
+// one (execShim), tried at each place PATH gives: a missing file goes on
+// to the next, one that cannot be executed is remembered (EACCES), and the
+// last step fails with ENOENT or that.
 func (b *planner) exec() {
 	cfg := b.cfg
 	if b.shim {
