@@ -68,9 +68,13 @@ func TestEscapeSelfExeInterpreter(t *testing.T) {
 		{"script whose interpreter is such a script", []string{in("outer.sh")}, true},
 		{"program /proc/self/exe", []string{"/proc/self/exe", "-test.run=^$"}, true},
 		{"program /proc/1/exe", []string{"/proc/1/exe"}, true},
-		// A program's own execs resolve /proc/self/exe to the program:
-		// bash, here, which runs the script as a bash script.
-		{"bash runs a script #!/proc/self/exe", []string{"/bin/bash", "-c", in("self.sh") + "; " + in("one.sh") + "; exec /proc/self/exe -c 'echo bash-exec'"}, false},
+	}
+	// A program's own execs resolve /proc/self/exe to the program: bash,
+	// here, which runs the script as a bash script.
+	if _, err := os.Stat("/bin/bash"); err == nil {
+		cases = append(cases, tc{"bash runs a script #!/proc/self/exe", []string{"/bin/bash", "-c", in("self.sh") + "; " + in("one.sh") + "; exec /proc/self/exe -c 'echo bash-exec'"}, false})
+	} else {
+		t.Log("the host has no /bin/bash: the case of a script run by bash is left out")
 	}
 	for fd := range 10 {
 		cases = append(cases, tc{fmt.Sprintf("script #!/proc/self/fd/%d", fd), []string{in(fmt.Sprintf("fd%d.sh", fd))}, false})

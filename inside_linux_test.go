@@ -250,6 +250,10 @@ func TestOOMScoreNotInherited(t *testing.T) {
 	if out := sh(t, Options{InProcess: true}, `cat /proc/self/oom_score_adj`); strings.TrimSpace(out) != "0" {
 		t.Errorf("oom_score_adj inside = %q, want 0", out)
 	}
+	// The reset is the sandbox's alone.
+	if now, _ := os.ReadFile("/proc/self/oom_score_adj"); strings.TrimSpace(string(now)) != "-900" {
+		t.Errorf("the caller's oom_score_adj is %q after the run, want its own -900", now)
+	}
 }
 
 func TestWorkingDirectory(t *testing.T) {

@@ -333,6 +333,17 @@ func (b *planner) identity() {
 	if b.block == nil { // a prepared init's program comes on it
 		b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planSyncFd))
 	}
+	if b.cfg.ResetOOMScore {
+		// While the child still has the launcher's ids, which own its
+		// /proc/self; and in a child of its own memory (startPlanned),
+		// since a write here is every sharer's.
+		const p = "/proc/self/oom_score_adj"
+		fd := b.slot()
+		b.call(forkplan.Where{Stage: "process", Op: "write", Path: p}, unix.SYS_OPENAT, forkplan.Val(unix.AT_FDCWD), forkplan.Str(p),
+			forkplan.Val(unix.O_WRONLY|unix.O_CLOEXEC)).Save(fd)
+		b.call(forkplan.Where{Stage: "process", Op: "write", Path: p}, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf([]byte("0")), forkplan.Val(1))
+		b.close(fd)
+	}
 	if b.facts.root {
 		b.call(w("setgroups"), unix.SYS_SETGROUPS, forkplan.Val(0), forkplan.Val(0))
 	}
@@ -352,14 +363,6 @@ func (b *planner) identity() {
 	data := &[2]unix.CapUserData{{Effective: mask, Permitted: mask, Inheritable: 0}}
 	b.call(forkplan.Where{Stage: "capabilities", Op: "capset"}, unix.SYS_CAPSET, forkplan.Ptr(hdr), forkplan.Ptr(data))
 	b.call(w("setsid"), unix.SYS_SETSID)
-	if b.cfg.ResetOOMScore {
-		const p = "/proc/self/oom_score_adj"
-		fd := b.slot()
-		b.call(forkplan.Where{Stage: "process", Op: "write", Path: p}, unix.SYS_OPENAT, forkplan.Val(unix.AT_FDCWD), forkplan.Str(p),
-			forkplan.Val(unix.O_WRONLY|unix.O_CLOEXEC)).Save(fd)
-		b.call(forkplan.Where{Stage: "process", Op: "write", Path: p}, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf([]byte("0")), forkplan.Val(1))
-		b.close(fd)
-	}
 	// Dumpable is the address space's: a child sharing the launcher's
 	// would make the launcher non-dumpable, and nothing would be gained,
 	// since its memory is the launcher's, which the same users can reach.
@@ -1150,7 +1153,10 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 		return nil, nil, nil, se
 	}
 	var pidTo int32
-	clone := forkplan.Clone{Flags: uint64(flags), CgroupFD: -1, Shared: true, PidTo: &pidTo}
+	// A child that resets the oom_score_adj it inherited gets memory of
+	// its own: the kernel applies a write of it to every process sharing
+	// the writer's memory, which would reset the launcher's too.
+	clone := forkplan.Clone{Flags: uint64(flags), CgroupFD: -1, Shared: !cfg.ResetOOMScore, PidTo: &pidTo}
 	if grp != nil {
 		clone.CgroupFD = grp.CloneFD()
 	}
