@@ -151,46 +151,6 @@ func etcDirs() []string {
 	return dirs
 }
 
-// hostEtcEntries lists the hostEtc paths that exist on the host. A link
-// is recreated, never followed: what it points to is visible only if the
-// sandbox has it.
-func hostEtcEntries() ([]etcEntry, error) {
-	var out []etcEntry
-	for _, p := range etcPaths(false, func(dir string) []string {
-		f, err := os.Open(dir)
-		if err != nil {
-			return nil
-		}
-		defer f.Close()
-		names, _ := f.Readdirnames(-1)
-		return names
-	}) {
-		st, err := os.Lstat(p)
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		e := etcEntry{path: p}
-		switch {
-		case st.Mode()&os.ModeSymlink != 0:
-			e.kind = etcLink
-			if e.link, err = os.Readlink(p); err != nil {
-				return nil, err
-			}
-		case st.IsDir():
-			e.kind = etcDir
-		case st.Mode().IsRegular():
-			e.kind = etcRegular
-		default:
-			continue // a device or socket describes no system
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
-
 // parseTrustedCAs checks Options.TrustedCAs and returns it as plain PEM
 // certificates, without the comments and headers it may carry.
 func parseTrustedCAs(data []byte) ([]byte, error) {

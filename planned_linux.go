@@ -115,7 +115,12 @@ func currentHostEtc() ([]etcEntry, error) {
 	if c.ok && slices.Equal(c.stamp, stamp) {
 		return c.entries, nil
 	}
-	entries, err := hostEtcEntries()
+	root, err := os.Open("/")
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	entries, err := etcEntriesIn(int(root.Fd()), false)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func (b *planner) readRootfs() *wire.SetupError {
 		}
 		b.rootfs = append(b.rootfs, e)
 	}
-	entries, err := etcEntriesIn(dirfd)
+	entries, err := etcEntriesIn(dirfd, true)
 	if err != nil {
 		return fail("read /etc of the rootfs (Options.Rootfs)", dir, err)
 	}
@@ -71,9 +71,11 @@ func (b *planner) readRootfs() *wire.SetupError {
 	return nil
 }
 
-// etcEntriesIn lists the hostEtc paths a rootfs has, resolved beneath its
-// directory dirfd.
-func etcEntriesIn(dirfd int) ([]etcEntry, error) {
+// etcEntriesIn lists the hostEtc paths that exist beneath the directory
+// dirfd (the host's root, or a rootfs with rootfs set), resolved inside
+// it. A link is recreated, never followed: what it points to is visible
+// only if the sandbox has it.
+func etcEntriesIn(dirfd int, rootfs bool) ([]etcEntry, error) {
 	readdir := func(dir string) []string {
 		fd, err := openInRoot(dirfd, dir, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
@@ -85,7 +87,7 @@ func etcEntriesIn(dirfd int) ([]etcEntry, error) {
 		return names
 	}
 	var out []etcEntry
-	for _, p := range etcPaths(true, readdir) {
+	for _, p := range etcPaths(rootfs, readdir) {
 		fd, err := openInRoot(dirfd, p, unix.O_PATH|unix.O_NOFOLLOW)
 		if err == unix.ENOENT || err == unix.ENOTDIR {
 			continue
