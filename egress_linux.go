@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"github.com/fumehood/sandbox/internal/egress"
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"golang.org/x/sys/unix"
@@ -109,12 +111,12 @@ func (p *runProxy) closeChild() {
 func (p *runProxy) start() error {
 	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := unix.Recvmsg(int(p.conn.Fd()), buf, oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
-	files := receivedFiles(oob[:max(oobn, 0)])
+	files := sysutil.ReceivedFiles(oob[:max(oobn, 0)])
 	if err == nil && (n != 1 || buf[0] != proxyMark || len(files) != 1) {
 		err = errors.New("malformed message from the init")
 	}
 	if err != nil {
-		closeFiles(files)
+		sysutil.CloseFiles(files)
 		return &SetupError{Stage: "network", Op: "receive proxy listener", Path: ProxyAddr, Err: err}
 	}
 	ln, err := net.FileListener(files[0])

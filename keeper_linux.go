@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"github.com/fumehood/sandbox/internal/workspace"
 	"golang.org/x/sys/unix"
 )
@@ -93,7 +95,7 @@ func keeperMain() {
 	}
 	k, err := startKeeper(cfg)
 	if err != nil {
-		keeperSend(keeperReply{Err: err.Error(), Errno: errnoOf(err)}, -1)
+		keeperSend(keeperReply{Err: err.Error(), Errno: sysutil.ErrnoOf(err)}, -1)
 		os.Exit(1)
 	}
 	keeperSend(keeperReply{Layered: k.layered}, -1)
@@ -109,7 +111,7 @@ func keeperMain() {
 		}
 		rep, fd, err := k.handle(req)
 		if err != nil {
-			rep = keeperReply{Err: err.Error(), Errno: errnoOf(err)}
+			rep = keeperReply{Err: err.Error(), Errno: sysutil.ErrnoOf(err)}
 		}
 		keeperSend(rep, fd)
 		if fd >= 0 {

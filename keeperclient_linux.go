@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -147,9 +149,9 @@ func (c *keeperClient) receive() (keeperReply, *os.File, error) {
 		return rep, nil, fmt.Errorf("workspace keeper: %w: %w", ErrSpawner, err)
 	}
 	var f *os.File
-	if files := receivedFiles(oob[:oobn]); len(files) > 0 {
+	if files := sysutil.ReceivedFiles(oob[:oobn]); len(files) > 0 {
 		f = files[0]
-		closeFiles(files[1:])
+		sysutil.CloseFiles(files[1:])
 	}
 	if err := json.Unmarshal(buf[:n], &rep); err != nil {
 		if f != nil {

@@ -3,11 +3,12 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/fumehood/sandbox/internal/sysutil"
 
 	"github.com/fumehood/sandbox/internal/cgroup"
 	"github.com/fumehood/sandbox/internal/forkplan"
@@ -92,7 +93,7 @@ func launch(cfg *wire.Config, stdio [3]*os.File, extra initFiles, inProcess bool
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: errnoOf(err)}
+		return nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: sysutil.ErrnoOf(err)}
 	}
 	parent, child := os.NewFile(uintptr(fds[0]), "init-parent"), os.NewFile(uintptr(fds[1]), "init-child")
 	cfg.ResetOOMScore = inheritsNegativeOOMScore()
@@ -320,13 +321,13 @@ func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *os.Fil
 			continue
 		}
 		if err == unix.ECONNRESET && len(reply) == 0 {
-			return fail(&wire.SetupError{Stage: "start", Op: initDiedOp, Errno: errnoOf(err), Text: err.Error()})
+			return fail(&wire.SetupError{Stage: "start", Op: initDiedOp, Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 		}
 		if err != nil {
-			return fail(&wire.SetupError{Stage: "start", Op: "read init status", Errno: errnoOf(err), Text: err.Error()})
+			return fail(&wire.SetupError{Stage: "start", Op: "read init status", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 		}
 		data := buf[:n]
-		for _, f := range receivedFiles(oob[:oobn]) {
+		for _, f := range sysutil.ReceivedFiles(oob[:oobn]) {
 			if term == nil && listener == nil && len(reply) == 0 && len(data) > 0 && data[0] == wire.TerminalMark {
 				data, term = data[1:], f
 				continue
@@ -344,7 +345,7 @@ func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *os.Fil
 				listener, err = seccomp.NewListener(fd)
 			}
 			if err != nil {
-				return fail(&wire.SetupError{Stage: "seccomp", Op: "take listener", Errno: errnoOf(err), Text: err.Error()})
+				return fail(&wire.SetupError{Stage: "seccomp", Op: "take listener", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 			}
 		}
 		if n == 0 {
@@ -382,13 +383,4 @@ func exitOf(ps *os.ProcessState) wire.Exit {
 		e.MaxRSSKiB = ru.Maxrss
 	}
 	return e
-}
-
-// errnoOf finds the system call error in err's chain, or 0.
-func errnoOf(err error) int {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return int(errno)
-	}
-	return 0
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"github.com/fumehood/sandbox/internal/cgroup"
 	"github.com/fumehood/sandbox/internal/wire"
 )
@@ -76,7 +78,7 @@ func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError
 		}
 		return grp, wanted, nil
 	case !errors.Is(err, cgroup.ErrNoCgroup):
-		return nil, nil, &wire.SetupError{Stage: "cgroup", Op: "create", Text: err.Error(), Errno: errnoOf(err)}
+		return nil, nil, &wire.SetupError{Stage: "cgroup", Op: "create", Text: err.Error(), Errno: sysutil.ErrnoOf(err)}
 	case !cfg.BestEffort:
 		return nil, nil, &wire.SetupError{Stage: "cgroup", Op: noCgroupOp, Text: err.Error()}
 	}

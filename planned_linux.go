@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"github.com/fumehood/sandbox/internal/cgroup"
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/seccomp"
@@ -209,7 +211,7 @@ func (b *planner) fail(se *wire.SetupError) {
 func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, *programBlock, *wire.SetupError) {
 	facts := readHostFacts()
 	if facts.err != nil {
-		return nil, nil, &wire.SetupError{Stage: "mount", Op: "read the host's system directories", Text: facts.err.Error(), Errno: errnoOf(facts.err)}
+		return nil, nil, &wire.SetupError{Stage: "mount", Op: "read the host's system directories", Text: facts.err.Error(), Errno: sysutil.ErrnoOf(facts.err)}
 	}
 	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, tree: map[string]nodeKind{"/": nodeDir}, links: map[string]string{}}
 	// Whether a bind makes a directory or a file is decided here; the
@@ -239,7 +241,7 @@ func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, *programBlock, *wi
 	} else {
 		etc, err := currentHostEtc()
 		if err != nil {
-			return nil, nil, &wire.SetupError{Stage: "mount", Op: "read the host's /etc", Text: err.Error(), Errno: errnoOf(err)}
+			return nil, nil, &wire.SetupError{Stage: "mount", Op: "read the host's /etc", Text: err.Error(), Errno: sysutil.ErrnoOf(err)}
 		}
 		b.etc = etc
 	}
@@ -260,7 +262,7 @@ func planInit(cfg *wire.Config, fds planFds) (*forkplan.Plan, *programBlock, *wi
 // sourceError is the failure to open a source the options name, as the
 // child reports the same failure.
 func sourceError(op, p string, err error) *wire.SetupError {
-	return &wire.SetupError{Stage: "mount", Op: op, Path: p, Errno: errnoOf(err), Text: err.Error()}
+	return &wire.SetupError{Stage: "mount", Op: op, Path: p, Errno: sysutil.ErrnoOf(err), Text: err.Error()}
 }
 
 func (b *planner) call(w forkplan.Where, trap uintptr, args ...forkplan.Arg) *forkplan.Step {
@@ -352,8 +354,8 @@ func (b *planner) identity() {
 	if b.facts.root {
 		b.call(w("setgroups"), unix.SYS_SETGROUPS, forkplan.Val(0), forkplan.Val(0))
 	}
-	b.call(w("setresgid"), unix.SYS_SETRESGID, forkplan.Val(SandboxGID), forkplan.Val(SandboxGID), forkplan.Val(SandboxGID))
-	b.call(w("setresuid"), unix.SYS_SETRESUID, forkplan.Val(SandboxUID), forkplan.Val(SandboxUID), forkplan.Val(SandboxUID))
+	b.call(w("setresgid"), unix.SYS_SETRESGID, forkplan.Val(wire.SandboxGID), forkplan.Val(wire.SandboxGID), forkplan.Val(wire.SandboxGID))
+	b.call(w("setresuid"), unix.SYS_SETRESUID, forkplan.Val(wire.SandboxUID), forkplan.Val(wire.SandboxUID), forkplan.Val(wire.SandboxUID))
 	// A change of ids clears the parent-death signal: set it again, then
 	// check that the launcher did not die before (its end of the socket
 	// would read as EOF instead of EAGAIN).
@@ -455,25 +457,25 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	b.tree["/tmp"] = nodeDir
 	switch {
 	case workspace >= 0:
-		b.bind(workspace, true, DefaultDir, rwAttrs)
+		b.bind(workspace, true, wire.DefaultDir, rwAttrs)
 	case cfg.WorkspaceMount && cfg.Prepare:
 		// Given with the program (awaitProgram).
-		if _, ok := b.tree[DefaultDir]; !ok {
-			b.create(DefaultDir, false)
+		if _, ok := b.tree[wire.DefaultDir]; !ok {
+			b.create(wire.DefaultDir, false)
 		}
-		b.tree[DefaultDir] = nodeOpaque
+		b.tree[wire.DefaultDir] = nodeOpaque
 	case cfg.WorkspaceMount:
-		t := b.target(DefaultDir, false)
-		b.call(forkplan.Where{Stage: "mount", Op: "attach", Path: DefaultDir}, unix.SYS_MOVE_MOUNT, forkplan.Val(planWorkspaceFd), forkplan.Str(""),
+		t := b.target(wire.DefaultDir, false)
+		b.call(forkplan.Where{Stage: "mount", Op: "attach", Path: wire.DefaultDir}, unix.SYS_MOVE_MOUNT, forkplan.Val(planWorkspaceFd), forkplan.Str(""),
 			forkplan.In(t), forkplan.Str(""), forkplan.Val(unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH))
 		b.call(forkplan.Where{Stage: "mount", Op: "close"}, unix.SYS_CLOSE, forkplan.Val(planWorkspaceFd))
 		b.close(t)
-		b.tree[DefaultDir] = nodeOpaque
+		b.tree[wire.DefaultDir] = nodeOpaque
 	default:
-		b.mountNew(DefaultDir, "tmpfs", rwAttrs, "mode=0755", fmt.Sprintf("size=%d", cfg.WorkspaceSize),
+		b.mountNew(wire.DefaultDir, "tmpfs", rwAttrs, "mode=0755", fmt.Sprintf("size=%d", cfg.WorkspaceSize),
 			fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.WorkspaceSize)),
-			fmt.Sprintf("uid=%d", SandboxUID), fmt.Sprintf("gid=%d", SandboxGID))
-		b.tree[DefaultDir] = nodeDir
+			fmt.Sprintf("uid=%d", wire.SandboxUID), fmt.Sprintf("gid=%d", wire.SandboxGID))
+		b.tree[wire.DefaultDir] = nodeDir
 	}
 	for i, bd := range cfg.Binds {
 		attrs := uint64(roAttrs)
@@ -716,7 +718,7 @@ func (b *planner) extendTrust() {
 	for _, p := range trustBundles {
 		id, bundle, err := b.readBundle(p)
 		if err != nil {
-			b.fail(&wire.SetupError{Stage: "mount", Op: "read CA bundle (Options.TrustedCAs)", Path: p, Errno: errnoOf(err), Text: err.Error()})
+			b.fail(&wire.SetupError{Stage: "mount", Op: "read CA bundle (Options.TrustedCAs)", Path: p, Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 			return
 		}
 		if bundle == nil || seen[id] {
@@ -780,7 +782,7 @@ func (b *planner) readBundle(p string) (id string, data []byte, err error) {
 		return "", nil, err
 	}
 	defer dir.Close()
-	fd, err := openInRoot(int(dir.Fd()), p, unix.O_RDONLY|unix.O_NOCTTY)
+	fd, err := sysutil.OpenInRoot(int(dir.Fd()), p, unix.O_RDONLY|unix.O_NOCTTY)
 	if err == unix.ENOENT || err == unix.ENOTDIR {
 		return "", nil, nil
 	}
@@ -793,7 +795,7 @@ func (b *planner) readBundle(p string) (id string, data []byte, err error) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return "", nil, err
 	}
-	data, err = readLimited(f, maxTrustBundle)
+	data, err = sysutil.ReadLimited(f, maxTrustBundle)
 	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), data, err
 }
 
@@ -804,16 +806,7 @@ func readBounded(p string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return readLimited(f, limit)
-}
-
-// readLimited reads r to its end, up to limit bytes (EFBIG beyond).
-func readLimited(r io.Reader, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err == nil && int64(len(data)) > limit {
-		err = unix.EFBIG
-	}
-	return data, err
+	return sysutil.ReadLimited(f, limit)
 }
 
 func (b *planner) buildProc(devNull forkplan.Slot) {
@@ -1108,10 +1101,10 @@ func (b *planner) awaitProgram() {
 	}
 	b.call(w("take workspace mount"), unix.SYS_FCNTL, forkplan.Val(planWorkspaceFd), forkplan.Val(unix.F_GETFD)).Want(0)
 	t := b.slot()
-	b.call(forkplan.Where{Stage: "mount", Op: "resolve target", Path: DefaultDir}, unix.SYS_OPENAT2, forkplan.Val(unix.AT_FDCWD), forkplan.Str(DefaultDir),
+	b.call(forkplan.Where{Stage: "mount", Op: "resolve target", Path: wire.DefaultDir}, unix.SYS_OPENAT2, forkplan.Val(unix.AT_FDCWD), forkplan.Str(wire.DefaultDir),
 		forkplan.Ptr(&unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}),
 		forkplan.Val(unix.SizeofOpenHow)).Save(t)
-	b.attach(b.p.Slot(planWorkspaceFd), t, DefaultDir, false)
+	b.attach(b.p.Slot(planWorkspaceFd), t, wire.DefaultDir, false)
 	b.close(t)
 }
 
@@ -1125,7 +1118,7 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 	// comes as one message.
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: errnoOf(err), Text: err.Error()}
+		return nil, nil, nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: sysutil.ErrnoOf(err), Text: err.Error()}
 	}
 	syncP, syncC := os.NewFile(uintptr(sp[0]), "sync-parent"), os.NewFile(uintptr(sp[1]), "sync-child")
 	keepSync := false
@@ -1138,7 +1131,7 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 	shim, err := shimFile()
 	if err != nil {
 		syncC.Close()
-		return nil, nil, nil, &wire.SetupError{Stage: "start", Op: "make exec shim", Errno: errnoOf(err), Text: err.Error()}
+		return nil, nil, nil, &wire.SetupError{Stage: "start", Op: "make exec shim", Errno: sysutil.ErrnoOf(err), Text: err.Error()}
 	}
 	if shim != nil {
 		fds.shim = int(shim.Fd())
@@ -1194,7 +1187,7 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 	if !runs {
 		res := <-started
 		if res.err != nil {
-			return nil, nil, nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(res.err), Text: res.err.Error()}
+			return nil, nil, nil, &wire.SetupError{Stage: "clone", Op: "start init", Errno: sysutil.ErrnoOf(res.err), Text: res.err.Error()}
 		}
 		proc, se := findProcess(res.pid)
 		return proc, plan, nil, se
@@ -1211,15 +1204,15 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra init
 		return nil, nil, nil, se
 	}
 	if err := writeIDMaps(pid, cfg.HostUID, cfg.HostGID, readHostFacts().root); err != nil {
-		return abort(&wire.SetupError{Stage: "clone", Op: "write id maps", Errno: errnoOf(err), Text: err.Error()})
+		return abort(&wire.SetupError{Stage: "clone", Op: "write id maps", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 	}
 	if grp != nil && clone.CgroupFD < 0 {
 		if err := grp.Add(pid); err != nil {
-			return abort(&wire.SetupError{Stage: "cgroup", Op: "add init", Path: grp.Path(), Errno: errnoOf(err), Text: err.Error()})
+			return abort(&wire.SetupError{Stage: "cgroup", Op: "add init", Path: grp.Path(), Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 		}
 	}
 	if _, err := syncP.Write([]byte{1}); err != nil {
-		return abort(&wire.SetupError{Stage: "clone", Op: "start init", Errno: errnoOf(err), Text: err.Error()})
+		return abort(&wire.SetupError{Stage: "clone", Op: "start init", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 	}
 	if block == nil {
 		return proc, plan, nil, nil
@@ -1254,9 +1247,9 @@ func writeIDMaps(pid, hostUID, hostGID int, root bool) error {
 	}
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	for _, f := range []struct{ name, content string }{
-		{"uid_map", fmt.Sprintf("%d %d 1\n", SandboxUID, hostUID)},
+		{"uid_map", fmt.Sprintf("%d %d 1\n", wire.SandboxUID, hostUID)},
 		{"setgroups", setgroups},
-		{"gid_map", fmt.Sprintf("%d %d 1\n", SandboxGID, hostGID)},
+		{"gid_map", fmt.Sprintf("%d %d 1\n", wire.SandboxGID, hostGID)},
 	} {
 		if err := os.WriteFile(dir+f.name, []byte(f.content), 0); err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"path"
 	"slices"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
@@ -34,7 +36,7 @@ type rootfsEntry struct {
 func (b *planner) readRootfs() *wire.SetupError {
 	dir := b.cfg.Rootfs
 	fail := func(op, p string, err error) *wire.SetupError {
-		return &wire.SetupError{Stage: "mount", Op: op, Path: p, Errno: errnoOf(err), Text: err.Error()}
+		return &wire.SetupError{Stage: "mount", Op: op, Path: p, Errno: sysutil.ErrnoOf(err), Text: err.Error()}
 	}
 	f, err := os.Open(dir)
 	if err != nil {
@@ -57,7 +59,7 @@ func (b *planner) readRootfs() *wire.SetupError {
 		}
 		e := rootfsEntry{name: name, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if e.link, err = readlinkAt(dirfd, name); err != nil {
+			if e.link, err = sysutil.ReadlinkAt(dirfd, name); err != nil {
 				return fail("readlink", path.Join(dir, name), err)
 			}
 		}
@@ -77,7 +79,7 @@ func (b *planner) readRootfs() *wire.SetupError {
 // only if the sandbox has it.
 func etcEntriesIn(dirfd int, rootfs bool) ([]etcEntry, error) {
 	readdir := func(dir string) []string {
-		fd, err := openInRoot(dirfd, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+		fd, err := sysutil.OpenInRoot(dirfd, dir, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return nil
 		}
@@ -88,7 +90,7 @@ func etcEntriesIn(dirfd int, rootfs bool) ([]etcEntry, error) {
 	}
 	var out []etcEntry
 	for _, p := range etcPaths(rootfs, readdir) {
-		fd, err := openInRoot(dirfd, p, unix.O_PATH|unix.O_NOFOLLOW)
+		fd, err := sysutil.OpenInRoot(dirfd, p, unix.O_PATH|unix.O_NOFOLLOW)
 		if err == unix.ENOENT || err == unix.ENOTDIR {
 			continue
 		}
@@ -102,7 +104,7 @@ func etcEntriesIn(dirfd int, rootfs bool) ([]etcEntry, error) {
 		case unix.S_IFLNK:
 			e.kind = etcLink
 			if err == nil {
-				e.link, err = readlinkAt(fd, "")
+				e.link, err = sysutil.ReadlinkAt(fd, "")
 			}
 		case unix.S_IFDIR:
 			e.kind = etcDir
@@ -120,23 +122,6 @@ func etcEntriesIn(dirfd int, rootfs bool) ([]etcEntry, error) {
 		}
 	}
 	return out, nil
-}
-
-// openInRoot opens p beneath the directory dirfd as if it were the root:
-// no "..", absolute link or magic link leads out of it.
-func openInRoot(dirfd int, p string, flags int) (int, error) {
-	return unix.Openat2(dirfd, p, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
-}
-
-// readlinkAt reads the symlink name in dirfd ("" for dirfd itself, an
-// O_PATH fd of the link).
-func readlinkAt(dirfd int, name string) (string, error) {
-	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(dirfd, name, buf)
-	if err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
 }
 
 // topEntries are the entries at the top of the new root besides what the

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"github.com/fumehood/sandbox/internal/wire"
 )
 
@@ -168,7 +170,7 @@ func (o *owner) prepare(cfg *wire.Config) {
 func launchPrepared(cfg *wire.Config, teardown *tracker, warn func(string)) (*handle, *wire.SetupError) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
-		return nil, &wire.SetupError{Stage: "pool", Op: "open " + os.DevNull, Errno: errnoOf(err), Text: err.Error()}
+		return nil, &wire.SetupError{Stage: "pool", Op: "open " + os.DevNull, Errno: sysutil.ErrnoOf(err), Text: err.Error()}
 	}
 	defer null.Close()
 	c := *cfg // launch may set fields of its config

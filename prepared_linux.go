@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/wire"
 )
@@ -37,7 +39,7 @@ func awaitPrepared(conn *os.File, plan *forkplan.Plan) *wire.SetupError {
 		}
 		return &wire.SetupError{Stage: f.Where.Stage, Op: f.Where.Op, Path: f.Where.Path, Errno: int(f.Errno)}
 	}
-	return &wire.SetupError{Stage: "pool", Op: "prepare", Text: fmt.Sprintf("the init ended before it was prepared: %v", err), Errno: errnoOf(err)}
+	return &wire.SetupError{Stage: "pool", Op: "prepare", Text: fmt.Sprintf("the init ended before it was prepared: %v", err), Errno: sysutil.ErrnoOf(err)}
 }
 
 // giveProgram waits for the program of a prepared init and hands it over
@@ -51,14 +53,14 @@ func giveProgram(h *handle, init *os.Process, send func(p wire.Program, fds []in
 		init.Kill()
 		return nil, &wire.SetupError{Stage: "pool", Op: "destroy", Text: "prepared sandbox destroyed unused"}
 	}
-	defer closeFiles(pf.files)
+	defer sysutil.CloseFiles(pf.files)
 	fds := make([]int, len(pf.files))
 	for i, f := range pf.files {
 		fds[i] = int(f.Fd())
 	}
 	if err := send(pf.p, fds); err != nil {
 		init.Kill()
-		return &pf.p, &wire.SetupError{Stage: "pool", Op: "send program", Errno: errnoOf(err), Text: err.Error()}
+		return &pf.p, &wire.SetupError{Stage: "pool", Op: "send program", Errno: sysutil.ErrnoOf(err), Text: err.Error()}
 	}
 	return &pf.p, nil
 }

@@ -115,8 +115,8 @@ func etcFiles(cfg *wire.Config) []etcFile {
 	nsswitch := "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n"
 	files := []etcFile{
 		{"passwd", fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\n"+
-			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", SandboxUID, SandboxGID, DefaultDir)},
-		{"group", fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", SandboxGID)},
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", wire.SandboxUID, wire.SandboxGID, wire.DefaultDir)},
+		{"group", fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", wire.SandboxGID)},
 		{"hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + cfg.Hostname + "\n"},
 		{"hostname", cfg.Hostname + "\n"},
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/egress"
+	"github.com/fumehood/sandbox/internal/wire"
 )
 
 // Defaults for the zero values of Options.
@@ -36,11 +37,11 @@ const (
 	cpuPeriod       = 100000
 	DefaultHostname = "sandbox"
 	// DefaultDir is the working directory of a Cmd whose Dir is empty.
-	DefaultDir = "/workspace"
+	DefaultDir = wire.DefaultDir
 	// SandboxUID and SandboxGID are the ids the program runs as inside the
 	// sandbox; /etc/passwd names them "sandbox".
-	SandboxUID = 1000
-	SandboxGID = 1000
+	SandboxUID = wire.SandboxUID
+	SandboxGID = wire.SandboxGID
 	// nobodyID is the host id a root caller's sandbox maps to by default.
 	nobodyID = 65534
 )

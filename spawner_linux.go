@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"github.com/fumehood/sandbox/internal/cgroup"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
@@ -131,22 +133,22 @@ func spawnerMain() {
 		if err != nil || n == 0 {
 			break // the caller is gone
 		}
-		files := receivedFiles(oob[:oobn])
+		files := sysutil.ReceivedFiles(oob[:oobn])
 		var req wire.Request
 		if err := json.Unmarshal(buf[:n], &req); err != nil || flags&unix.MSG_TRUNC != 0 {
-			closeFiles(files)
+			sysutil.CloseFiles(files)
 			continue
 		}
 		switch {
 		case req.Kill:
-			closeFiles(files)
+			sysutil.CloseFiles(files)
 			mu.Lock()
 			if r := runs[req.ID]; r != nil {
 				r.kill()
 			}
 			mu.Unlock()
 		case req.Fill:
-			closeFiles(files)
+			sysutil.CloseFiles(files)
 			o := byName.get(req.Owner)
 			active.Add(1)
 			go func(id uint64) {
@@ -160,7 +162,7 @@ func spawnerMain() {
 				reply(wire.Reply{ID: id, Kind: wire.Synced, Err: se})
 			}(req.ID)
 		case req.Sync:
-			closeFiles(files)
+			sysutil.CloseFiles(files)
 			o := byName.get(req.Owner)
 			active.Add(1)
 			go func(id uint64) {
@@ -256,7 +258,7 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 		extra, ok = initFilesFrom(cfg, files[3:])
 	}
 	if !ok {
-		closeFiles(files)
+		sysutil.CloseFiles(files)
 		fail(&wire.SetupError{Stage: "spawner", Text: "malformed start request"})
 		return
 	}
@@ -282,7 +284,7 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 	if cold {
 		var se *wire.SetupError
 		h, se = launch(cfg, [3]*os.File(files[:3]), extra, false, &o.teardown, o.warn)
-		closeFiles(files)
+		sysutil.CloseFiles(files)
 		if se != nil {
 			fail(se)
 			return
@@ -307,30 +309,6 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 	exit.Pooled = !cold
 	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
 	close(h.reported)
-}
-
-func receivedFiles(oob []byte) []*os.File {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var files []*os.File
-	for _, m := range msgs {
-		fds, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			files = append(files, os.NewFile(uintptr(fd), "received"))
-		}
-	}
-	return files
-}
-
-func closeFiles(files []*os.File) {
-	for _, f := range files {
-		f.Close()
-	}
 }
 
 // spawnerClient is the caller's side of one spawner.
@@ -601,10 +579,10 @@ func (c *spawnerClient) readLoop() error {
 		if n == 0 {
 			return fmt.Errorf("sandbox: %w: it exited", ErrSpawner)
 		}
-		files := receivedFiles(oob[:oobn])
+		files := sysutil.ReceivedFiles(oob[:oobn])
 		var r wire.Reply
 		if err := json.Unmarshal(buf[:n], &r); err != nil {
-			closeFiles(files)
+			sysutil.CloseFiles(files)
 			return fmt.Errorf("sandbox: %w: malformed reply: %w", ErrSpawner, err)
 		}
 		c.deliver(r, files)
@@ -618,7 +596,7 @@ func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
 	if r.Kind == wire.Started && r.Terminal && len(files) == 1 {
 		term, files = files[0], nil
 	}
-	closeFiles(files)
+	sysutil.CloseFiles(files)
 	defer func() {
 		if term != nil {
 			term.Close() // nobody took it

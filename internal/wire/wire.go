@@ -10,6 +10,16 @@ import (
 	"slices"
 )
 
+// The sandbox user and the working directory every sandbox shares: the
+// ids the program runs as inside (/etc/passwd names them "sandbox"), and
+// where a program that names no directory starts. The root package
+// exports them as sandbox.SandboxUID, SandboxGID and DefaultDir.
+const (
+	SandboxUID = 1000
+	SandboxGID = 1000
+	DefaultDir = "/workspace"
+)
+
 // Config is everything the in-sandbox init needs to build the sandbox and
 // start the program. It is sent over the init's inherited socket, never argv.
 //

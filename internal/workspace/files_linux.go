@@ -11,6 +11,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -471,7 +473,7 @@ func entryAt(dfd int, name string) (Entry, error) {
 	}
 	e := Entry{Name: name, Mode: modeOf(st.Mode), Size: st.Size, ModTime: time.Unix(st.Mtim.Unix())}
 	if e.Mode&fs.ModeSymlink != 0 {
-		t, err := readlinkAt(dfd, name)
+		t, err := sysutil.ReadlinkAt(dfd, name)
 		if err != nil {
 			return Entry{}, err
 		}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -87,7 +89,7 @@ func walkOpen(root int, rel string, flags int, mode uint32) (int, error) {
 		// Look before opening: a symlink is expanded here; anything else
 		// is opened with O_NOFOLLOW, so one swapped in meanwhile is
 		// refused (ELOOP), not followed.
-		target, err := readlinkAt(c.fd, comp)
+		target, err := sysutil.ReadlinkAt(c.fd, comp)
 		if err == unix.EINVAL || err == unix.ENOENT && last {
 			if last {
 				return unix.Openat(c.fd, comp, flags|unix.O_NOFOLLOW, mode)
@@ -109,18 +111,4 @@ func walkOpen(root int, rel string, flags int, mode uint32) (int, error) {
 		todo = append(strings.Split(target, "/"), todo...)
 	}
 	return unix.Openat(c.fd, ".", flags&^unix.O_NOFOLLOW, mode)
-}
-
-// readlinkAt reads the symlink name in dir; EINVAL means it is not one.
-func readlinkAt(dir int, name string) (string, error) {
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
-		n, err := unix.Readlinkat(dir, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-	}
 }
