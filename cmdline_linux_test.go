@@ -185,7 +185,7 @@ func TestSpawnerSocketCarriesCommandLine(t *testing.T) {
 	if err := unix.Sendmsg(fds[0], make([]byte, limit), nil, nil, 0); err != nil {
 		t.Errorf("a message of the %d bytes sizeSendBuffer reports: %v", limit, err)
 	}
-	if limit < maxMessage {
+	if limit < wire.MaxMessage {
 		if err := unix.Sendmsg(fds[0], make([]byte, limit+1), nil, nil, 0); err != unix.EMSGSIZE {
 			t.Errorf("a message of %d bytes, one more than sizeSendBuffer reports: %v, want EMSGSIZE", limit+1, err)
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/attack"
+	"github.com/fumehood/sandbox/internal/recipe"
 )
 
 // The escape suite's attacks on the host itself: its processes, its
@@ -363,11 +364,11 @@ func requireNothingLeft(t *testing.T, marker string) {
 		return
 	}
 	owners := []int{os.Getpid()}
-	spawner.mu.Lock()
-	if spawner.c != nil {
-		owners = append(owners, spawner.c.pid)
+	ourSpawner.mu.Lock()
+	if ourSpawner.c != nil {
+		owners = append(owners, ourSpawner.c.pid)
 	}
-	spawner.mu.Unlock()
+	ourSpawner.mu.Unlock()
 	left := func() []string {
 		var l []string
 		for _, c := range cgroupsMadeBy(t, owners...) {
@@ -507,7 +508,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		requireNothingLeft(t, m)
 	})
 	// Empty files take no bytes of a tmpfs's size but about 1 KiB of
-	// kernel memory each: nr_inodes (tmpfsInodes) bounds them, in /tmp
+	// kernel memory each: nr_inodes (recipe.TmpfsInodes) bounds them, in /tmp
 	// within a run and in a session's workspace across runs, whose files
 	// outlive the run's cgroup and its memory limit.
 	t.Run("inodes", func(t *testing.T) {
@@ -520,8 +521,8 @@ func TestEscapeExhaustion(t *testing.T) {
 		}
 		requireRefusedBy(t, rep, "create 300000 empty files", "ENOSPC")
 		// The tmpfs root and what the run itself made take a few.
-		if files, _ := strconv.Atoi(rep.Seen["files"]); files > int(tmpfsInodes(size)) || files < int(tmpfsInodes(size))-16 {
-			t.Errorf("created %d empty files in /tmp, want ENOSPC just short of %d", files, tmpfsInodes(size))
+		if files, _ := strconv.Atoi(rep.Seen["files"]); files > int(recipe.TmpfsInodes(size)) || files < int(recipe.TmpfsInodes(size))-16 {
+			t.Errorf("created %d empty files in /tmp, want ENOSPC just short of %d", files, recipe.TmpfsInodes(size))
 		}
 		requireNothingLeft(t, m)
 	})
@@ -540,7 +541,7 @@ func TestEscapeExhaustion(t *testing.T) {
 			}
 			counts = append(counts, len(ents))
 		}
-		if bound := int(tmpfsInodes(size)); counts[0] < bound-16 || counts[2] > bound {
+		if bound := int(recipe.TmpfsInodes(size)); counts[0] < bound-16 || counts[2] > bound {
 			t.Errorf("files in the session workspace after each of 3 runs: %v; want about %d, the bound, which later runs cannot pass", counts, bound)
 		}
 		requireNothingLeft(t, m)

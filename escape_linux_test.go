@@ -105,12 +105,12 @@ func requireDenied(t *testing.T, res *Result, calls ...string) {
 
 // spawnerPID is the running spawner's host pid, or 0.
 func spawnerPID() int {
-	spawner.mu.Lock()
-	defer spawner.mu.Unlock()
-	if spawner.c == nil {
+	ourSpawner.mu.Lock()
+	defer ourSpawner.mu.Unlock()
+	if ourSpawner.c == nil {
 		return 0
 	}
-	return spawner.c.pid
+	return ourSpawner.c.pid
 }
 
 // TestEscapeNamespaces: nested user namespaces to regain capabilities,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fumehood/sandbox/internal/recipe"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +20,7 @@ import (
 
 // etcWant is what /etc inside should list: the generated files and, of
 // the host's, those that describe the system. Written out here rather
-// than taken from hostEtc, so that a name added there by mistake fails.
+// than taken from recipe.HostEtc, so that a name added there by mistake fails.
 func etcWant(t *testing.T) []string {
 	t.Helper()
 	want := []string{"group", "hostname", "hosts", "nsswitch.conf", "passwd"}
@@ -163,8 +164,8 @@ except OSError as e:
 	if errS != nil || errI != nil {
 		t.Fatalf("spawned: %v; in process: %v", errS, errI)
 	}
-	// At most maxPtys at once: the host's pool of ptys is shared.
-	want := "ptmx \n/dev/pts/0\nb'ping\\n'\n['0', 'ptmx']\n/dev/pts/1 1000\n/dev/pts/0\r\n" + fmt.Sprintf("%d %d\n", maxPtys, unix.ENOSPC)
+	// At most recipe.MaxPtys at once: the host's pool of ptys is shared.
+	want := "ptmx \n/dev/pts/0\nb'ping\\n'\n['0', 'ptmx']\n/dev/pts/1 1000\n/dev/pts/0\r\n" + fmt.Sprintf("%d %d\n", recipe.MaxPtys, unix.ENOSPC)
 	for i, r := range []*Result{spawned, inProc} {
 		if !r.Success() || string(r.Stdout) != want {
 			t.Errorf("%s: %v, stdout %q, stderr %q; want %q", launcherName[i], r.Err(), r.Stdout, r.Stderr, want)

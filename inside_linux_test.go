@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fumehood/sandbox/internal/recipe"
 )
 
 // These tests look from inside the sandbox: what the program can see and do.
@@ -183,7 +185,7 @@ func TestEnvironmentIsExactlyGiven(t *testing.T) {
 	slices.Sort(got)
 	want := []string{"BASE=1", "FOO=bar", "HOME=/workspace", "LANG=C.UTF-8", "PATH=/usr/bin", helperEnv + "=env"}
 	// And Node's pointer to the trust store, where the host has one.
-	if bundle := trustBundleIn("", false); bundle != "" {
+	if bundle := recipe.TrustBundleIn("", false); bundle != "" {
 		want = append(want, "NODE_EXTRA_CA_CERTS="+bundle)
 		slices.Sort(want)
 	}

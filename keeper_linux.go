@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/fumehood/sandbox/internal/recipe"
 	"github.com/fumehood/sandbox/internal/sysutil"
 
 	"github.com/fumehood/sandbox/internal/workspace"
@@ -168,7 +169,7 @@ func startKeeper(cfg keeperConfig) (*keeper, error) {
 	k.layered = !cfg.Flat && k.canOverlay()
 	var base []int
 	if from != nil {
-		l, err := k.newLayer(cfg.Size, tmpfsInodes(cfg.Size))
+		l, err := k.newLayer(cfg.Size, recipe.TmpfsInodes(cfg.Size))
 		if err != nil {
 			return nil, err
 		}
@@ -333,7 +334,7 @@ func (k *keeper) handle(req keeperRequest) (keeperReply, int, error) {
 func (k *keeper) snapshot() (int, error) {
 	var stack []int
 	if !k.layered {
-		l, err := k.newLayer(k.cfg.Size, tmpfsInodes(k.cfg.Size))
+		l, err := k.newLayer(k.cfg.Size, recipe.TmpfsInodes(k.cfg.Size))
 		if err != nil {
 			return 0, err
 		}
@@ -376,7 +377,7 @@ func (k *keeper) snapshot() (int, error) {
 // freshLayer mounts a new upper layer over stack with what the cap leaves:
 // the layers beneath count against both the bytes and the inodes.
 func (k *keeper) freshLayer(stack []int) (int, error) {
-	size, inodes := k.cfg.Size, tmpfsInodes(k.cfg.Size)
+	size, inodes := k.cfg.Size, recipe.TmpfsInodes(k.cfg.Size)
 	for _, l := range stack {
 		b, n := used(l)
 		size, inodes = size-b, inodes-n
@@ -431,7 +432,7 @@ func (k *keeper) restore(id int) error {
 	if k.layered {
 		up, err = k.freshLayer(stack)
 	} else {
-		up, err = k.newLayer(k.cfg.Size, tmpfsInodes(k.cfg.Size))
+		up, err = k.newLayer(k.cfg.Size, recipe.TmpfsInodes(k.cfg.Size))
 		if err == nil && len(stack) > 0 {
 			var src *workspace.Root
 			if src, err = k.layerRoot(stack[0]); err == nil {

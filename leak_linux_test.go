@@ -76,9 +76,9 @@ func countLines(file string) int {
 
 func takeSnapshot(t *testing.T) snapshot {
 	t.Helper()
-	spawner.mu.Lock()
-	pid := spawner.c.pid
-	spawner.mu.Unlock()
+	ourSpawner.mu.Lock()
+	pid := ourSpawner.c.pid
+	ourSpawner.mu.Unlock()
 	children := 0
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	for _, task := range tasks {

@@ -410,9 +410,9 @@ func TestSpawnerDeathFailsRunAndRecovers(t *testing.T) {
 	if !waitFor(func() bool { return len(hostProcesses(m)) > 0 }) {
 		t.Fatal("the sandboxed sleep never started")
 	}
-	spawner.mu.Lock()
-	pid := spawner.c.pid
-	spawner.mu.Unlock()
+	ourSpawner.mu.Lock()
+	pid := ourSpawner.c.pid
+	ourSpawner.mu.Unlock()
 	syscall.Kill(pid, syscall.SIGKILL)
 	select {
 	case err := <-done:

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fumehood/sandbox/internal/recipe"
 	"github.com/fumehood/sandbox/internal/wire"
 )
 
@@ -204,7 +205,7 @@ func checkTarget(option, t string) error {
 	if t == "/etc" {
 		return optionErr(option, t, "is the sandbox's own /etc; bind a file or directory inside it instead")
 	}
-	if why := etcGenerated(t); why != "" {
+	if why := recipe.EtcGenerated(t); why != "" {
 		return optionErr(option, t, "%s", why)
 	}
 	return nil
@@ -318,7 +319,7 @@ func (o *Options) program(cmd *Cmd) wire.Program {
 	defaults := defaultEnv
 	// Node trusts only the certificates built into it; this points it at
 	// the store's bundle too.
-	if bundle := trustBundleIn(o.Rootfs, len(o.TrustedCAs) > 0); bundle != "" {
+	if bundle := recipe.TrustBundleIn(o.Rootfs, len(o.TrustedCAs) > 0); bundle != "" {
 		defaults = append(slices.Clip(defaults), "NODE_EXTRA_CA_CERTS="+bundle)
 	}
 	if o.Network == NetworkAllow {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fumehood/sandbox/internal/recipe"
 )
 
 // preparedInits are the spawner's children that are inits waiting in a
@@ -203,10 +205,10 @@ func TestPoolTakesWhatFits(t *testing.T) {
 	if err := s.fillPool(); err != nil {
 		t.Fatal(err)
 	}
-	long := strings.Repeat("x", blockBytes)
+	long := strings.Repeat("x", recipe.BlockBytes)
 	res, err = s.Run(ctx, Command("/bin/sh", "-c", `echo ${#1}`, "sh", long))
-	if err != nil || !res.Success() || string(res.Stdout) != strconv.Itoa(blockBytes)+"\n" || res.Pooled {
-		t.Errorf("an argument of %d bytes: %v %v, pooled %v; want it run cold", blockBytes, err, res, res.Pooled)
+	if err != nil || !res.Success() || string(res.Stdout) != strconv.Itoa(recipe.BlockBytes)+"\n" || res.Pooled {
+		t.Errorf("an argument of %d bytes: %v %v, pooled %v; want it run cold", recipe.BlockBytes, err, res, res.Pooled)
 	}
 	res, err = s.Run(ctx, Command("echo", "next"))
 	if err != nil || !res.Success() || !res.Pooled {

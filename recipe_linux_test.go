@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/recipe"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,7 +73,7 @@ cat /proc/1/cmdline | tr '\0' ' '; echo; pwd; ls /proc/self/fd`
 		t.Errorf("the two launchers built different sandboxes:\nspawned:\n%s%s\nin process:\n%s%s", spawned.Stdout, spawned.Stderr, inProc.Stdout, inProc.Stderr)
 	}
 	var top []string
-	for _, name := range hostSystemDirs {
+	for _, name := range recipe.HostSystemDirs {
 		if _, err := os.Lstat("/" + name); err == nil {
 			top = append(top, name)
 		}

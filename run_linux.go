@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/launch"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +48,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		return nil, err
 	}
 	defer release()
-	extra := initFiles{workspace: wsMount}
+	extra := launch.Files{Workspace: wsMount}
 	cfg.WorkspaceMount = wsMount != nil
 
 	var px *runProxy
@@ -57,14 +58,14 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 			return nil, err
 		}
 		defer px.stop()
-		extra.proxyChan = px.child
+		extra.ProxyChan = px.child
 	}
 
 	begin := time.Now()
-	var h *handle
+	var h *launch.Handle
 	if s.opts.InProcess {
 		var se *wire.SetupError
-		if h, se = launch(cfg, st.child, extra, true, &s.ws.teardown, func(text string) { s.log.Warn("sandbox: " + text) }); se != nil {
+		if h, se = launch.Launch(cfg, st.child, extra, true, &s.ws.teardown, func(text string) { s.log.Warn("sandbox: " + text) }); se != nil {
 			err = setupError(se, cfg)
 		}
 	} else {
@@ -96,7 +97,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 
 	// ctx ends the run at any point: kill, then collect what there is.
 	var ctxErr error
-	ready, done := h.ready, h.done
+	ready, done := h.Ready, h.Done
 	var se *wire.SetupError
 	var proxyErr, termErr error
 	var exit wire.Exit
@@ -106,28 +107,28 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 			ready = nil
 			if se == nil && px != nil {
 				if proxyErr = px.start(); proxyErr != nil {
-					h.kill()
+					h.Kill()
 				}
 			}
 			if se == nil && st.tty != nil {
-				if h.term == nil {
+				if h.Term == nil {
 					termErr = errors.New("sandbox: terminal: the sandbox's init sent no pty")
 				} else {
-					termErr = st.attach(h.term, h.kill)
+					termErr = st.attach(h.Term, h.Kill)
 				}
 				if termErr != nil {
-					h.kill()
+					h.Kill()
 				}
-			} else if h.term != nil {
-				h.term.Close()
+			} else if h.Term != nil {
+				h.Term.Close()
 			}
-			h.term = nil
+			h.Term = nil
 		case exit = <-done:
 			done = nil
 		case <-ctx.Done():
 			if ctxErr == nil {
 				ctxErr = ctx.Err()
-				h.kill()
+				h.Kill()
 			}
 		}
 	}
@@ -175,7 +176,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 			res.Outcome = Timeout
 		}
 		return res, nil
-	case se != nil && se.Op == initDiedOp:
+	case se != nil && se.Op == wire.OpInitDied:
 		return nil, initDied(ws, exit, cfg)
 	case se != nil:
 		err := setupError(se, cfg)
@@ -198,8 +199,8 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	case ws.Signaled():
 		res.Outcome, res.Signal = Signaled, ws.Signal()
 	}
-	if h.lost != nil {
-		return res, h.lost
+	if h.Lost != nil {
+		return res, h.Lost
 	}
 	return res, nil
 }
@@ -276,7 +277,7 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 		if ue := procMaskError(cause); ue != nil {
 			return ue
 		}
-	case se.Stage == "cgroup" && se.Op == noCgroupOp:
+	case se.Stage == "cgroup" && se.Op == wire.OpNoCgroup:
 		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text, Err: ErrNoCgroup, Hint: noCgroupHint}
 	case se.Stage == "spawner":
 		return fmt.Errorf("sandbox: %w: %s", ErrSpawner, se.Text)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
 	"github.com/fumehood/sandbox/internal/workspace"
 	"golang.org/x/sys/unix"
 )
@@ -39,7 +40,7 @@ type session struct {
 	spawned atomic.Bool
 	// teardown counts the InProcess runs not yet reaped, and the pool
 	// fill New starts.
-	teardown tracker
+	teardown sysutil.Tracker
 }
 
 // keeperFlat, when set, says whether the keeper of the session named

@@ -110,7 +110,7 @@ func TestSoak(t *testing.T) {
 	if after.spawnerChildren != 0 {
 		t.Errorf("spawner still has %d children", after.spawnerChildren)
 	}
-	for _, c := range cgroupsMadeBy(t, spawner.c.pid) {
+	for _, c := range cgroupsMadeBy(t, ourSpawner.c.pid) {
 		t.Errorf("run cgroup left after the soak: %s", c)
 	}
 }

@@ -157,9 +157,9 @@ func killMarked(marker string) {
 
 // spawnerDead says whether the caller has seen its spawner die.
 func spawnerDead() bool {
-	spawner.mu.Lock()
-	c := spawner.c
-	spawner.mu.Unlock()
+	ourSpawner.mu.Lock()
+	c := ourSpawner.c
+	ourSpawner.mu.Unlock()
 	return c != nil && !c.serving()
 }
 

@@ -8,6 +8,7 @@ package wire
 import (
 	"bytes"
 	"slices"
+	"syscall"
 )
 
 // The sandbox user and the working directory every sandbox shares: the
@@ -182,6 +183,23 @@ type SetupError struct {
 	Text  string // the message when Errno is 0
 }
 
+// String is e as one line, as the caller's sandbox.SetupError reads
+// without the caller's advice: for a log in a process that has no caller's
+// options to explain it with (the spawner's warnings).
+func (e *SetupError) String() string {
+	s := "sandbox: " + e.Stage
+	if e.Op != "" {
+		s += ": " + e.Op
+	}
+	if e.Path != "" {
+		s += " " + e.Path
+	}
+	if e.Errno != 0 {
+		return s + ": " + syscall.Errno(e.Errno).Error()
+	}
+	return s + ": " + e.Text
+}
+
 // Request is a message from the caller to its spawner. Start requests carry
 // three fds (stdin, stdout, stderr) as SCM_RIGHTS, then the proxy channel
 // and the workspace mount when Spec asks for them.
@@ -285,3 +303,34 @@ type Program struct {
 	Env  []string // the complete environment of the program
 	Dir  string   // working directory inside the sandbox
 }
+
+// ListenerMark is the byte that carries the filter's listener from an
+// init to its launcher, as SCM_RIGHTS, ahead of anything else the init
+// sends but a TerminalMark.
+const ListenerMark = 'L'
+
+// ExecMark is the byte an init without a listener to send sends instead,
+// before its filter and execve: an init that ends without either mark died
+// during setup.
+const ExecMark = 'X'
+
+// ProxyMark is the byte that carries the listening socket of a
+// NetworkAllow run's egress proxy from its init, inside the run's network
+// namespace, straight to the caller, as SCM_RIGHTS on the proxy channel.
+const ProxyMark = 'P'
+
+// The SetupError Ops the caller tells apart from the rest.
+const (
+	// OpInitDied marks the SetupError of an init that died during setup
+	// before it could report: Run tells why from its exit.
+	OpInitDied = "init died during setup"
+	// OpNoCgroup marks the SetupError of a host without a writable
+	// cgroup, so the caller can tell it from other cgroup failures.
+	OpNoCgroup = "no writable cgroup"
+)
+
+// MaxMessage is the largest message on the spawner's socket.
+const MaxMessage = 1 << 20
+
+// SpawnerConnFd is the spawner's end of its socket pair with the caller.
+const SpawnerConnFd = 3

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package launch
 
 import (
 	"errors"
@@ -22,10 +22,6 @@ var runSeq atomic.Uint64
 // sweepStale removes, once per process, run cgroups left by a spawner or
 // caller that was killed before it could remove them.
 var sweepStale sync.Once
-
-// noCgroupOp marks the SetupError of a host without a writable cgroup, so
-// the caller can tell it from other cgroup failures.
-const noCgroupOp = "no writable cgroup"
 
 // applyLimits makes the run's cgroup with cfg's limits. Where no writable
 // cgroup exists it fails, unless cfg allows best effort: then it sets the
@@ -80,7 +76,7 @@ func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError
 	case !errors.Is(err, cgroup.ErrNoCgroup):
 		return nil, nil, &wire.SetupError{Stage: "cgroup", Op: "create", Text: err.Error(), Errno: sysutil.ErrnoOf(err)}
 	case !cfg.BestEffort:
-		return nil, nil, &wire.SetupError{Stage: "cgroup", Op: noCgroupOp, Text: err.Error()}
+		return nil, nil, &wire.SetupError{Stage: "cgroup", Op: wire.OpNoCgroup, Text: err.Error()}
 	}
 	// Best effort: rlimits per process where they can stand in.
 	for i := range wanted {

@@ -1,19 +1,17 @@
 //go:build linux
 
-package sandbox
+package recipe
 
 import (
-	"os"
 	"strings"
 	"unsafe"
 
 	"github.com/fumehood/sandbox/internal/execshim"
 	"github.com/fumehood/sandbox/internal/wire"
-	"golang.org/x/sys/unix"
 )
 
 // A prepared planned init (a pooled sandbox) learns its program from a
-// programBlock: once the program is known, the launcher lays it out for
+// ProgramBlock: once the program is known, the launcher lays it out for
 // the child's copy of the block and sends it, as one message of the size
 // it takes (SOCK_SEQPACKET keeps it whole), on the sync socket, with the
 // program's stdio (and the workspace mount) as SCM_RIGHTS. A copying child receives it into its own copy, at the
@@ -25,8 +23,11 @@ import (
 // A program that does not fit (too long, more places on PATH, a NUL in a
 // string) runs cold instead.
 
+// BlockBytes is the size of a prepared init's block: a program whose
+// directory, places, argv and environment take more runs cold.
+const BlockBytes = 64 << 10
+
 const (
-	blockBytes      = 64 << 10
 	blockCandidates = 8
 
 	// The header's words.
@@ -37,8 +38,8 @@ const (
 	hdrWords      = hdrEnv + 1
 )
 
-// programBlock is the child's block.
-type programBlock struct {
+// ProgramBlock is the child's block.
+type ProgramBlock struct {
 	words []uintptr
 
 	// shimStep, when set, is the step the exec shim reports failures
@@ -46,21 +47,21 @@ type programBlock struct {
 	shimStep int
 }
 
-func newProgramBlock() *programBlock {
-	return &programBlock{words: make([]uintptr, blockBytes/unsafe.Sizeof(uintptr(0)))}
+func newProgramBlock() *ProgramBlock {
+	return &ProgramBlock{words: make([]uintptr, BlockBytes/unsafe.Sizeof(uintptr(0)))}
 }
 
 // bytes is the block as the child's recvmsg fills it.
-func (b *programBlock) bytes() []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(&b.words[0])), blockBytes)
+func (b *ProgramBlock) bytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&b.words[0])), BlockBytes)
 }
 
 // header returns the address of header word i, for the plan's loads.
-func (b *programBlock) header(i int) *uintptr { return &b.words[i] }
+func (b *ProgramBlock) header(i int) *uintptr { return &b.words[i] }
 
 // encode lays p out as the child will find it, in a new message of the
 // size it takes; ok is false when p does not fit the block.
-func (b *programBlock) encode(p wire.Program) (msg []byte, ok bool) {
+func (b *ProgramBlock) Encode(p wire.Program) (msg []byte, ok bool) {
 	candidates := programCandidates(p.Path, p.Env)
 	if len(candidates) > blockCandidates {
 		return nil, false
@@ -78,7 +79,7 @@ func (b *programBlock) encode(p wire.Program) (msg []byte, ok bool) {
 			need += len(s) + 1
 		}
 	}
-	if need > blockBytes {
+	if need > BlockBytes {
 		return nil, false
 	}
 	words := make([]uintptr, (need+word-1)/word)
@@ -131,26 +132,10 @@ func (b *programBlock) encode(p wire.Program) (msg []byte, ok bool) {
 	return out[:off], true
 }
 
-// plannedProgram is how a prepared planned init is given its program: on
-// sock, the launcher's end of its sync socket, into block.
-type plannedProgram struct {
-	sock  *os.File
-	block *programBlock
-}
-
-// send is how the prepared planned init of h is given its program: h.msg,
-// the program as the pool's take encoded it for the block before it sent
-// it on h.program, with the fds, in one message.
-func (pp *plannedProgram) send(h *handle) func(p wire.Program, fds []int) error {
-	return func(_ wire.Program, fds []int) error {
-		return unix.Sendmsg(int(pp.sock.Fd()), h.msg, unix.UnixRights(fds...), nil, 0)
-	}
-}
-
-// nameProgram fills in what a prepared plan could not name when it was
+// NameProgram fills in what a prepared plan could not name when it was
 // made: the program and its working directory, in a failure of the steps
 // that use them.
-func nameProgram(se *wire.SetupError, p *wire.Program) {
+func NameProgram(se *wire.SetupError, p *wire.Program) {
 	if se == nil || p == nil || se.Path != "" {
 		return
 	}

@@ -1,10 +1,6 @@
-package sandbox
+package recipe
 
 import (
-	"bytes"
-	"crypto/x509"
-	"encoding/pem"
-	"fmt"
 	"os"
 	"path"
 	"slices"
@@ -25,7 +21,7 @@ var generatedEtc = map[string]string{
 	"/etc/nsswitch.conf": "it follows Options.Network; set that instead",
 }
 
-// hostEtc are the paths of the host (or of Options.Rootfs) that describe
+// HostEtc are the paths of the host (or of Options.Rootfs) that describe
 // the system without naming the host or holding its secrets, brought in
 // read-only where they exist. A pattern matches names as path.Match does.
 // Everything else of the host's /etc stays out: machine-id, shadow,
@@ -34,7 +30,7 @@ var generatedEtc = map[string]string{
 // configuration (apt, pip.conf, npmrc, gitconfig, wgetrc), which may hold
 // credentials or point at the host's mirrors and proxies. The package
 // documentation lists the reason for each.
-var hostEtc = []string{
+var HostEtc = []string{
 	// Name and number tables of the C library's getservbyname,
 	// getprotobyname, getrpcbyname and of ebtables.
 	"/etc/services", "/etc/protocols", "/etc/rpc", "/etc/ethertypes",
@@ -87,10 +83,10 @@ var trustBundles = []string{
 // bundle to extend.
 const newTrustBundle = "/etc/ssl/certs/ca-certificates.crt"
 
-// maxTrustBundle bounds a host bundle read to extend it, and
+// MaxTrustBundle bounds a host bundle read to extend it, and
 // Options.TrustedCAs: each extended copy lives in the run's root, a tmpfs
 // of 4 MiB. Debian's bundle is about 220 KiB, RHEL's largest 600 KiB.
-const maxTrustBundle = 1 << 20
+const MaxTrustBundle = 1 << 20
 
 // etcKind is what one brought-in path is.
 type etcKind int
@@ -108,7 +104,7 @@ type etcEntry struct {
 	link string // a link's target, recreated as is
 }
 
-// etcPaths expands hostEtc into the paths to look for, sorted, with
+// etcPaths expands HostEtc into the paths to look for, sorted, with
 // names listed by readdir (a directory's names, nil if it has none), asked
 // once per directory. With a rootfs, only paths in /etc are taken: it
 // brings the rest itself. A pattern's wildcards are in its last element
@@ -116,7 +112,7 @@ type etcEntry struct {
 func etcPaths(rootfs bool, readdir func(dir string) []string) []string {
 	var out []string
 	listed := map[string][]string{}
-	for _, pat := range hostEtc {
+	for _, pat := range HostEtc {
 		if rootfs && !strings.HasPrefix(pat, "/etc/") {
 			continue
 		}
@@ -140,48 +136,15 @@ func etcPaths(rootfs bool, readdir func(dir string) []string) []string {
 	return slices.Compact(out)
 }
 
-// etcDirs are the directories hostEtc's paths lie in, each once.
+// etcDirs are the directories HostEtc's paths lie in, each once.
 func etcDirs() []string {
 	var dirs []string
-	for _, p := range hostEtc {
+	for _, p := range HostEtc {
 		if d := path.Dir(p); !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
 		}
 	}
 	return dirs
-}
-
-// parseTrustedCAs checks Options.TrustedCAs and returns it as plain PEM
-// certificates, without the comments and headers it may carry.
-func parseTrustedCAs(data []byte) ([]byte, error) {
-	if len(data) > maxTrustBundle {
-		return nil, optionErr("Options.TrustedCAs", fmt.Sprintf("%d bytes", len(data)), "is larger than %d bytes", maxTrustBundle)
-	}
-	var out bytes.Buffer
-	rest := data
-	for n := 0; ; n++ {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			if len(bytes.TrimSpace(rest)) > 0 || n == 0 {
-				if n == 0 {
-					return nil, optionErr("Options.TrustedCAs", fmt.Sprintf("%d bytes", len(data)), "holds no PEM certificate")
-				}
-				return nil, optionErr("Options.TrustedCAs", fmt.Sprintf("%d bytes", len(data)),
-					"has %d bytes after certificate %d that are not PEM", len(bytes.TrimSpace(rest)), n)
-			}
-			return out.Bytes(), nil
-		}
-		if block.Type != "CERTIFICATE" {
-			return nil, optionErr("Options.TrustedCAs", block.Type, "PEM block %d is a %s, want CERTIFICATE", n+1, block.Type)
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, optionErr("Options.TrustedCAs", fmt.Sprintf("certificate %d", n+1), "is malformed: %v", err)
-		}
-		fmt.Fprintf(&out, "# %s\n", strings.ReplaceAll(cert.Subject.String(), "\n", " "))
-		pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes})
-	}
 }
 
 // mergeTrust is a bundle's content with the caller's certificates after it.
@@ -194,10 +157,10 @@ func mergeTrust(bundle, extra []byte) []byte {
 	return append(out, extra...)
 }
 
-// trustBundleIn is the bundle Node is pointed at (NODE_EXTRA_CA_CERTS):
+// TrustBundleIn is the bundle Node is pointed at (NODE_EXTRA_CA_CERTS):
 // the first of trustBundles present beneath base ("" for the host), or
 // where TrustedCAs goes when there is none; "" when the sandbox has none.
-func trustBundleIn(base string, extra bool) string {
+func TrustBundleIn(base string, extra bool) string {
 	for _, p := range trustBundles {
 		if base != "" && !strings.HasPrefix(p, "/etc/") {
 			continue
@@ -212,9 +175,9 @@ func trustBundleIn(base string, extra bool) string {
 	return ""
 }
 
-// etcGenerated says why target, a path in /etc, cannot be bound over, or
+// EtcGenerated says why target, a path in /etc, cannot be bound over, or
 // "" if it can.
-func etcGenerated(target string) string {
+func EtcGenerated(target string) string {
 	for p, why := range generatedEtc {
 		if target == p || strings.HasPrefix(target, p+"/") {
 			return path.Base(p) + " is generated by the sandbox: " + why

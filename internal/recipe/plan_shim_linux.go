@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package recipe
 
 import (
 	"github.com/fumehood/sandbox/internal/execshim"
@@ -29,7 +29,7 @@ func (b *planner) execShim() {
 	argv, envv := forkplan.Arg{}, forkplan.Strs(b.cfg.Env)
 	if b.block != nil {
 		// The program is not known yet: the shim's argv is laid out in
-		// the block with it, when it comes (programBlock.encode).
+		// the block with it, when it comes (ProgramBlock.encode).
 		load := func(i int) forkplan.Arg {
 			s := b.slot()
 			b.p.Load(s, b.block.header(i))

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package recipe
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 )
 
 // cString reads the NUL-terminated string at addr, an address in b.
-func (b *programBlock) cString(t *testing.T, addr uintptr) string {
+func (b *ProgramBlock) cString(t *testing.T, addr uintptr) string {
 	t.Helper()
 	mem := b.bytes()
 	off := addr - uintptr(unsafe.Pointer(&mem[0]))
@@ -23,7 +23,7 @@ func (b *programBlock) cString(t *testing.T, addr uintptr) string {
 }
 
 // cStrings reads the NULL-terminated array of strings at addr, in b.
-func (b *programBlock) cStrings(t *testing.T, addr uintptr) []string {
+func (b *ProgramBlock) cStrings(t *testing.T, addr uintptr) []string {
 	t.Helper()
 	first := (addr - uintptr(unsafe.Pointer(&b.words[0]))) / unsafe.Sizeof(uintptr(0))
 	if first >= uintptr(len(b.words)) {
@@ -46,11 +46,11 @@ func (b *programBlock) cStrings(t *testing.T, addr uintptr) []string {
 func TestProgramBlockLayout(t *testing.T) {
 	b := newProgramBlock()
 	p := wire.Program{Path: "python3", Args: []string{"python3", "-c", "print(1)", ""}, Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "A=b"}, Dir: "/workspace/d"}
-	msg, ok := b.encode(p)
+	msg, ok := b.Encode(p)
 	if !ok {
 		t.Fatal("encode refused a small program")
 	}
-	if len(msg) >= blockBytes/2 {
+	if len(msg) >= BlockBytes/2 {
 		t.Errorf("the message is %d bytes: want the size the program takes, not the block's", len(msg))
 	}
 	copy(b.bytes(), msg) // as recvmsg fills it
@@ -72,10 +72,10 @@ func TestProgramBlockLayout(t *testing.T) {
 	for name, q := range map[string]wire.Program{
 		"a NUL":          {Path: "/bin/true", Args: []string{"a\x00b"}},
 		"9 places":       {Path: "true", Env: []string{"PATH=/1:/2:/3:/4:/5:/6:/7:/8:/9"}},
-		"too long":       {Path: "/bin/true", Args: []string{strings.Repeat("x", blockBytes)}},
-		"too long, just": {Path: "/bin/true", Args: []string{strings.Repeat("x", blockBytes-hdrWords*8-20)}},
+		"too long":       {Path: "/bin/true", Args: []string{strings.Repeat("x", BlockBytes)}},
+		"too long, just": {Path: "/bin/true", Args: []string{strings.Repeat("x", BlockBytes-hdrWords*8-20)}},
 	} {
-		if _, ok := b.encode(q); ok {
+		if _, ok := b.Encode(q); ok {
 			t.Errorf("%s: encoded, want refused", name)
 		}
 	}

@@ -1,22 +1,20 @@
-//go:build linux
-
-package sandbox
+package sysutil
 
 import "sync"
 
-// tracker counts work in flight, such as runs whose teardown is not yet
+// Tracker counts work in flight, such as runs whose teardown is not yet
 // done, and waits for it: a sync.WaitGroup whose Add may also come while a
 // Wait is under way. Close waits on one while the spawner may still be
 // finishing runs that the caller, in another process, has seen end; the
 // race detector cannot see that order, and a WaitGroup forbids it.
-type tracker struct {
+type Tracker struct {
 	mu   sync.Mutex
 	n    int
 	zero *sync.Cond
 }
 
 // Add adds delta to the count.
-func (t *tracker) Add(delta int) {
+func (t *Tracker) Add(delta int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.n += delta
@@ -26,10 +24,10 @@ func (t *tracker) Add(delta int) {
 }
 
 // Done ends one unit of work.
-func (t *tracker) Done() { t.Add(-1) }
+func (t *Tracker) Done() { t.Add(-1) }
 
 // Wait returns once the count is zero.
-func (t *tracker) Wait() {
+func (t *Tracker) Wait() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.zero == nil {

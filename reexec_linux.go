@@ -8,7 +8,8 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/fumehood/sandbox/internal/recipe"
+	"github.com/fumehood/sandbox/internal/spawner"
 )
 
 // roleEnv marks a re-exec of this binary as one of the sandbox's own
@@ -34,32 +35,12 @@ func roleEnviron(role string, extra ...string) []string {
 func init() {
 	switch os.Getenv(roleEnv) {
 	case roleSpawner:
-		spawnerMain()
+		spawner.Main()
 	case roleProbe:
 		os.Exit(0)
 	case roleKeeper:
 		keeperMain()
 	}
-}
-
-// cloneFlags are the namespaces every sandbox gets.
-const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWNET |
-	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
-
-// initCaps are the capabilities, inside the new user namespace only, that
-// the init keeps to build the sandbox: mounts, pivot_root and hostname
-// (SYS_ADMIN), loopback (NET_ADMIN), and emptying the bounding set
-// (SETPCAP). It drops them all before it execs the program.
-var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-
-// cloneFlagsFor is the namespaces of a sandbox: all of cloneFlags, but
-// the network namespace where the run takes the host's network.
-func cloneFlagsFor(hostNetwork bool) uintptr {
-	flags := uintptr(cloneFlags)
-	if hostNetwork {
-		flags &^= unix.CLONE_NEWNET
-	}
-	return flags
 }
 
 // sysProcAttr describes how a probe's child is cloned: its ids map the
@@ -70,7 +51,7 @@ func sysProcAttr(hostUID, hostGID int, hostNetwork bool) *syscall.SysProcAttr {
 	// groups; an unprivileged one must deny setgroups to map its gid.
 	root := os.Geteuid() == 0
 	return &syscall.SysProcAttr{
-		Cloneflags:                 cloneFlagsFor(hostNetwork),
+		Cloneflags:                 recipe.CloneFlags(hostNetwork),
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: hostUID, Size: 1}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxGID, HostID: hostGID, Size: 1}},
 		GidMappingsEnableSetgroups: root,

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package launch
 
 import (
 	"fmt"
@@ -21,7 +21,9 @@ import (
 // execs. Nothing of the program's runs in the sandbox before this point,
 // and nothing of the preparation stays open past it.
 //
-// The init waits in its plan (planned_program_linux.go).
+// The init waits in its plan (internal/recipe's awaitProgram). The pool
+// (internal/spawner) holds prepared sandboxes as Handles and uses the
+// methods here: AwaitPrepared, then Take and Start, or Destroy.
 
 // awaitPrepared waits for a prepared init to report its sandbox built, or
 // the failure record of the step of plan it failed at.
@@ -47,7 +49,7 @@ func awaitPrepared(conn *os.File, plan *forkplan.Plan) *wire.SetupError {
 // send fails (the start was served, and failed). A closed h.program means
 // the prepared sandbox is not wanted: the init is killed, as it is when
 // send fails, and the program is nil.
-func giveProgram(h *handle, init *os.Process, send func(p wire.Program, fds []int) error) (*wire.Program, *wire.SetupError) {
+func giveProgram(h *Handle, init *os.Process, send func(p wire.Program, fds []int) error) (*wire.Program, *wire.SetupError) {
 	pf, ok := <-h.program
 	if !ok {
 		init.Kill()
@@ -64,3 +66,43 @@ func giveProgram(h *handle, init *os.Process, send func(p wire.Program, fds []in
 	}
 	return &pf.p, nil
 }
+
+// Prepare launches an init that prepares cfg with /dev/null as
+// its stdio.
+func Prepare(cfg *wire.Config, teardown *sysutil.Tracker, warn func(string)) (*Handle, *wire.SetupError) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, &wire.SetupError{Stage: "pool", Op: "open " + os.DevNull, Errno: sysutil.ErrnoOf(err), Text: err.Error()}
+	}
+	defer null.Close()
+	c := *cfg // Launch may set fields of its config
+	return Launch(&c, [3]*os.File{null, null, null}, Files{}, false, teardown, warn)
+}
+
+// AwaitPrepared waits until the prepared sandbox of h is built (nil) or
+// failed.
+func (h *Handle) AwaitPrepared() *wire.SetupError { return <-h.prepared }
+
+// Take readies the prepared sandbox of h for p, and says whether p fits
+// it: a program too large for the init's block (recipe.ProgramBlock) runs
+// cold, and h stays for another.
+func (h *Handle) Take(p wire.Program) bool {
+	if h.block == nil {
+		return false
+	}
+	msg, ok := h.block.Encode(p)
+	if ok {
+		h.msg = msg
+	}
+	return ok
+}
+
+// Start hands the prepared sandbox of h the program Take readied it for,
+// and its files (stdio, then the workspace mount if any), which it takes
+// over. The Handle then reports the run as a cold one's does.
+func (h *Handle) Start(p wire.Program, files []*os.File) {
+	h.program <- programFiles{p: p, files: files}
+}
+
+// Destroy kills the prepared sandbox of h, unused.
+func (h *Handle) Destroy() { close(h.program) }

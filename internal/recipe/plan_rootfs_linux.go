@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package recipe
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // A Rootfs (Options.Rootfs) takes the place of the host's system
 // directories: each of its top-level entries, but those the sandbox makes
 // itself (rootfsSkip), is bound read-only at the top of the new root, or
-// recreated there when it is a symlink, and /etc takes the hostEtc paths
+// recreated there when it is a symlink, and /etc takes the HostEtc paths
 // from the rootfs's /etc instead of the host's. The planner reads the
 // rootfs when it plans; the child opens every source beneath the rootfs
 // directory it opened as the sandbox's user, and fails if one is gone.
@@ -31,7 +31,7 @@ type rootfsEntry struct {
 }
 
 // readRootfs reads what the plan takes from cfg.Rootfs: its top-level
-// entries and the hostEtc paths of its /etc. Links inside the rootfs
+// entries and the HostEtc paths of its /etc. Links inside the rootfs
 // resolve inside it.
 func (b *planner) readRootfs() *wire.SetupError {
 	dir := b.cfg.Rootfs
@@ -73,7 +73,7 @@ func (b *planner) readRootfs() *wire.SetupError {
 	return nil
 }
 
-// etcEntriesIn lists the hostEtc paths that exist beneath the directory
+// etcEntriesIn lists the HostEtc paths that exist beneath the directory
 // dirfd (the host's root, or a rootfs with rootfs set), resolved inside
 // it. A link is recreated, never followed: what it points to is visible
 // only if the sandbox has it.

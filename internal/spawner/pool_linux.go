@@ -1,15 +1,14 @@
 //go:build linux
 
-package sandbox
+package spawner
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/launch"
 	"github.com/fumehood/sandbox/internal/sysutil"
-
 	"github.com/fumehood/sandbox/internal/wire"
 )
 
@@ -25,14 +24,14 @@ import (
 // cold init would.
 // Each serves one run, and the pool is refilled in the background.
 type owner struct {
-	teardown tracker      // launches of this owner not yet torn down
-	warn     func(string) // to the Sandbox's Logger
+	teardown sysutil.Tracker // launches of this owner not yet torn down
+	warn     func(string)    // to the Sandbox's Logger
 
 	mu        sync.Mutex
 	changed   *sync.Cond       // on mu: a preparation ended, or the pool was drained
 	cfg       *wire.Config     // the Spec prepared, without a program
 	size      int              // how many to keep ready
-	ready     []*handle        // prepared, waiting
+	ready     []*launch.Handle // prepared, waiting
 	preparing int              // preparations under way
 	closed    bool             // drained: prepare no more
 	failure   *wire.SetupError // the last preparation's failure; refills wait for a cold start to succeed
@@ -56,7 +55,7 @@ const refillDelay = 10 * time.Millisecond
 
 // take returns a sandbox prepared from cfg's Spec, or nil when none is
 // ready. The pool becomes one for that Spec and size; refill fills it.
-func (o *owner) take(cfg *wire.Config, size int) *handle {
+func (o *owner) take(cfg *wire.Config, size int) *launch.Handle {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
@@ -68,14 +67,10 @@ func (o *owner) take(cfg *wire.Config, size int) *handle {
 		return nil
 	}
 	h := o.ready[n-1]
-	if h.block != nil {
-		// A planned init takes a program that fits its block; another
-		// runs cold, and h waits for the next.
-		msg, ok := h.block.encode(cfg.Program)
-		if !ok {
-			return nil
-		}
-		h.msg = msg
+	if !h.Take(cfg.Program) {
+		// A program too large for the init's block runs cold, and h
+		// waits for the next.
+		return nil
 	}
 	o.ready = o.ready[:n-1]
 	return h
@@ -135,9 +130,9 @@ func (o *owner) refillLocked() {
 // prepare launches one prepared sandbox and adds it to the pool.
 func (o *owner) prepare(cfg *wire.Config) {
 	defer o.teardown.Done()
-	h, se := launchPrepared(cfg, &o.teardown, o.warn)
+	h, se := launch.Prepare(cfg, &o.teardown, o.warn)
 	if se == nil {
-		se = <-h.prepared
+		se = h.AwaitPrepared()
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -146,14 +141,14 @@ func (o *owner) prepare(cfg *wire.Config) {
 	switch {
 	case se != nil:
 		if h != nil {
-			close(h.program)
+			h.Destroy()
 		}
 		if cfg == o.cfg { // not prepared from a Spec since replaced
 			o.failure = se
-			o.warn(fmt.Sprintf("preparing a pooled sandbox failed; runs start cold until one of them succeeds: %v", setupError(se, cfg)))
+			o.warn(fmt.Sprintf("preparing a pooled sandbox failed; runs start cold until one of them succeeds: %v", se))
 		}
 	case o.closed || cfg != o.cfg:
-		close(h.program)
+		h.Destroy()
 	default:
 		o.ready = append(o.ready, h)
 	}
@@ -165,22 +160,10 @@ func (o *owner) prepare(cfg *wire.Config) {
 	}
 }
 
-// launchPrepared launches an init that prepares cfg with /dev/null as
-// its stdio.
-func launchPrepared(cfg *wire.Config, teardown *tracker, warn func(string)) (*handle, *wire.SetupError) {
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		return nil, &wire.SetupError{Stage: "pool", Op: "open " + os.DevNull, Errno: sysutil.ErrnoOf(err), Text: err.Error()}
-	}
-	defer null.Close()
-	c := *cfg // launch may set fields of its config
-	return launch(&c, [3]*os.File{null, null, null}, initFiles{}, false, teardown, warn)
-}
-
 // discardLocked destroys the prepared sandboxes that are ready.
 func (o *owner) discardLocked() {
 	for _, h := range o.ready {
-		close(h.program)
+		h.Destroy()
 	}
 	o.ready = nil
 }
@@ -194,12 +177,6 @@ func (o *owner) drain() {
 	o.changed.Broadcast()
 	o.mu.Unlock()
 	o.teardown.Wait()
-}
-
-// start hands a prepared sandbox its program and files (stdio, then the
-// workspace mount if any), which it takes over.
-func (h *handle) start(p wire.Program, files []*os.File) {
-	h.program <- programFiles{p: p, files: files}
 }
 
 // owners are the spawner's owners by name.

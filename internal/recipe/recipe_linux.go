@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package recipe
 
 import (
 	"fmt"
@@ -27,9 +27,9 @@ import (
 // source is opened before that, so what it hides does not matter.
 const stagingDir = "/tmp"
 
-// hostSystemDirs are the host directories bound read-only (or recreated as
+// HostSystemDirs are the host directories bound read-only (or recreated as
 // symlinks, on merged-/usr systems) when no Rootfs is given.
-var hostSystemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+var HostSystemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 
 // rootfsSkip are top-level entries of a caller's rootfs that the sandbox
 // provides itself or leaves out.
@@ -39,8 +39,8 @@ var rootfsSkip = map[string]bool{"proc": true, "dev": true, "sys": true, "tmp": 
 // devices are the host device nodes bound into /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-// maxPtys is how many ptys one sandbox may hold open at once.
-const maxPtys = 64
+// MaxPtys is how many ptys one sandbox may hold open at once.
+const MaxPtys = 64
 
 // devFS is a filesystem mounted in /dev.
 type devFS struct {
@@ -60,13 +60,13 @@ type devFS struct {
 // reachable. Without gid=, a pty's slave gets the group of the process
 // that opened it: the sandbox's own group, which /etc/group names. The
 // host's ptys are one pool (kernel.pty.max, of which kernel.pty.reserve
-// stays for the host's own devpts): maxPtys keeps one sandbox from taking
+// stays for the host's own devpts): MaxPtys keeps one sandbox from taking
 // what the others need.
 func devFilesystems(cfg *wire.Config) []devFS {
 	return []devFS{
-		{"pts", "devpts", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC, []string{"ptmxmode=0666", "mode=0620", fmt.Sprintf("max=%d", maxPtys)}},
+		{"pts", "devpts", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC, []string{"ptmxmode=0666", "mode=0620", fmt.Sprintf("max=%d", MaxPtys)}},
 		{"shm", "tmpfs", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC,
-			[]string{"mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", tmpfsInodes(cfg.TmpSize))}},
+			[]string{"mode=1777", fmt.Sprintf("size=%d", cfg.TmpSize), fmt.Sprintf("nr_inodes=%d", TmpfsInodes(cfg.TmpSize))}},
 	}
 }
 
@@ -94,7 +94,7 @@ type entry struct {
 	link string
 }
 
-// tmpfsInodes is how many files a writable tmpfs of size bytes may hold:
+// TmpfsInodes is how many files a writable tmpfs of size bytes may hold:
 // one per page of its size, and at least 4096. The size counts pages of
 // content only, and an empty file or a directory takes none, yet each
 // costs the kernel about 1 KiB; without this bound a program could fill
@@ -102,7 +102,7 @@ type entry struct {
 // is gone (a session's workspace outlives its runs). A file with content
 // takes a page of the size anyway, so only trees of empty files meet
 // this bound before the size.
-func tmpfsInodes(size int64) int64 {
+func TmpfsInodes(size int64) int64 {
 	return max(size/4096, 4096)
 }
 
@@ -199,12 +199,3 @@ func trustName(n int) string { return fmt.Sprintf(".trusted-ca-%d", n) }
 // ptmxPath is the sandbox's own devpts instance's multiplexer: a pty made
 // there has nothing to do with the host's ptys.
 const ptmxPath = "/dev/pts/ptmx"
-
-// listenerMark is the byte that carries the filter's listener to the
-// launcher, ahead of anything else the init sends.
-const listenerMark = 'L'
-
-// execMark is the byte an init without a listener to send sends instead,
-// before its filter and execve: an init that ends without either mark died
-// during setup.
-const execMark = 'X'

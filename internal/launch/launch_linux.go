@@ -1,0 +1,216 @@
+//go:build linux
+
+package launch
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/fumehood/sandbox/internal/cgroup"
+	"github.com/fumehood/sandbox/internal/recipe"
+	"github.com/fumehood/sandbox/internal/seccomp"
+	"github.com/fumehood/sandbox/internal/sysutil"
+	"github.com/fumehood/sandbox/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// Handle is one sandbox as its starter sees it: in the process that
+// cloned its init (the spawner, or an InProcess caller), or in the caller
+// on the other side of the spawner, whose replies it delivers into one
+// (NewHandle). The messages between the launcher and the init are
+// internal/wire's, with its sequence diagram.
+type Handle struct {
+	Ready chan *wire.SetupError // receives one value: nil once the program runs
+	Done  chan wire.Exit        // receives one value when the init has been reaped
+	Kill  func()                // kills the init, and so every process of the sandbox
+	Lost  error                 // set before Done when the spawner died under the run
+
+	// Term is the master of the run's pty (Spec.Terminal), set before a
+	// nil Ready value is sent; whoever receives that value owns it.
+	Term *os.File
+
+	// Reported is closed by the spawner once it has told the caller of
+	// Done; the teardown of a run it serves waits for it (see Launch).
+	Reported chan struct{}
+
+	// For a prepared init (Config.Prepare) only: prepared receives one
+	// value, nil once the sandbox is built; then the init waits for one
+	// value on program, or for program to be closed, which destroys it.
+	prepared chan *wire.SetupError
+	program  chan programFiles
+
+	// Where a prepared init's program lands, and the program encoded for
+	// it when the pool took it (Take).
+	block *recipe.ProgramBlock
+	msg   []byte
+}
+
+// programFiles is the program a prepared init is to run, and its files:
+// stdio, then the workspace mount when its Spec has WorkspaceMount.
+type programFiles struct {
+	p     wire.Program
+	files []*os.File
+}
+
+// NewHandle is the Handle of a sandbox that kill kills, with its channels
+// made.
+func NewHandle(kill func()) *Handle {
+	return &Handle{Ready: make(chan *wire.SetupError, 1), Done: make(chan wire.Exit, 1), Kill: kill, Reported: make(chan struct{})}
+}
+
+// Launch clones and starts the init of one sandbox with the given stdio
+// and, for a run with an egress proxy, the init's end of the proxy channel
+// (its fd 4; see egress_linux.go). It returns once the init is running;
+// ready and done report the rest. What the run leaves for after done (its
+// cgroup's removal) is counted in teardown until finished.
+func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, teardown *sysutil.Tracker, warn func(string)) (*Handle, *wire.SetupError) {
+	if se := extra.check(cfg); se != nil {
+		return nil, se
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &wire.SetupError{Stage: "start", Op: "socketpair", Errno: sysutil.ErrnoOf(err)}
+	}
+	parent, child := os.NewFile(uintptr(fds[0]), "init-parent"), os.NewFile(uintptr(fds[1]), "init-child")
+	cfg.ResetOOMScore = inheritsNegativeOOMScore()
+	grp, limits, se := applyLimits(cfg)
+	if se != nil {
+		parent.Close()
+		child.Close()
+		return nil, se
+	}
+	fail := func(se *wire.SetupError) (*Handle, *wire.SetupError) {
+		parent.Close()
+		child.Close()
+		if grp != nil {
+			grp.Delete()
+		}
+		return nil, se
+	}
+	// The child runs the plan without a runtime of its own: no start of
+	// the caller's binary, and, sharing the caller's memory where it can
+	// (forkplan.SharesMemory), no copy of its page tables, however large
+	// the caller.
+	proc, plan, pp, se := startPlanned(cfg, stdio, child, extra, grp, recipe.CloneFlags(cfg.HostNetwork))
+	if se != nil {
+		return fail(se)
+	}
+	child.Close()
+	// The caller returns at once in process: nothing to hold it for.
+	var mntNS *os.File
+	if !inProcess {
+		mntNS = holdMountNS(proc.Pid)
+	}
+	// Killing pid 1 makes the kernel kill every other process in its PID
+	// namespace, daemons included; cgroup.kill (v2) gets them all at once.
+	h := NewHandle(func() {
+		if grp != nil {
+			grp.Kill()
+		}
+		proc.Kill()
+	})
+	if cfg.Prepare {
+		h.prepared, h.program = make(chan *wire.SetupError, 1), make(chan programFiles)
+		if pp != nil {
+			h.block = pp.block
+		}
+	}
+	teardown.Add(1)
+	go func() {
+		defer teardown.Done()
+		var se *wire.SetupError
+		var given *wire.Program // a prepared planned init's program
+		served := !cfg.Prepare  // a start the spawner reports, not a prepared sandbox destroyed unused
+		if se == nil && cfg.Prepare {
+			se = awaitPrepared(parent, plan)
+			h.prepared <- se
+			var p *wire.Program
+			if se == nil {
+				p, se = giveProgram(h, proc, pp.send(h))
+				given = p
+			}
+			served = p != nil
+			pp.sock.Close()
+		}
+		var sv *supervisor
+		if se == nil {
+			var l *seccomp.Listener
+			l, h.Term, se = readVerdict(parent, plan)
+			if l != nil {
+				var kill func()
+				if cfg.SeccompKill {
+					kill = h.Kill
+				}
+				sv = supervise(l, cfg.Seccomp, kill)
+			}
+			recipe.NameProgram(se, given)
+		}
+		h.Ready <- se
+		parent.Close()
+		ps, _ := proc.Wait() // the status is in ps whatever the error
+		exit := exitOf(ps)
+		if sv != nil {
+			sv.stop(&exit)
+		}
+		if grp != nil {
+			usageOf(grp, &exit)
+		}
+		exit.Limits = limits
+		// In the spawner, off the run's return path: the cgroup is
+		// empty, and nothing the caller is told depends on its removal.
+		// An InProcess caller is often a one-shot tool that exits as
+		// soon as Run returns, so there it goes first.
+		if inProcess {
+			removeGroup(grp, warn)
+		}
+		h.Done <- exit
+		// The spawner tells the caller first: on a small machine,
+		// unmounting the tree and removing the cgroup take a CPU the
+		// reply would otherwise wait for.
+		if served && !inProcess {
+			<-h.Reported
+		}
+		if mntNS != nil {
+			mntNS.Close()
+		}
+		if !inProcess {
+			removeGroup(grp, warn)
+		}
+	}()
+	return h, nil
+}
+
+// holdMountNS opens the mount namespace of a planned init, or returns nil
+// if it cannot. Held until the run is reported, it makes the last exit in
+// the sandbox drop a reference instead of unmounting the whole tree on the
+// way to the reply (a third of a millisecond here); the close does it
+// afterwards. Nothing is reached through it: it is closed unused.
+func holdMountNS(pid int) *os.File {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// removeGroup removes a run's emptied cgroup, if it had one, and tells
+// warn if it could not.
+func removeGroup(grp cgroup.Group, warn func(string)) {
+	if grp == nil {
+		return
+	}
+	if err := grp.Delete(); err != nil {
+		warn(fmt.Sprintf("remove the run's cgroup %s: %v", grp.Path(), err))
+	}
+}
+
+// inheritsNegativeOOMScore reports whether this process, and so the init
+// it clones, has a negative oom_score_adj (a supervisor's -1000, say).
+func inheritsNegativeOOMScore() bool {
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return true // let the init check for itself
+	}
+	return strings.HasPrefix(string(b), "-")
+}

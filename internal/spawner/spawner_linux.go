@@ -1,0 +1,273 @@
+//go:build linux
+
+package spawner
+
+import (
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/fumehood/sandbox/internal/launch"
+	"github.com/fumehood/sandbox/internal/sysutil"
+	"github.com/fumehood/sandbox/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// The spawner is this binary re-exec'd once per caller process, small and
+// before it holds any of the caller's heap. It starts every sandbox of the
+// caller's (InProcess aside) and keeps their pools: the sandboxes' inits
+// are its children, not the caller's, and a start costs the same whatever
+// the caller's size, also where the init cannot share the memory of the
+// process that clones it and the clone copies its page tables
+// (forkplan.SharesMemory).
+//
+// Protocol, over a SOCK_SEQPACKET socket pair (one JSON message a packet;
+// the messages are internal/wire's Request and Reply):
+//
+//	caller                                    spawner
+//	Request{ID, Spec, Program, Owner, Pool}  →  reads it
+//	  + SCM_RIGHTS(0,1,2[, proxy channel]
+//	  [, workspace mount])
+//	                                        ←  Reply{ID, accepted}, before anything of it is
+//	                                           done (no Accepted before the spawner died:
+//	                                           the caller may send the run to a new one)
+//	                                           takes a sandbox of Owner's pool prepared from
+//	                                           an Equal Spec when Pool > 0 (no proxy, no
+//	                                           terminal), hands it the Program and files;
+//	                                           else launches cold (see launch_linux.go)
+//	                                        ←  Reply{ID, started} or Reply{ID, failed, Err};
+//	                                           a run with a terminal: Reply{ID, started,
+//	                                           Terminal} + SCM_RIGHTS(the pty's master)
+//	Request{ID, Kill} (on ctx end)          →  kill the run's init
+//	                                        ←  Reply{ID, exited, Exit} (Exit.Pooled: it took
+//	                                           a prepared sandbox)
+//	Request{ID, Owner, Fill, Spec, Pool}    →  make Owner's pool Pool sandboxes prepared from
+//	  (New with Options.Pool)                  Spec, destroying any prepared from another
+//	                                        ←  Reply{ID, synced[, Err]} once it is full, or
+//	                                           a preparation failed
+//	Request{ID, Owner, Sync} (Close)        →  destroy Owner's pool, wait for the teardown
+//	                                           of its runs
+//	                                        ←  Reply{ID, synced}
+//	                                        ←  Reply{warning, Owner, Text} at any time: for
+//	                                           Owner's Logger (every Logger when Owner is "")
+//	close (caller exits or dies)            →  kill every run, destroy the pools, exit
+//
+// The only fd the spawner sends is the master of a run's pty (made in the
+// sandbox: wire.TerminalMark); the caller keeps the read ends of the
+// output pipes and the write end of stdin. The proxy channel of a
+// NetworkAllow run is passed on to its init, which answers the caller on
+// it directly.
+
+// Main serves one caller until it goes away, then kills what is left.
+// Each start is launched on a goroutine of its own, so that concurrent
+// callers are not served one clone at a time.
+func Main() {
+	fd := wire.SpawnerConnFd
+	var (
+		mu     sync.Mutex
+		runs   = map[uint64]*served{}
+		wmu    sync.Mutex
+		active sync.WaitGroup // starts not yet reaped, and syncs not yet answered
+		byName owners
+	)
+	reply := func(r wire.Reply, fds ...int) {
+		msg, _ := json.Marshal(r)
+		var oob []byte
+		if len(fds) > 0 {
+			oob = unix.UnixRights(fds...)
+		}
+		wmu.Lock()
+		defer wmu.Unlock()
+		for unix.Sendmsg(fd, msg, oob, nil, 0) == unix.EINTR {
+		}
+	}
+	// What the caller's Loggers should hear of; the caller has no other
+	// way to learn of what happens here off a run's path.
+	byName.warn = func(owner, text string) { reply(wire.Reply{Kind: wire.Warning, Owner: owner, Text: text}) }
+	buf, oob := make([]byte, wire.MaxMessage), make([]byte, unix.CmsgSpace(5*4))
+	for {
+		n, oobn, flags, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			break // the caller is gone
+		}
+		files := sysutil.ReceivedFiles(oob[:oobn])
+		var req wire.Request
+		if err := json.Unmarshal(buf[:n], &req); err != nil || flags&unix.MSG_TRUNC != 0 {
+			sysutil.CloseFiles(files)
+			continue
+		}
+		switch {
+		case req.Kill:
+			sysutil.CloseFiles(files)
+			mu.Lock()
+			if r := runs[req.ID]; r != nil {
+				r.kill()
+			}
+			mu.Unlock()
+		case req.Fill:
+			sysutil.CloseFiles(files)
+			o := byName.get(req.Owner)
+			active.Add(1)
+			go func(id uint64) {
+				defer active.Done()
+				var se *wire.SetupError
+				if req.Spec == nil || req.Pool <= 0 {
+					se = &wire.SetupError{Stage: "spawner", Text: "malformed fill request"}
+				} else {
+					se = o.fill(req.Spec, req.Pool)
+				}
+				reply(wire.Reply{ID: id, Kind: wire.Synced, Err: se})
+			}(req.ID)
+		case req.Sync:
+			sysutil.CloseFiles(files)
+			o := byName.get(req.Owner)
+			active.Add(1)
+			go func(id uint64) {
+				defer active.Done()
+				o.drain()
+				byName.remove(req.Owner)
+				reply(wire.Reply{ID: id, Kind: wire.Synced})
+			}(req.ID)
+		default:
+			// Before anything is done: a caller that sees no Accepted
+			// before the spawner dies may give the run to a new one.
+			reply(wire.Reply{ID: req.ID, Kind: wire.Accepted})
+			r := &served{}
+			mu.Lock()
+			runs[req.ID] = r
+			mu.Unlock()
+			active.Add(1)
+			go func(id uint64) {
+				defer active.Done()
+				serveStart(&req, files, r, byName.get(req.Owner), reply)
+				mu.Lock()
+				delete(runs, id)
+				mu.Unlock()
+			}(req.ID)
+		}
+	}
+	// The caller is gone: kill what runs, destroy the pools, and let each
+	// run's goroutine reap it and remove its cgroup before exiting.
+	mu.Lock()
+	for _, r := range runs {
+		r.kill()
+	}
+	mu.Unlock()
+	reaped := make(chan struct{})
+	go func() {
+		for _, o := range byName.all() {
+			o.drain()
+		}
+		active.Wait()
+		// The runs are reaped; their cgroups' removal, which follows,
+		// is counted by their owners.
+		for _, o := range byName.all() {
+			o.drain()
+		}
+		close(reaped)
+	}()
+	select {
+	case <-reaped:
+	case <-time.After(5 * time.Second):
+	}
+	os.Exit(0)
+}
+
+// served is one start the spawner is serving. A kill may come before its
+// launch has a handle; it is then carried out as soon as there is one.
+type served struct {
+	mu     sync.Mutex
+	h      *launch.Handle
+	killed bool
+}
+
+func (r *served) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.killed = true
+	if r.h != nil {
+		r.h.Kill()
+	}
+}
+
+// setHandle records h, and kills it if a kill came first.
+func (r *served) setHandle(h *launch.Handle) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h = h
+	if r.killed {
+		h.Kill()
+	}
+}
+
+// serveStart starts one run, from its owner's pool or cold, and reports
+// it until it has been reaped.
+func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply func(wire.Reply, ...int)) {
+	fail := func(se *wire.SetupError) {
+		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
+		reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
+	}
+	var extra launch.Files
+	var cfg *wire.Config
+	ok := req.Spec != nil && req.Program != nil && len(files) >= 3
+	if ok {
+		cfg = &wire.Config{Spec: *req.Spec, Program: *req.Program}
+		extra, ok = launch.FilesFrom(cfg, files[3:])
+	}
+	if !ok {
+		sysutil.CloseFiles(files)
+		fail(&wire.SetupError{Stage: "spawner", Text: "malformed start request"})
+		return
+	}
+	var h *launch.Handle
+	// A run with a proxy or a terminal neither takes a prepared sandbox
+	// nor makes the pool one of its Spec: neither can be prepared ahead.
+	if req.Pool > 0 && cfg.ProxyPort == 0 && cfg.Terminal == nil {
+		// The pool is refilled once this run is out of the way: a
+		// preparation is a cold start's work, which on a small machine
+		// would take the CPU from this run's start and its report. A
+		// longer run lets it go after refillDelay.
+		refill := time.AfterFunc(refillDelay, o.refill)
+		defer func() {
+			if refill.Stop() {
+				o.refill()
+			}
+		}()
+		if h = o.take(cfg, req.Pool); h != nil {
+			h.Start(cfg.Program, files) // it takes the files over
+		}
+	}
+	cold := h == nil
+	if cold {
+		var se *wire.SetupError
+		h, se = launch.Launch(cfg, [3]*os.File(files[:3]), extra, false, &o.teardown, o.warn)
+		sysutil.CloseFiles(files)
+		if se != nil {
+			fail(se)
+			return
+		}
+	}
+	r.setHandle(h)
+	if se := <-h.Ready; se != nil {
+		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
+	} else {
+		if h.Term != nil {
+			// The caller has its own copy once this is sent.
+			reply(wire.Reply{ID: req.ID, Kind: wire.Started, Terminal: true}, int(h.Term.Fd()))
+			h.Term.Close()
+		} else {
+			reply(wire.Reply{ID: req.ID, Kind: wire.Started})
+		}
+		if cold && req.Pool > 0 {
+			o.coldStarted()
+		}
+	}
+	exit := <-h.Done
+	exit.Pooled = !cold
+	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
+	close(h.Reported)
+}
