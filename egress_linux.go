@@ -18,8 +18,8 @@ import (
 
 // The egress proxy of a NetworkAllow run. The init, inside the run's
 // network namespace, listens on ProxyAddr and hands the listening socket
-// to the caller over a channel of its own (a socket pair whose other end
-// is the init's planProxyFd), then execs the program. The caller serves
+// to the caller over a channel of its own (internal/wire's proxy.go),
+// then execs the program. The caller serves
 // the proxy on that socket: connections are accepted inside the run's
 // namespace, while the proxy dials from the caller's. So the run has one
 // way out, an HTTP proxy on its own loopback, and no route, interface or

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// One recipe (planned_linux.go, recipe_linux.go) builds every sandbox,
+// One recipe (internal/recipe) builds every sandbox,
 // whether the spawner clones its init or the caller does (InProcess). These
 // tests look at what it builds from inside, for both launchers.
 

@@ -60,10 +60,11 @@ func NewHandle(kill func()) *Handle {
 }
 
 // Launch clones and starts the init of one sandbox with the given stdio
-// and, for a run with an egress proxy, the init's end of the proxy channel
-// (its fd 4; see egress_linux.go). It returns once the init is running;
-// ready and done report the rest. What the run leaves for after done (its
-// cgroup's removal) is counted in teardown until finished.
+// and extra files. It returns once the init is running; Ready and Done
+// report the rest. What the run leaves for after Done (its cgroup's
+// removal) is counted in teardown until finished. inProcess says the
+// launcher is the caller itself (InProcess), which removes the cgroup
+// before it reports Done; warn hears what went wrong off the run's path.
 func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, teardown *sysutil.Tracker, warn func(string)) (*Handle, *wire.SetupError) {
 	if se := extra.check(cfg); se != nil {
 		return nil, se

@@ -12,28 +12,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The init of every sandbox: the recipe (recipe_linux.go) compiled before
-// the clone into a forkplan.Plan that the cloned child runs with raw
-// system calls, without a runtime and without an exec of its own. The
-// caller's binary never starts for it: the plan costs nothing but its
-// system calls.
-//
-// What cannot be known ahead, the plan decides from facts of the host
-// (which system directories are symlinks, what /etc provides), of a
-// Rootfs (its entries, its /etc), and from a model of the tree it builds;
-// beneath what the model cannot see into (a host tree, the workspace),
-// the child finds its way with each step's errno (create).
-
 // The child's fds once the plan has placed them.
 const (
 	planConnFd      = 3 // the socket to the launcher; close-on-exec
 	planSyncFd      = 4 // the launcher's go-ahead, once the id maps are written
 	planWorkspaceFd = 5 // the session's workspace mount, when there is one
 	planShimFd      = 6 // the exec shim (execShim), when there is one
-	planProxyFd     = 7 // the proxy channel of a NetworkAllow run (egress_linux.go)
+	planProxyFd     = 7 // the proxy channel of a NetworkAllow run (proxyListener)
 )
 
-// Fds are the launcher's fds the child starts from.
+// Fds are the launcher's fds the child starts from, which it places
+// at the fds above.
 type Fds struct {
 	Stdio      [3]int
 	Conn, Sync int

@@ -13,15 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// What a sandbox is, as tables the planner (planned_linux.go) builds it
-// from: the host directories it binds, its /dev, the parts of /proc it
-// hides, its generated /etc, its rlimits. The init is pid 1 of the new
-// namespaces and execs the program in its own place, so the program is
-// pid 1: its exit makes the kernel kill everything else in the namespace
-// at once, and nothing of the launcher stays in the sandbox beside it.
-// The cost: a signal the program sends itself without a handler is
-// ignored, as for any pid 1 (a terminal's Ctrl-C is handled for it:
-// termInput), and orphans are reaped only when it exits.
+// What a sandbox is, as tables the planner builds it from: the host
+// directories it binds, its /dev, the parts of /proc it hides, its
+// generated /etc, its rlimits.
 
 // stagingDir is where the new root is attached before pivot_root. Every
 // source is opened before that, so what it hides does not matter.

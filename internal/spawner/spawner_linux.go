@@ -14,51 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The spawner is this binary re-exec'd once per caller process, small and
-// before it holds any of the caller's heap. It starts every sandbox of the
-// caller's (InProcess aside) and keeps their pools: the sandboxes' inits
-// are its children, not the caller's, and a start costs the same whatever
-// the caller's size, also where the init cannot share the memory of the
-// process that clones it and the clone copies its page tables
-// (forkplan.SharesMemory).
-//
-// Protocol, over a SOCK_SEQPACKET socket pair (one JSON message a packet;
-// the messages are internal/wire's Request and Reply):
-//
-//	caller                                    spawner
-//	Request{ID, Spec, Program, Owner, Pool}  →  reads it
-//	  + SCM_RIGHTS(0,1,2[, proxy channel]
-//	  [, workspace mount])
-//	                                        ←  Reply{ID, accepted}, before anything of it is
-//	                                           done (no Accepted before the spawner died:
-//	                                           the caller may send the run to a new one)
-//	                                           takes a sandbox of Owner's pool prepared from
-//	                                           an Equal Spec when Pool > 0 (no proxy, no
-//	                                           terminal), hands it the Program and files;
-//	                                           else launches cold (see launch_linux.go)
-//	                                        ←  Reply{ID, started} or Reply{ID, failed, Err};
-//	                                           a run with a terminal: Reply{ID, started,
-//	                                           Terminal} + SCM_RIGHTS(the pty's master)
-//	Request{ID, Kill} (on ctx end)          →  kill the run's init
-//	                                        ←  Reply{ID, exited, Exit} (Exit.Pooled: it took
-//	                                           a prepared sandbox)
-//	Request{ID, Owner, Fill, Spec, Pool}    →  make Owner's pool Pool sandboxes prepared from
-//	  (New with Options.Pool)                  Spec, destroying any prepared from another
-//	                                        ←  Reply{ID, synced[, Err]} once it is full, or
-//	                                           a preparation failed
-//	Request{ID, Owner, Sync} (Close)        →  destroy Owner's pool, wait for the teardown
-//	                                           of its runs
-//	                                        ←  Reply{ID, synced}
-//	                                        ←  Reply{warning, Owner, Text} at any time: for
-//	                                           Owner's Logger (every Logger when Owner is "")
-//	close (caller exits or dies)            →  kill every run, destroy the pools, exit
-//
-// The only fd the spawner sends is the master of a run's pty (made in the
-// sandbox: wire.TerminalMark); the caller keeps the read ends of the
-// output pipes and the write end of stdin. The proxy channel of a
-// NetworkAllow run is passed on to its init, which answers the caller on
-// it directly.
-
 // Main serves one caller until it goes away, then kills what is left.
 // Each start is launched on a goroutine of its own, so that concurrent
 // callers are not served one clone at a time.

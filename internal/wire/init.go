@@ -1,0 +1,106 @@
+package wire
+
+import "syscall"
+
+// The launcher and an init talk over two socket pairs the init finds at
+// fixed fds (internal/recipe places them): conn, a stream whose child end
+// is close-on-exec, so that the program's execve closes it, and sync, a
+// SOCK_SEQPACKET pair.
+//
+//	launcher                             init (pid 1 of the new namespaces)
+//	plan + clone (forkplan)           →  places its fds, arms its parent-death signal
+//	                                  ←  sync: one byte, "I run"
+//	id maps (+ cgroup.procs on v1)
+//	sync: one byte, "go on"           →  (EOF instead: exit) becomes the sandbox user,
+//	                                     builds the sandbox
+//	                                  ←  a prepared init (Config.Prepare): conn: PreparedMark,
+//	                                     then it waits on sync
+//	sync: the Program, laid out for   →  receives it into its block, takes the stdio
+//	  its block (recipe.ProgramBlock)    (and the workspace mount), goes on as a cold init
+//	  + SCM_RIGHTS(stdio[, workspace])   (EOF instead: it fails and exits)
+//	                                  ←  with a terminal (Spec.Terminal): conn: TerminalMark
+//	                                     + SCM_RIGHTS(the pty's master)
+//	                                  ←  setup done: conn: ListenerMark + SCM_RIGHTS(the
+//	                                     filter's listener), or without one ExecMark,
+//	                                     just before the filter
+//	                                  ←  on failure: conn: a forkplan failure record, exit 125
+//	                                  ←  on success: nothing more; the program's execve
+//	                                     closes conn (EOF)
+//	                                     (EOF or a reset before a mark: the init died
+//	                                     during setup, OpInitDied)
+//	wait4 → Exit
+//
+// The launcher turns a failure record into a SetupError, which the caller
+// turns into the sandbox package's errors.
+
+// TerminalMark is the byte that carries the master of a run's pty from its
+// init to the launcher, as SCM_RIGHTS, after the sandbox is built and
+// before the program's filter is loaded. The launcher passes it on to the
+// caller with the Started reply (Reply.Terminal). The sequence, for a run
+// with Spec.Terminal:
+//
+//	caller            spawner (launcher)               init
+//	Request{Spec,    →  launch                      →  builds the sandbox, pivots,
+//	  Program}                                         opens /dev/pts/ptmx, unlocks it,
+//	                                                   TIOCGPTPEER, TIOCSCTTY on the peer,
+//	                                                   peer on 0, 1, 2
+//	                                            ←  TerminalMark + SCM_RIGHTS(master)
+//	                                               (then the filter's listener, if any;
+//	                                               then EOF at the program's execve)
+//	                 ←  Reply{Started, Terminal} + SCM_RIGHTS(master)
+//	reads and writes the master, TIOCSWINSZ on it for Cmd.Resize
+//
+// An init that fails sends its setup error instead, and the master, if it
+// was sent, is closed unused.
+const TerminalMark = 'T'
+
+// SetupError is a failure inside the init, carried with its errno so the
+// caller can rebuild an error that errors.Is matches to syscall.Errno values.
+type SetupError struct {
+	Stage string // which step: "mount", "pivot_root", "exec", ...
+	Op    string // the system call or operation
+	Path  string // the path involved, if any
+	Errno int    // 0 when the error was not a system call's
+	Text  string // the message when Errno is 0
+}
+
+// String is e as one line, as the caller's sandbox.SetupError reads
+// without the caller's advice: for a log in a process that has no caller's
+// options to explain it with (the spawner's warnings).
+func (e *SetupError) String() string {
+	s := "sandbox: " + e.Stage
+	if e.Op != "" {
+		s += ": " + e.Op
+	}
+	if e.Path != "" {
+		s += " " + e.Path
+	}
+	if e.Errno != 0 {
+		return s + ": " + syscall.Errno(e.Errno).Error()
+	}
+	return s + ": " + e.Text
+}
+
+// PreparedMark is the byte a prepared init sends when its sandbox is built.
+// A setup error, JSON, never starts with it.
+const PreparedMark = 'P'
+
+// ListenerMark is the byte that carries the filter's listener from an
+// init to its launcher, as SCM_RIGHTS, ahead of anything else the init
+// sends but a TerminalMark.
+const ListenerMark = 'L'
+
+// ExecMark is the byte an init without a listener to send sends instead,
+// before its filter and execve: an init that ends without either mark died
+// during setup.
+const ExecMark = 'X'
+
+// The SetupError Ops the caller tells apart from the rest.
+const (
+	// OpInitDied marks the SetupError of an init that died during setup
+	// before it could report: Run tells why from its exit.
+	OpInitDied = "init died during setup"
+	// OpNoCgroup marks the SetupError of a host without a writable
+	// cgroup, so the caller can tell it from other cgroup failures.
+	OpNoCgroup = "no writable cgroup"
+)

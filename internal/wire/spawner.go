@@ -1,0 +1,135 @@
+package wire
+
+// The caller and its spawner talk over a SOCK_SEQPACKET socket pair, one
+// JSON message a packet: Request from the caller, Reply from the spawner.
+// The spawner's end is its fd SpawnerConnFd.
+//
+//	caller                                    spawner
+//	Request{ID, Spec, Program, Owner, Pool}  →  reads it
+//	  + SCM_RIGHTS(0,1,2[, proxy channel]
+//	  [, workspace mount])
+//	                                        ←  Reply{ID, Accepted}, before anything of it is
+//	                                           done (no Accepted before the spawner died:
+//	                                           the caller may send the run to a new one)
+//	                                           takes a sandbox of Owner's pool prepared from
+//	                                           an Equal Spec when Pool > 0 (no proxy, no
+//	                                           terminal), hands it the Program and files;
+//	                                           else launches cold
+//	                                        ←  Reply{ID, Started} or Reply{ID, Failed, Err};
+//	                                           a run with a terminal: Reply{ID, Started,
+//	                                           Terminal} + SCM_RIGHTS(the pty's master)
+//	Request{ID, Kill} (on ctx end)          →  kill the run's init
+//	                                        ←  Reply{ID, Exited, Exit} (Exit.Pooled: it took
+//	                                           a prepared sandbox)
+//	Request{ID, Owner, Fill, Spec, Pool}    →  make Owner's pool Pool sandboxes prepared from
+//	  (New with Options.Pool)                  Spec, destroying any prepared from another
+//	                                        ←  Reply{ID, Synced[, Err]} once it is full, or
+//	                                           a preparation failed
+//	Request{ID, Owner, Sync} (Close)        →  destroy Owner's pool, wait for the teardown
+//	                                           of its runs
+//	                                        ←  Reply{ID, Synced}
+//	                                        ←  Reply{Warning, Owner, Text} at any time: for
+//	                                           Owner's Logger (every Logger when Owner is "")
+//	close (caller exits or dies)            →  kill every run, destroy the pools, exit
+//
+// The only fd the spawner sends is the master of a run's pty (made in the
+// sandbox: TerminalMark); the caller keeps the read ends of the output
+// pipes and the write end of stdin. The proxy channel of a NetworkAllow
+// run is passed on to its init, which answers the caller on it directly
+// (ProxyMark).
+
+// Request is a message from the caller to its spawner. Start requests carry
+// three fds (stdin, stdout, stderr) as SCM_RIGHTS, then the proxy channel
+// and the workspace mount when Spec asks for them.
+type Request struct {
+	ID   uint64
+	Kill bool // kill the run ID instead of starting one
+
+	// Spec is the sandbox of a start or a Fill, and Program a start's
+	// program: the start's Config is both.
+	Spec    *Spec    `json:",omitempty"`
+	Program *Program `json:",omitempty"`
+
+	// Owner names the Sandbox the request is for, unique in the caller:
+	// its runs' teardown and its pool are tracked under it.
+	Owner string `json:",omitempty"`
+	// Pool is how many sandboxes prepared from Spec the spawner keeps
+	// ready for Owner; a start takes one when its Spec is the pool's.
+	Pool int `json:",omitempty"`
+	// Sync asks for a Synced reply once Owner's prepared sandboxes are
+	// destroyed and the teardown of its ended runs is done (Close).
+	Sync bool `json:",omitempty"`
+	// Fill asks for Owner's pool of Pool sandboxes prepared from Spec to
+	// be filled, and for a Synced reply once it is full (Err: why not).
+	Fill bool `json:",omitempty"`
+}
+
+// Reply kinds.
+const (
+	Accepted = "accepted" // the start request has been read, before anything of it was done
+	Started  = "started"  // the program has been exec'd
+	Failed   = "failed"   // setup failed; Err says why
+	Exited   = "exited"   // the sandbox's init has been reaped
+	Synced   = "synced"   // the Sync request ID is done
+	Warning  = "warning"  // Text is for the Logger of the Sandbox named Owner (of every one when empty)
+)
+
+// Reply is a message from the spawner to the caller.
+type Reply struct {
+	ID   uint64
+	Kind string
+	Err  *SetupError `json:",omitempty"`
+	Exit *Exit       `json:",omitempty"`
+	// Owner and Text are a Warning's.
+	Owner string `json:",omitempty"`
+	Text  string `json:",omitempty"`
+	// Terminal says a Started reply carries the master of the run's pty
+	// as SCM_RIGHTS (Spec.Terminal; see TerminalMark).
+	Terminal bool `json:",omitempty"`
+}
+
+// Exit is how the sandbox's init ended and what it used.
+type Exit struct {
+	Status    uint32 // the raw wait status
+	UserNS    int64  // user CPU time in nanoseconds
+	SysNS     int64  // system CPU time in nanoseconds
+	MaxRSSKiB int64
+
+	// From the run's cgroup, when it had one.
+	CgroupCPUNS int64
+	MemoryPeak  int64
+	OOMKills    uint64
+	PidsMax     uint64
+
+	// Pooled says the run took a sandbox prepared ahead.
+	Pooled bool `json:",omitempty"`
+
+	// Limits says what was enforced, and how.
+	Limits []Limit
+
+	// Denials counts the syscalls the filter refused and reported;
+	// Violation names the one that ended the run under SeccompKill.
+	Denials   []Denial `json:",omitempty"`
+	Violation string   `json:",omitempty"`
+}
+
+// Denial is one refused syscall and how often it was refused.
+type Denial struct {
+	Syscall string
+	Errno   int
+	Count   int
+}
+
+// Limit is one resource limit as it was put in place.
+type Limit struct {
+	Name     string // "memory", "cpu", "pids"
+	Value    string // the limit as set, e.g. "536870912 bytes"
+	Enforced bool
+	By       string // "cgroup v2", "cgroup v1", "RLIMIT_DATA", or why not
+}
+
+// MaxMessage is the largest message on the spawner's socket.
+const MaxMessage = 1 << 20
+
+// SpawnerConnFd is the spawner's end of its socket pair with the caller.
+const SpawnerConnFd = 3
