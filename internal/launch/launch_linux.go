@@ -93,7 +93,7 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 	// the caller's binary, and, sharing the caller's memory where it can
 	// (forkplan.SharesMemory), no copy of its page tables, however large
 	// the caller.
-	proc, plan, pp, se := startPlanned(cfg, stdio, child, extra, grp, recipe.CloneFlags(cfg.HostNetwork))
+	proc, plan, pp, se := startInit(cfg, stdio, child, extra, grp, recipe.CloneFlags(cfg.HostNetwork))
 	if se != nil {
 		return fail(se)
 	}
@@ -121,7 +121,7 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 	go func() {
 		defer teardown.Done()
 		var se *wire.SetupError
-		var given *wire.Program // a prepared planned init's program
+		var given *wire.Program // a prepared init's program
 		served := !cfg.Prepare  // a start the spawner reports, not a prepared sandbox destroyed unused
 		if se == nil && cfg.Prepare {
 			se = awaitPrepared(parent, plan)
@@ -182,7 +182,7 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 	return h, nil
 }
 
-// holdMountNS opens the mount namespace of a planned init, or returns nil
+// holdMountNS opens the mount namespace of an init, or returns nil
 // if it cannot. Held until the run is reported, it makes the last exit in
 // the sandbox drop a reference instead of unmounting the whole tree on the
 // way to the reply (a third of a millisecond here); the close does it

@@ -18,11 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startPlanned clones the init of cfg with the namespaces in flags, writes
+// startInit clones the init of cfg with the namespaces in flags, writes
 // its id maps, puts it in grp, and lets it go; for a prepared init, it
 // returns the way to give it its program. A config that cannot be built
 // fails here, before anything is started.
-func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra Files, grp cgroup.Group, flags uintptr) (*os.Process, *forkplan.Plan, *plannedProgram, *wire.SetupError) {
+func startInit(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra Files, grp cgroup.Group, flags uintptr) (*os.Process, *forkplan.Plan, *programSender, *wire.SetupError) {
 	// The sync socket: the child says on it that it runs, and waits on it
 	// for its id maps, and a prepared one then for its program, which
 	// comes as one message.
@@ -108,7 +108,7 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra File
 		unix.Kill(pid, unix.SIGKILL)
 		return nil, nil, nil, se
 	}
-	abort := func(se *wire.SetupError) (*os.Process, *forkplan.Plan, *plannedProgram, *wire.SetupError) {
+	abort := func(se *wire.SetupError) (*os.Process, *forkplan.Plan, *programSender, *wire.SetupError) {
 		proc.Kill()
 		proc.Wait()
 		return nil, nil, nil, se
@@ -128,7 +128,7 @@ func startPlanned(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra File
 		return proc, plan, nil, nil
 	}
 	keepSync = true
-	return proc, plan, &plannedProgram{sock: syncP, block: block}, nil
+	return proc, plan, &programSender{sock: syncP, block: block}, nil
 }
 
 // readByte reads one byte from f, and says whether there was one.

@@ -23,7 +23,7 @@ func (b *planner) identity() {
 	}
 	if b.cfg.ResetOOMScore {
 		// While the child still has the launcher's ids, which own its
-		// /proc/self; and in a child of its own memory (startPlanned),
+		// /proc/self; and in a child of its own memory (startInit),
 		// since a write here is every sharer's.
 		const p = "/proc/self/oom_score_adj"
 		fd := b.slot()

@@ -10,7 +10,7 @@ import (
 	"github.com/fumehood/sandbox/internal/wire"
 )
 
-// A prepared planned init (a pooled sandbox) learns its program from a
+// A prepared init (a pooled sandbox) learns its program from a
 // ProgramBlock: once the program is known, the launcher lays it out for
 // the child's copy of the block and sends it, as one message of the size
 // it takes (SOCK_SEQPACKET keeps it whole), on the sync socket, with the

@@ -11,9 +11,9 @@ import (
 	"github.com/fumehood/sandbox/internal/sysutil"
 )
 
-// The exec shim (internal/execshim) that a planned init execs in place of
-// the program: one sealed copy per process, made on first use. Every
-// planned init gets it at planShimFd.
+// The exec shim (internal/execshim) that an init execs in place of the
+// program: one sealed copy per launcher process, made on first use. Every
+// init gets it at planShimFd.
 var shimMemfd struct {
 	once sync.Once
 	file *os.File
