@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/fumehood/sandbox/internal/keeper"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +39,7 @@ func init() {
 	case roleProbe:
 		os.Exit(0)
 	case roleKeeper:
-		keeperMain()
+		keeper.Main()
 	}
 }
 
