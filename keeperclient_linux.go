@@ -24,11 +24,10 @@ const roleKeeper = "keeper"
 // keeperClient is the caller's end of a session's workspace keeper
 // process; internal/wire's KeeperConfig says what they exchange.
 type keeperClient struct {
-	mu      sync.Mutex // one request at a time
-	conn    *os.File
-	proc    *os.Process
-	reaped  chan struct{}
-	layered bool
+	mu     sync.Mutex // one request at a time
+	conn   *os.File
+	proc   *os.Process
+	reaped chan struct{}
 }
 
 // startKeeperProcess starts a keeper for a workspace of size bytes owned by
@@ -108,7 +107,6 @@ func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keep
 		c.close()
 		return nil, fmt.Errorf("sandbox: start workspace: %w", err)
 	}
-	c.layered = rep.Layered
 	return c, nil
 }
 

@@ -36,7 +36,7 @@ func Main() {
 		send(errorReply(err), -1)
 		os.Exit(1)
 	}
-	send(wire.KeeperReply{Layered: k.layered}, -1)
+	send(wire.KeeperReply{}, -1)
 	for {
 		n, err := readMsg(connFd, buf)
 		if err != nil || n == 0 {

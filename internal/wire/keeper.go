@@ -9,7 +9,7 @@ package wire
 //	KeeperConfig                        →  reads it, makes its scratch tmpfs
 //	                                       and the initial workspace (a copy
 //	                                       of From, or empty)
-//	                                    ←  KeeperReply{Layered}, or
+//	                                    ←  KeeperReply{}, or
 //	                                       KeeperReply{Err, Errno} and exits
 //	                                       (a config it cannot read: exits
 //	                                       without a reply)
@@ -80,10 +80,9 @@ type KeeperRequest struct {
 // KeeperReply answers the KeeperConfig and then each KeeperRequest, in
 // order. Err is empty when the request was served.
 type KeeperReply struct {
-	ID      int  // the snapshot KeeperSnapshot made
-	Layered bool // the first reply: overlay layers, or one flat tmpfs
-	Err     string
-	Errno   int // the system call error in Err's chain, or 0
+	ID    int // the snapshot KeeperSnapshot made
+	Err   string
+	Errno int // the system call error in Err's chain, or 0
 	// Unsupported says the workspace cannot serve the request at all
 	// (a snapshot too many to stack, a dropped snapshot): the caller
 	// reports it as the root package's ErrNotSupported.
