@@ -20,10 +20,13 @@ package wire
 //	KeeperRequest{KeeperRoot}           →  opens the workspace (O_PATH)
 //	                                    ←  KeeperReply{} + SCM_RIGHTS(the workspace
 //	                                       directory, the caller's file API root)
-//	KeeperRequest{KeeperSnapshot}       →  freezes the workspace's changes
+//	KeeperRequest{KeeperSnapshot}       →  keeps the workspace as it is: freezes
+//	                                       its upper layer under a fresh one
+//	                                       (flat: copies it)
 //	                                    ←  KeeperReply{ID}
 //	KeeperRequest{KeeperRestore, ID}    →  puts a fresh upper layer on snapshot
-//	                                       ID's stack (ID 0: the initial content)
+//	                                       ID's stack (flat: copies it), ID 0
+//	                                       being the initial content
 //	                                    ←  KeeperReply{}
 //	KeeperRequest{KeeperDrop, ID}       →  forgets snapshot ID (never 0), frees
 //	                                       the layers nothing else holds
@@ -31,7 +34,8 @@ package wire
 //	a request that fails                ←  KeeperReply{Err, Errno, Unsupported},
 //	                                       no fd; the keeper serves the next one
 //	close (Close, or the caller dies)   →  exits; its mount namespace, and
-//	                                       every layer with it, is gone
+//	                                       every layer with it, is gone (Close
+//	                                       kills a keeper not gone in 5 s)
 //
 // Only the keeper sends fds, and only in the replies to KeeperMount and
 // KeeperRoot that succeed.
