@@ -13,18 +13,21 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/sysutil"
-
+	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
-// keeperClient is the caller's end of a session's keeper process (see
-// keeper_linux.go).
+// roleKeeper is the role of a re-exec that is a session's workspace
+// keeper (internal/keeper).
+const roleKeeper = "keeper"
+
+// keeperClient is the caller's end of a session's workspace keeper
+// process; internal/wire's KeeperConfig says what they exchange.
 type keeperClient struct {
-	mu      sync.Mutex // one request at a time
-	conn    *os.File
-	proc    *os.Process
-	reaped  chan struct{}
-	layered bool
+	mu     sync.Mutex // one request at a time
+	conn   *os.File
+	proc   *os.Process
+	reaped chan struct{}
 }
 
 // startKeeperProcess starts a keeper for a workspace of size bytes owned by
@@ -41,7 +44,7 @@ func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keep
 	}
 	conn, child := os.NewFile(uintptr(fds[0]), "keeper"), os.NewFile(uintptr(fds[1]), "keeper-child")
 	defer child.Close()
-	cfg := keeperConfig{Size: size, UID: uid, GID: gid, From: from, Flat: flat}
+	cfg := wire.KeeperConfig{Size: size, UID: uid, GID: gid, From: from, Flat: flat}
 	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Setsid: true}
 	switch {
 	case os.Geteuid() != 0:
@@ -104,17 +107,16 @@ func startKeeperProcess(size int64, uid, gid int, from string, flat bool) (*keep
 		c.close()
 		return nil, fmt.Errorf("sandbox: start workspace: %w", err)
 	}
-	c.layered = rep.Layered
 	return c, nil
 }
 
 // call sends req and returns the reply and the fd it carried, if any.
-func (c *keeperClient) call(req keeperRequest) (keeperReply, *os.File, error) {
+func (c *keeperClient) call(req wire.KeeperRequest) (wire.KeeperReply, *os.File, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	msg, _ := json.Marshal(req)
 	if _, err := c.conn.Write(msg); err != nil {
-		return keeperReply{}, nil, fmt.Errorf("workspace keeper: %w: %w", ErrSpawner, err)
+		return wire.KeeperReply{}, nil, fmt.Errorf("workspace keeper: %w: %w", ErrSpawner, err)
 	}
 	rep, f, err := c.receive()
 	if err == nil && rep.Err != "" {
@@ -127,21 +129,26 @@ func (c *keeperClient) call(req keeperRequest) (keeperReply, *os.File, error) {
 	return rep, f, err
 }
 
-func keeperError(rep keeperReply) error {
-	if rep.Errno != 0 {
+// keeperError is the error a failed request's reply carries, with the
+// identity the keeper gave it.
+func keeperError(rep wire.KeeperReply) error {
+	switch {
+	case rep.Unsupported:
+		return fmt.Errorf("%s: %w", rep.Err, ErrNotSupported)
+	case rep.Errno != 0:
 		return fmt.Errorf("%s: %w", rep.Err, syscall.Errno(rep.Errno))
 	}
 	return errors.New(rep.Err)
 }
 
-func (c *keeperClient) receive() (keeperReply, *os.File, error) {
+func (c *keeperClient) receive() (wire.KeeperReply, *os.File, error) {
 	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
 	var n, oobn int
 	err := rawRead(c.conn, func(fd int) (err error) {
 		n, oobn, _, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		return err
 	})
-	var rep keeperReply
+	var rep wire.KeeperReply
 	if err == nil && n == 0 {
 		err = errors.New("the session's workspace keeper exited, and the workspace with it; Close this Sandbox and start another")
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/fumehood/sandbox/internal/keeper"
 	"github.com/fumehood/sandbox/internal/recipe"
 	"github.com/fumehood/sandbox/internal/spawner"
 )
@@ -39,7 +40,7 @@ func init() {
 	case roleProbe:
 		os.Exit(0)
 	case roleKeeper:
-		keeperMain()
+		keeper.Main()
 	}
 }
 

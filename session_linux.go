@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fumehood/sandbox/internal/sysutil"
+	"github.com/fumehood/sandbox/internal/wire"
 	"github.com/fumehood/sandbox/internal/workspace"
 	"golang.org/x/sys/unix"
 )
@@ -107,7 +108,7 @@ func (s *Sandbox) forRun() (*os.File, func(), error) {
 	var f *os.File
 	if err == nil {
 		if f = ss.takeSpare(kc); f == nil {
-			_, f, err = kc.call(keeperRequest{Op: "mount"})
+			_, f, err = kc.call(wire.KeeperRequest{Op: wire.KeeperMount})
 		}
 	}
 	if err != nil {
@@ -161,7 +162,7 @@ func (ss *session) fetchSpare(kc *keeperClient) {
 	if skip {
 		return
 	}
-	_, f, err := kc.call(keeperRequest{Op: "mount"})
+	_, f, err := kc.call(wire.KeeperRequest{Op: wire.KeeperMount})
 	if err != nil {
 		return
 	}
@@ -219,7 +220,7 @@ func (s *Sandbox) files(op string) (*workspace.Root, func(), error) {
 			}
 			ss.root = r
 		} else {
-			_, f, err := kc.call(keeperRequest{Op: "root"})
+			_, f, err := kc.call(wire.KeeperRequest{Op: wire.KeeperRoot})
 			if err != nil {
 				return fail(err)
 			}
@@ -279,7 +280,7 @@ func (s *Sandbox) reshape(op string, fn func(kc *keeperClient) error) error {
 func (s *Sandbox) Snapshot() (*Snapshot, error) {
 	var snap *Snapshot
 	err := s.reshape("snapshot", func(kc *keeperClient) error {
-		rep, _, err := kc.call(keeperRequest{Op: "snapshot"})
+		rep, _, err := kc.call(wire.KeeperRequest{Op: wire.KeeperSnapshot})
 		if err == nil {
 			snap = &Snapshot{s: s, id: rep.ID}
 		}
@@ -295,7 +296,7 @@ func (s *Sandbox) Restore(snap *Snapshot) error {
 		return fmt.Errorf("sandbox: restore: %w", optionErr("snapshot", fmt.Sprint(snap), "was not taken by this Sandbox"))
 	}
 	return s.reshape("restore", func(kc *keeperClient) error {
-		_, _, err := kc.call(keeperRequest{Op: "restore", ID: snap.id})
+		_, _, err := kc.call(wire.KeeperRequest{Op: wire.KeeperRestore, ID: snap.id})
 		return err
 	})
 }
@@ -304,7 +305,7 @@ func (s *Sandbox) Restore(snap *Snapshot) error {
 // Options.WorkspaceFrom as it was when the session began.
 func (s *Sandbox) Reset() error {
 	return s.reshape("reset", func(kc *keeperClient) error {
-		_, _, err := kc.call(keeperRequest{Op: "restore", ID: 0})
+		_, _, err := kc.call(wire.KeeperRequest{Op: wire.KeeperRestore, ID: 0})
 		return err
 	})
 }
@@ -315,7 +316,7 @@ func (snap *Snapshot) Release() error {
 		return nil
 	}
 	return snap.s.reshape("release snapshot", func(kc *keeperClient) error {
-		_, _, err := kc.call(keeperRequest{Op: "drop", ID: snap.id})
+		_, _, err := kc.call(wire.KeeperRequest{Op: wire.KeeperDrop, ID: snap.id})
 		return err
 	})
 }

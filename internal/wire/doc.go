@@ -12,7 +12,7 @@
 // One run through the spawner, with the files of each message:
 //
 //	caller                    spawner (launcher)              init                        program
-//	keeper: "mount"  →  ←  detached workspace mount (a session; keeper.go)
+//	keeper: KeeperMount → ← detached workspace mount (a session; keeper.go)
 //	Request{Spec, Program} →  Accepted                                                    (spawner.go)
 //	  + stdio, proxy channel,
 //	  workspace mount
