@@ -338,7 +338,11 @@ func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
 		}
 	}()
 	if r.Kind == wire.Warning {
-		spawnerWarning(r.Owner, r.Text, c.pid)
+		text := r.Text
+		if r.Err != nil {
+			text += ": " + setupError(r.Err, &wire.Config{}).Error()
+		}
+		spawnerWarning(r.Owner, text, c.pid)
 		return
 	}
 	c.mu.Lock()

@@ -42,20 +42,11 @@ func (b *planner) filter() {
 		}
 	}
 	lfd := b.slot()
-	// prog points to raw, and msg below to the rest: keeping the outer
-	// value keeps it all.
+	// The plan keeps prog, and prog keeps raw.
 	b.call(w, unix.SYS_SECCOMP, forkplan.Val(unix.SECCOMP_SET_MODE_FILTER), forkplan.Val(flags), forkplan.Ptr(prog)).Save(lfd)
 	if !cfg.SeccompListen {
 		return
 	}
-	// One marked byte carrying the fd, as readVerdict takes it.
-	oob := unix.UnixRights(-1)
-	b.p.Store(lfd, (*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])))
-	mark := []byte{wire.ListenerMark}
-	iov := &unix.Iovec{Base: &mark[0], Len: 1}
-	msg := &unix.Msghdr{Iov: iov, Iovlen: 1, Control: &oob[0]}
-	msg.SetControllen(len(oob))
-	b.call(forkplan.Where{Stage: "seccomp", Op: "send listener"}, unix.SYS_SENDMSG, forkplan.Val(planConnFd), forkplan.Ptr(msg),
-		forkplan.Val(unix.MSG_NOSIGNAL)).Want(1)
+	b.sendMarked(forkplan.Where{Stage: "seccomp", Op: "send listener"}, planConnFd, wire.ListenerMark, lfd)
 	b.close(lfd)
 }

@@ -5,6 +5,7 @@ package recipe
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/sysutil"
@@ -136,6 +137,18 @@ func (b *planner) slot() forkplan.Slot { return b.p.Slot(0) }
 
 func (b *planner) close(s forkplan.Slot) {
 	b.call(forkplan.Where{Stage: "process", Op: "close"}, unix.SYS_CLOSE, forkplan.In(s))
+}
+
+// sendMarked adds the send of one byte, mark, carrying the fd in slot fd
+// as SCM_RIGHTS, on the socket at to: the way the init hands an fd over
+// (internal/wire's marks).
+func (b *planner) sendMarked(w forkplan.Where, to int, mark byte, fd forkplan.Slot) {
+	oob := unix.UnixRights(-1)
+	b.p.Store(fd, (*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])))
+	buf := []byte{mark}
+	msg := &unix.Msghdr{Iov: &unix.Iovec{Base: &buf[0], Len: 1}, Iovlen: 1, Control: &oob[0]}
+	msg.SetControllen(len(oob))
+	b.call(w, unix.SYS_SENDMSG, forkplan.Val(to), forkplan.Ptr(msg), forkplan.Val(unix.MSG_NOSIGNAL)).Want(1)
 }
 
 // placeFds moves the child's inherited fds into the planned layout and

@@ -24,12 +24,7 @@ func (b *planner) proxyListener() {
 	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], uint16(b.cfg.ProxyPort))
 	b.call(w("bind proxy listener"), unix.SYS_BIND, forkplan.In(fd), forkplan.Ptr(sa), forkplan.Val(unix.SizeofSockaddrInet4))
 	b.call(w("listen for the proxy"), unix.SYS_LISTEN, forkplan.In(fd), forkplan.Val(unix.SOMAXCONN))
-	oob := unix.UnixRights(-1)
-	b.p.Store(fd, (*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])))
-	mark := []byte{wire.ProxyMark}
-	msg := &unix.Msghdr{Iov: &unix.Iovec{Base: &mark[0], Len: 1}, Iovlen: 1, Control: &oob[0]}
-	msg.SetControllen(len(oob))
-	b.call(w("hand over proxy listener"), unix.SYS_SENDMSG, forkplan.Val(planProxyFd), forkplan.Ptr(msg), forkplan.Val(unix.MSG_NOSIGNAL)).Want(1)
+	b.sendMarked(w("hand over proxy listener"), planProxyFd, wire.ProxyMark, fd)
 	b.close(fd)
 	b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planProxyFd))
 }

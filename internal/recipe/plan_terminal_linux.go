@@ -3,8 +3,6 @@
 package recipe
 
 import (
-	"unsafe"
-
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
@@ -32,12 +30,6 @@ func (b *planner) terminal() {
 		b.call(w("dup3"), unix.SYS_DUP3, forkplan.In(p), forkplan.Val(fd), forkplan.Val(0))
 	}
 	b.close(p)
-	// One marked byte carrying the master, as readVerdict takes it.
-	oob := unix.UnixRights(-1)
-	b.p.Store(m, (*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])))
-	mark := []byte{wire.TerminalMark}
-	msg := &unix.Msghdr{Iov: &unix.Iovec{Base: &mark[0], Len: 1}, Iovlen: 1, Control: &oob[0]}
-	msg.SetControllen(len(oob))
-	b.call(w("send master"), unix.SYS_SENDMSG, forkplan.Val(planConnFd), forkplan.Ptr(msg), forkplan.Val(unix.MSG_NOSIGNAL)).Want(1)
+	b.sendMarked(w("send master"), planConnFd, wire.TerminalMark, m)
 	b.close(m)
 }

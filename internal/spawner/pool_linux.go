@@ -3,7 +3,6 @@
 package spawner
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
@@ -26,6 +25,9 @@ import (
 type owner struct {
 	teardown sysutil.Tracker // launches of this owner not yet torn down
 	warn     func(string)    // to the Sandbox's Logger
+	// warnSetup tells the Sandbox's Logger of a failure of the launcher's,
+	// which the caller explains as it explains a Run's.
+	warnSetup func(text string, se *wire.SetupError)
 
 	mu        sync.Mutex
 	changed   *sync.Cond       // on mu: a preparation ended, or the pool was drained
@@ -145,7 +147,7 @@ func (o *owner) prepare(cfg *wire.Config) {
 		}
 		if cfg == o.cfg { // not prepared from a Spec since replaced
 			o.failure = se
-			o.warn(fmt.Sprintf("preparing a pooled sandbox failed; runs start cold until one of them succeeds: %v", se))
+			o.warnSetup("preparing a pooled sandbox failed; runs start cold until one of them succeeds", se)
 		}
 	case o.closed || cfg != o.cfg:
 		h.Destroy()
@@ -183,7 +185,7 @@ func (o *owner) drain() {
 type owners struct {
 	mu   sync.Mutex
 	m    map[string]*owner
-	warn func(owner, text string) // to the Logger of the Sandbox named owner
+	warn func(owner, text string, se *wire.SetupError) // to the Logger of the Sandbox named owner
 }
 
 func (r *owners) get(name string) *owner {
@@ -194,11 +196,10 @@ func (r *owners) get(name string) *owner {
 	}
 	o := r.m[name]
 	if o == nil {
-		o = &owner{warn: func(text string) {
-			if r.warn != nil {
-				r.warn(name, text)
-			}
-		}}
+		o = &owner{
+			warn:      func(text string) { r.warn(name, text, nil) },
+			warnSetup: func(text string, se *wire.SetupError) { r.warn(name, text, se) },
+		}
 		o.changed = sync.NewCond(&o.mu)
 		r.m[name] = o
 	}

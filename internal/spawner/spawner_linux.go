@@ -39,7 +39,9 @@ func Main() {
 	}
 	// What the caller's Loggers should hear of; the caller has no other
 	// way to learn of what happens here off a run's path.
-	byName.warn = func(owner, text string) { reply(wire.Reply{Kind: wire.Warning, Owner: owner, Text: text}) }
+	byName.warn = func(owner, text string, se *wire.SetupError) {
+		reply(wire.Reply{Kind: wire.Warning, Owner: owner, Text: text, Err: se})
+	}
 	buf, oob := make([]byte, wire.MaxMessage), make([]byte, unix.CmsgSpace(5*4))
 	for {
 		n, oobn, flags, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)

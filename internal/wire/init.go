@@ -1,7 +1,5 @@
 package wire
 
-import "syscall"
-
 // The launcher and an init talk over two socket pairs the init finds at
 // fixed fds (internal/recipe places them): conn, a stream whose child end
 // is close-on-exec, so that the program's execve closes it, and sync, a
@@ -62,23 +60,6 @@ type SetupError struct {
 	Path  string // the path involved, if any
 	Errno int    // 0 when the error was not a system call's
 	Text  string // the message when Errno is 0
-}
-
-// String is e as one line, as the caller's sandbox.SetupError reads
-// without the caller's advice: for a log in a process that has no caller's
-// options to explain it with (the spawner's warnings).
-func (e *SetupError) String() string {
-	s := "sandbox: " + e.Stage
-	if e.Op != "" {
-		s += ": " + e.Op
-	}
-	if e.Path != "" {
-		s += " " + e.Path
-	}
-	if e.Errno != 0 {
-		return s + ": " + syscall.Errno(e.Errno).Error()
-	}
-	return s + ": " + e.Text
 }
 
 // PreparedMark is the byte a prepared init sends when its sandbox is built.

@@ -80,7 +80,8 @@ type Reply struct {
 	Kind string
 	Err  *SetupError `json:",omitempty"`
 	Exit *Exit       `json:",omitempty"`
-	// Owner and Text are a Warning's.
+	// Owner and Text are a Warning's, and Err, on a Warning, the
+	// launcher's failure it is about (a pool's preparation).
 	Owner string `json:",omitempty"`
 	Text  string `json:",omitempty"`
 	// Terminal says a Started reply carries the master of the run's pty
