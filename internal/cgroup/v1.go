@@ -150,6 +150,14 @@ func (g *v1) Path() string { return g.memory }
 func (g *v1) CloneFD() int { return -1 }
 func (g *v1) Kill() error  { return nil }
 
+func (g *v1) JoinFiles() []string {
+	files := make([]string, len(g.dirs))
+	for i, d := range g.dirs {
+		files[i] = filepath.Join(d, "tasks")
+	}
+	return files
+}
+
 func (g *v1) Add(pid int) error {
 	for _, d := range g.dirs {
 		if err := write(d, "cgroup.procs", strconv.Itoa(pid)); err != nil {

@@ -215,9 +215,10 @@ func hierarchyRoot(dir string) bool {
 	return errors.Is(err, os.ErrNotExist)
 }
 
-func (g *v2) Path() string      { return g.path }
-func (g *v2) CloneFD() int      { return g.fd }
-func (g *v2) Add(pid int) error { return write(g.path, "cgroup.procs", strconv.Itoa(pid)) }
+func (g *v2) Path() string        { return g.path }
+func (g *v2) CloneFD() int        { return g.fd }
+func (g *v2) JoinFiles() []string { return nil }
+func (g *v2) Add(pid int) error   { return write(g.path, "cgroup.procs", strconv.Itoa(pid)) }
 
 // Kill writes cgroup.kill, which kernels before 5.14 lack: there the
 // caller's kill of the sandbox's pid 1 has to do.

@@ -55,7 +55,13 @@ func startInit(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra Files, 
 	if extra.ProxyChan != nil {
 		fds.Proxy = int(extra.ProxyChan.Fd())
 	}
-	plan, block, se := recipe.Compile(cfg, fds)
+	// Where the clone cannot place the init in its cgroup, the init
+	// joins it itself when it can (cgroup v1); else it is added below.
+	var join []string
+	if grp != nil && grp.CloneFD() < 0 {
+		join = grp.JoinFiles()
+	}
+	plan, block, se := recipe.Compile(cfg, fds, join)
 	if se != nil {
 		syncC.Close()
 		return nil, nil, nil, se
@@ -116,7 +122,7 @@ func startInit(cfg *wire.Config, stdio [3]*os.File, conn *os.File, extra Files, 
 	if err := writeIDMaps(pid, cfg.HostUID, cfg.HostGID, os.Geteuid() == 0); err != nil {
 		return abort(&wire.SetupError{Stage: "clone", Op: "write id maps", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 	}
-	if grp != nil && clone.CgroupFD < 0 {
+	if grp != nil && clone.CgroupFD < 0 && len(join) == 0 {
 		if err := grp.Add(pid); err != nil {
 			return abort(&wire.SetupError{Stage: "cgroup", Op: "add init", Path: grp.Path(), Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 		}

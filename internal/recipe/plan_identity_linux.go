@@ -13,9 +13,18 @@ import (
 func (b *planner) identity() {
 	w := func(op string) forkplan.Where { return forkplan.Where{Stage: "process", Op: op} }
 	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
+	// Into its cgroup before it builds anything, so that all it uses is
+	// counted there, and with the launcher's ids, which own the files.
+	for _, f := range b.join {
+		fd := b.slot()
+		jw := forkplan.Where{Stage: "cgroup", Op: "join", Path: f}
+		b.call(jw, unix.SYS_OPENAT, forkplan.Val(unix.AT_FDCWD), forkplan.Str(f), forkplan.Val(unix.O_WRONLY|unix.O_CLOEXEC)).Save(fd)
+		b.call(jw, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf([]byte("0")), forkplan.Val(1)).Want(1)
+		b.close(fd)
+	}
 	// Out, one byte: the child runs; the launcher learns its pid and
-	// writes its maps. In, one byte: the maps are written (and on cgroup
-	// v1, the child is in its cgroup). EOF: the launcher is gone.
+	// writes its maps. In, one byte: the maps are written. EOF: the
+	// launcher is gone.
 	b.call(w("tell the launcher"), unix.SYS_WRITE, forkplan.Val(planSyncFd), forkplan.Buf([]byte{1}), forkplan.Val(1)).Want(1)
 	b.call(w("wait for the launcher"), unix.SYS_READ, forkplan.Val(planSyncFd), forkplan.Buf(make([]byte, 1)), forkplan.Val(1)).Want(1)
 	if b.block == nil { // a prepared init's program comes on it

@@ -46,6 +46,7 @@ const (
 type planner struct {
 	p     *forkplan.Plan
 	cfg   *wire.Config
+	join  []string // the cgroup files the init joins its cgroup through
 	facts *hostFacts
 	etc   []etcEntry          // the HostEtc paths the host has
 	tree  map[string]nodeKind // by absolute path inside the sandbox
@@ -69,15 +70,16 @@ func (b *planner) fail(se *wire.SetupError) {
 }
 
 // Compile compiles cfg into the steps of its init, or returns why the
-// sandbox cannot be built, as the child would have failed. A prepared
-// init's plan (cfg.Prepare) waits for its program in block, which it
-// returns.
-func Compile(cfg *wire.Config, fds Fds) (*forkplan.Plan, *ProgramBlock, *wire.SetupError) {
+// sandbox cannot be built, as the child would have failed. The init
+// starts from the launcher's fds, and joins its cgroup itself through
+// join, the cgroup's JoinFiles, when there are any. A prepared init's
+// plan (cfg.Prepare) waits for its program in block, which it returns.
+func Compile(cfg *wire.Config, fds Fds, join []string) (*forkplan.Plan, *ProgramBlock, *wire.SetupError) {
 	facts := readHostFacts()
 	if facts.err != nil {
 		return nil, nil, &wire.SetupError{Stage: "mount", Op: "read the host's system directories", Text: facts.err.Error(), Errno: sysutil.ErrnoOf(facts.err)}
 	}
-	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, tree: map[string]nodeKind{"/": nodeDir}, links: map[string]string{}}
+	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, join: join, tree: map[string]nodeKind{"/": nodeDir}, links: map[string]string{}}
 	// Whether a bind makes a directory or a file is decided here; the
 	// child opens the sources as the sandbox user, and fails if it
 	// cannot.
