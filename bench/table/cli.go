@@ -19,6 +19,8 @@ func cliCommand(dir string) ([]string, error) {
 	}
 	bin := filepath.Join(dir, "sandbox")
 	cmd := exec.Command(goCmd, "build", "-o", bin, "github.com/fumehood/sandbox/cmd/sandbox")
+	// Static, as the README builds it: see there.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("build the command-line tool: %w", err)

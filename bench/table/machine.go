@@ -38,5 +38,7 @@ func printMachine(bwrapArgv []string, limitsNote string) {
 	fmt.Println("         pivot_root, cgroup limits, seccomp, through the spawner")
 	fmt.Println("  warm   the same with Options{Pool: 2}: sandboxes prepared ahead in the spawner, refilled in the")
 	fmt.Println("         background (while the other rows run)")
+	fmt.Println("  cli    sandbox run -- /bin/true: the command-line tool (CGO_ENABLED=0), a process of its own each")
+	fmt.Println("         time, which makes the same sandbox in process")
 	fmt.Println()
 }
