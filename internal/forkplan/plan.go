@@ -32,6 +32,7 @@ package forkplan
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"unsafe"
 )
 
@@ -136,6 +137,15 @@ func New(reportFd int) *Plan {
 	return &Plan{reportFd: reportFd}
 }
 
+// Grow makes room for steps more steps and slots more slots, for a
+// caller that knows its plan's size: growing step by step copied the
+// plan about ten times over.
+func (p *Plan) Grow(steps, slots int) {
+	p.ops = slices.Grow(p.ops, steps)
+	p.where = slices.Grow(p.where, steps)
+	p.slots = slices.Grow(p.slots, slots)
+}
+
 // Slot returns a new slot holding v until a step saves into it.
 func (p *Plan) Slot(v uintptr) Slot {
 	p.slots = append(p.slots, v)
@@ -148,7 +158,7 @@ type Step struct {
 	i int
 }
 
-func (p *Plan) add(w Where, o op, args []Arg) *Step {
+func (p *Plan) add(w Where, o op, args []Arg) Step {
 	if len(args) > len(o.args) {
 		panic(fmt.Sprintf("forkplan: %d arguments to %s", len(args), w.Op))
 	}
@@ -166,7 +176,7 @@ func (p *Plan) add(w Where, o op, args []Arg) *Step {
 	}
 	p.ops = append(p.ops, o)
 	p.where = append(p.where, w)
-	return &Step{p, len(p.ops) - 1}
+	return Step{p, len(p.ops) - 1}
 }
 
 func (p *Plan) checkSlot(s Slot) {
@@ -176,7 +186,7 @@ func (p *Plan) checkSlot(s Slot) {
 }
 
 // Call adds the system call trap with args.
-func (p *Plan) Call(w Where, trap uintptr, args ...Arg) *Step {
+func (p *Plan) Call(w Where, trap uintptr, args ...Arg) Step {
 	return p.add(w, op{kind: kindSyscall, trap: trap}, args)
 }
 
@@ -207,20 +217,20 @@ func (p *Plan) Load(s Slot, from *uintptr) {
 }
 
 // Save saves the step's result in slot s.
-func (s *Step) Save(slot Slot) *Step {
+func (s Step) Save(slot Slot) Step {
 	s.p.checkSlot(slot)
 	s.p.ops[s.i].save = int(slot)
 	return s
 }
 
 // Want makes any result but r a failure (with errno EPROTO).
-func (s *Step) Want(r uintptr) *Step {
+func (s Step) Want(r uintptr) Step {
 	s.p.ops[s.i].want, s.p.ops[s.i].wantSet = r, 1
 	return s
 }
 
 // PassOn lets the plan go on after any of errnos (at most two).
-func (s *Step) PassOn(errnos ...uintptr) *Step {
+func (s Step) PassOn(errnos ...uintptr) Step {
 	if len(errnos) > len(s.p.ops[s.i].passOn) {
 		panic(fmt.Sprintf("forkplan: %d errnos to pass on", len(errnos)))
 	}
@@ -229,14 +239,14 @@ func (s *Step) PassOn(errnos ...uintptr) *Step {
 }
 
 // NoteOn saves errno in slot and lets the plan go on after it.
-func (s *Step) NoteOn(errno uintptr, slot Slot) *Step {
+func (s Step) NoteOn(errno uintptr, slot Slot) Step {
 	s.p.checkSlot(slot)
 	s.p.ops[s.i].noteOn, s.p.ops[s.i].noteSlot = errno, int(slot)
 	return s
 }
 
 // SkipOn skips the next n steps after errno.
-func (s *Step) SkipOn(errno uintptr, n int) *Step {
+func (s Step) SkipOn(errno uintptr, n int) Step {
 	s.p.ops[s.i].skipOn, s.p.ops[s.i].skip = errno, n
 	return s
 }

@@ -110,7 +110,7 @@ func TestSlotsAndErrnoHandling(t *testing.T) {
 		p := New(int(w.Fd()))
 		fd := p.Slot(0)
 		noted := p.Slot(uintptr(unix.ENOENT))
-		open := func(path string) *Step {
+		open := func(path string) Step {
 			return p.Call(Where{Op: "open", Path: path}, unix.SYS_OPENAT, Val(unix.AT_FDCWD), Str(path), Val(unix.O_WRONLY|unix.O_APPEND))
 		}
 		open(out).Save(fd)

@@ -22,6 +22,13 @@ const (
 	planProxyFd     = 7 // the proxy channel of a NetworkAllow run (proxyListener)
 )
 
+// The size of a sandbox's plan with the default options, with some
+// room: made room for at once, a plan is not copied as it grows.
+const (
+	planSteps = 640
+	planSlots = 256
+)
+
 // Fds are the launcher's fds the child starts from, which it places
 // at the fds above.
 type Fds struct {
@@ -80,6 +87,7 @@ func Compile(cfg *wire.Config, fds Fds, join []string) (*forkplan.Plan, *Program
 		return nil, nil, &wire.SetupError{Stage: "mount", Op: "read the host's system directories", Text: facts.err.Error(), Errno: sysutil.ErrnoOf(facts.err)}
 	}
 	b := &planner{p: forkplan.New(planConnFd), cfg: cfg, facts: facts, join: join, tree: map[string]nodeKind{"/": nodeDir}, links: map[string]string{}}
+	b.p.Grow(planSteps, planSlots)
 	// Whether a bind makes a directory or a file is decided here; the
 	// child opens the sources as the sandbox user, and fails if it
 	// cannot.
@@ -131,7 +139,7 @@ func sourceError(op, p string, err error) *wire.SetupError {
 	return &wire.SetupError{Stage: "mount", Op: op, Path: p, Errno: sysutil.ErrnoOf(err), Text: err.Error()}
 }
 
-func (b *planner) call(w forkplan.Where, trap uintptr, args ...forkplan.Arg) *forkplan.Step {
+func (b *planner) call(w forkplan.Where, trap uintptr, args ...forkplan.Arg) forkplan.Step {
 	return b.p.Call(w, trap, args...)
 }
 

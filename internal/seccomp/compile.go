@@ -88,7 +88,7 @@ var ErrTooLong = errors.New("seccomp program longer than 4096 instructions")
 
 // Compile returns f as a BPF program.
 func Compile(f Filter) ([]bpf.Instruction, error) {
-	byNr := map[uint32][]Rule{}
+	byNr := make(map[uint32][]Rule, len(f.Rules))
 	for i, r := range f.Rules {
 		if r.Nr > f.MaxNr {
 			return nil, fmt.Errorf("rule %d: syscall %d is above the policy's highest known number %d", i, r.Nr, f.MaxNr)
@@ -123,7 +123,7 @@ func Compile(f Filter) ([]bpf.Instruction, error) {
 	// syscalls; one with conditions to its own checks; one without rules
 	// to Default.
 	actions := map[Action]label{f.Default: deflt}
-	rules := map[uint32]label{}
+	rules := make(map[uint32]label, len(f.Rules))
 	for _, nr := range nrs {
 		if r := byNr[nr][0]; len(r.Conds) == 0 {
 			if _, ok := actions[r.Action]; !ok {
@@ -304,7 +304,7 @@ func (f Filter) Check() error {
 		hasCond    bool
 		fallback   bool
 	}
-	state := map[uint32]*seen{}
+	state := make(map[uint32]*seen, len(f.Rules))
 	for i, r := range f.Rules {
 		fail := func(format string, a ...any) error {
 			return &RuleError{Rule: i, Nr: r.Nr, Reason: fmt.Sprintf(format, a...)}
