@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -156,26 +156,5 @@ func (w *termInput) ignoresInterrupt(p []byte) bool {
 	if err != nil {
 		return false
 	}
-	return nsInitWithDefault(string(status), unix.SIGINT)
-}
-
-// nsInitWithDefault says whether the /proc/PID/status text describes the
-// init of a PID namespace (its innermost pid is 1) whose action for sig
-// is the default one.
-func nsInitWithDefault(status string, sig unix.Signal) bool {
-	var init, set bool
-	for line := range strings.Lines(status) {
-		key, val, _ := strings.Cut(strings.TrimSpace(line), ":")
-		fields := strings.Fields(val)
-		switch key {
-		case "NSpid":
-			init = len(fields) > 1 && fields[len(fields)-1] == "1"
-		case "SigIgn", "SigCgt":
-			mask, err := strconv.ParseUint(strings.Join(fields, ""), 16, 64)
-			if err != nil || mask&(1<<(uint(sig)-1)) != 0 {
-				set = true
-			}
-		}
-	}
-	return init && !set
+	return sysutil.NSInitWithDefault(string(status), int(unix.SIGINT))
 }

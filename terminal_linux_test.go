@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/ptytest"
+	"github.com/fumehood/sandbox/internal/sysutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -361,8 +362,8 @@ func TestNSInitWithDefault(t *testing.T) {
 		{strings.Replace(init, "SigIgn:\t0000000000000000", "SigIgn:\t0000000000000002", 1), false},
 		{strings.Replace(init, "SigCgt:\t0000000000000000", "SigCgt:\t0000000000000001", 1), true}, // SIGHUP only
 	} {
-		if got := nsInitWithDefault(tc.status, syscall.SIGINT); got != tc.want {
-			t.Errorf("nsInitWithDefault(%q) = %v, want %v", tc.status, got, tc.want)
+		if got := sysutil.NSInitWithDefault(tc.status, int(syscall.SIGINT)); got != tc.want {
+			t.Errorf("NSInitWithDefault(%q) = %v, want %v", tc.status, got, tc.want)
 		}
 	}
 }
