@@ -189,6 +189,9 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	c.next++
 	id := c.next
 	h := launch.NewHandle(func() { c.send(wire.Request{ID: id, Kill: true}, nil) })
+	// The spawner does not answer: a signal that finds the run over
+	// does nothing, and the run's Exited reply says how it ended.
+	h.Signal = func(sig unix.Signal) error { return c.send(wire.Request{ID: id, Signal: int(sig)}, nil) }
 	run := &clientRun{h: h, accepted: make(chan struct{})}
 	c.runs[id] = run
 	c.mu.Unlock()

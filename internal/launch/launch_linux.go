@@ -26,6 +26,12 @@ type Handle struct {
 	Kill  func()                // kills the init, and so every process of the sandbox
 	Lost  error                 // set before Done when the spawner died under the run
 
+	// Signal delivers a signal to the program (the init, in its place),
+	// or takes its default action where the kernel would drop it (see
+	// signaler); os.ErrProcessDone once the init has been reaped. Nil
+	// until set, where no one can signal the run.
+	Signal func(unix.Signal) error
+
 	// Term is the master of the run's pty (Spec.Terminal), set before a
 	// nil Ready value is sent; whoever receives that value owns it.
 	Term *os.File
@@ -111,6 +117,8 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 		}
 		proc.Kill()
 	})
+	sg := &signaler{init: proc, kill: h.Kill}
+	h.Signal = sg.signal
 	if cfg.Prepare {
 		h.prepared, h.program = make(chan *wire.SetupError, 1), make(chan programFiles)
 		if pp != nil {
@@ -151,6 +159,9 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 		parent.Close()
 		ps, _ := proc.Wait() // the status is in ps whatever the error
 		exit := exitOf(ps)
+		if ws := unix.WaitStatus(exit.Status); ws.Signaled() && ws.Signal() == unix.SIGKILL {
+			exit.DefaultSignal = int(sg.taken.Load())
+		}
 		if sv != nil {
 			sv.stop(&exit)
 		}

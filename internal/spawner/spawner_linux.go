@@ -65,6 +65,13 @@ func Main() {
 				r.kill()
 			}
 			mu.Unlock()
+		case req.Signal != 0:
+			sysutil.CloseFiles(files)
+			mu.Lock()
+			if r := runs[req.ID]; r != nil {
+				r.signal(unix.Signal(req.Signal))
+			}
+			mu.Unlock()
 		case req.Fill:
 			sysutil.CloseFiles(files)
 			o := byName.get(req.Owner)
@@ -148,6 +155,17 @@ func (r *served) kill() {
 	r.killed = true
 	if r.h != nil {
 		r.h.Kill()
+	}
+}
+
+// signal delivers sig to the run's program once it has a handle; the
+// caller signals only a run it was told has started, which has one. An
+// error means the run is over, which its Exited reply tells the caller.
+func (r *served) signal(sig unix.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.h != nil && r.h.Signal != nil {
+		r.h.Signal(sig)
 	}
 }
 

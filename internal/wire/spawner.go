@@ -18,7 +18,10 @@ package wire
 //	                                        ←  Reply{ID, Started} or Reply{ID, Failed, Err};
 //	                                           a run with a terminal: Reply{ID, Started,
 //	                                           Terminal} + SCM_RIGHTS(the pty's master)
-//	Request{ID, Kill} (on ctx end)          →  kill the run's init
+//	Request{ID, Signal} (Process.Signal)    →  deliver the signal to the run's program, or
+//	                                           take its default action (launch.Handle.Signal);
+//	                                           no reply: how the run ended is in its Exit
+//	Request{ID, Kill} (on ctx end, Kill)    →  kill the run's init
 //	                                        ←  Reply{ID, Exited, Exit} (Exit.Pooled: it took
 //	                                           a prepared sandbox)
 //	Request{ID, Owner, Fill, Spec, Pool}    →  make Owner's pool Pool sandboxes prepared from
@@ -42,8 +45,9 @@ package wire
 // three fds (stdin, stdout, stderr) as SCM_RIGHTS, then the proxy channel
 // and the workspace mount when Spec asks for them.
 type Request struct {
-	ID   uint64
-	Kill bool // kill the run ID instead of starting one
+	ID     uint64
+	Kill   bool // kill the run ID instead of starting one
+	Signal int  // deliver this signal to the run ID's program instead (launch.Handle.Signal)
 
 	// Spec is the sandbox of a start or a Fill, and Program a start's
 	// program: the start's Config is both.
@@ -101,6 +105,12 @@ type Exit struct {
 	MemoryPeak  int64
 	OOMKills    uint64
 	PidsMax     uint64
+
+	// DefaultSignal is the signal whose default action (to end the
+	// process) the launcher took by killing the init, which the kernel
+	// would have dropped for being its namespace's init without a
+	// handler for it; 0 if none.
+	DefaultSignal int `json:",omitempty"`
 
 	// Pooled says the run took a sandbox prepared ahead.
 	Pooled bool `json:",omitempty"`
