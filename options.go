@@ -228,6 +228,8 @@ func (c *Cmd) validate() error {
 		return optionErr("Cmd", c.Path, "was already run; a Cmd cannot be reused")
 	case c.Path == "" || strings.ContainsRune(c.Path, 0):
 		return optionErr("Cmd.Path", c.Path, "must name a program")
+	case c.stdinPipe != nil && c.Stdin != nil:
+		return optionErr("Cmd.Stdin", fmt.Sprint(c.Stdin), "is set along with StdinPipe; use one of them")
 	case c.Dir != "" && !path.IsAbs(c.Dir):
 		return optionErr("Cmd.Dir", c.Dir, "must be an absolute path inside the sandbox")
 	}

@@ -24,49 +24,57 @@ import (
 // Sandbox serves from its pool and that a refused Run started nothing.
 var runStarted func(owner string, pooled bool)
 
-func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
+// startRun builds cmd's sandbox and starts its program for p, and returns
+// once the program runs or its start failed; p's Wait has the rest, which
+// a goroutine of the run's own collects whether or not anyone waits. An
+// error is one from before anything of the run was started.
+func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sandbox: run %q: %w", cmd.Path, err)
+		return fmt.Errorf("sandbox: run %q: %w", cmd.Path, err)
 	}
-	cfg := s.opts.config(cmd, s.filter)
+	r := &liveRun{ctx: ctx, s: s, cmd: cmd, cfg: s.opts.config(cmd, s.filter)}
 	pool := s.opts.Pool
 	if cmd.Terminal != nil {
 		rows, cols := cmd.Terminal.size()
-		cfg.Terminal = &wire.Winsize{Rows: rows, Cols: cols}
+		r.cfg.Terminal = &wire.Winsize{Rows: rows, Cols: cols}
 		// A prepared sandbox's program has its stdio already; the
 		// pty is made with the program, cold.
 		pool = 0
 	}
-	st, err := newStdio(cmd, orDefault(s.opts.OutputLimit, DefaultOutputLimit))
-	if err != nil {
-		return nil, err
+	var err error
+	if r.st, err = newStdio(cmd, orDefault(s.opts.OutputLimit, DefaultOutputLimit)); err != nil {
+		return err
 	}
-	defer st.close()
+	// Until the run is handed to its goroutine, what it holds is let go
+	// here.
+	handed := false
+	defer func() {
+		if !handed {
+			r.cleanUp()
+		}
+	}()
 
 	wsMount, release, err := s.forRun()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer release()
+	r.release = release
 	extra := launch.Files{Workspace: wsMount}
-	cfg.WorkspaceMount = wsMount != nil
+	r.cfg.WorkspaceMount = wsMount != nil
 
-	var px *runProxy
 	if s.egress != nil {
-		if px, err = newRunProxy(s.egress, s.opts.EgressResolver, proxyCPUs(&s.opts)); err != nil {
+		if r.px, err = newRunProxy(s.egress, s.opts.EgressResolver, proxyCPUs(&s.opts)); err != nil {
 			wsMount.Close()
-			return nil, err
+			return err
 		}
-		defer px.stop()
-		extra.ProxyChan = px.child
+		extra.ProxyChan = r.px.child
 	}
 
-	begin := time.Now()
-	var h *launch.Handle
+	r.begin = time.Now()
 	if s.opts.InProcess {
 		var se *wire.SetupError
-		if h, se = launch.Launch(cfg, st.child, extra, true, &s.ws.teardown, func(text string) { s.log.Warn("sandbox: " + text) }); se != nil {
-			err = setupError(se, cfg)
+		if r.h, se = launch.Launch(r.cfg, r.st.child, extra, true, &s.ws.teardown, func(text string) { s.log.Warn("sandbox: " + text) }); se != nil {
+			err = setupError(se, r.cfg)
 		}
 	} else {
 		// A spawner found dead before the request went out is replaced
@@ -75,7 +83,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 			var sp *spawnerClient
 			if sp, err = theSpawner(s.log); err == nil {
 				s.ws.spawned.Store(true)
-				h, err = sp.start(ctx, cfg, st.child, extra, s.ws.owner, pool)
+				r.h, err = sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, pool)
 			}
 			if !errors.Is(err, errSpawnerGone) {
 				break
@@ -83,57 +91,118 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 			s.log.Warn("sandbox: the spawner died before it read the run; starting it on a new one", "error", err)
 		}
 	}
-	st.closeChild()
-	if px != nil {
-		px.closeChild()
+	r.st.closeChild()
+	if r.px != nil {
+		r.px.closeChild()
 	}
 	// The init has its own copy of the workspace mount now; it stays
 	// mounted there, and ours would only hold it up.
 	wsMount.Close()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	st.copy()
+	r.st.copy()
+	p.signal, p.kill = r.h.Signal, r.h.Kill
 
 	// ctx ends the run at any point: kill, then collect what there is.
-	var ctxErr error
-	ready, done := h.Ready, h.Done
-	var se *wire.SetupError
-	var proxyErr, termErr error
-	var exit wire.Exit
-	for ready != nil || done != nil {
+	r.ctxDone = ctx.Done()
+	for ready := r.h.Ready; ready != nil; {
 		select {
-		case se = <-ready:
+		case r.se = <-ready:
 			ready = nil
-			if se == nil && px != nil {
-				if proxyErr = px.start(); proxyErr != nil {
-					h.Kill()
-				}
-			}
-			if se == nil && st.tty != nil {
-				if h.Term == nil {
-					termErr = errors.New("sandbox: terminal: the sandbox's init sent no pty")
-				} else {
-					termErr = st.attach(h.Term, h.Kill)
-				}
-				if termErr != nil {
-					h.Kill()
-				}
-			} else if h.Term != nil {
-				h.Term.Close()
-			}
-			h.Term = nil
-		case exit = <-done:
-			done = nil
-		case <-ctx.Done():
-			if ctxErr == nil {
-				ctxErr = ctx.Err()
-				h.Kill()
-			}
+			r.started()
+		case <-r.ctxDone:
+			r.cancel()
 		}
 	}
-	wall := time.Since(begin)
+	p.startFailed = r.se != nil || r.proxyErr != nil || r.termErr != nil || r.ctxErr != nil
+	handed = true
+	go func() {
+		res, err := r.finish(p)
+		r.cleanUp()
+		p.end(res, err)
+	}()
+	return nil
+}
+
+// liveRun is one run of a Sandbox from its start to its Result, as the
+// caller sees it.
+type liveRun struct {
+	ctx     context.Context
+	ctxDone <-chan struct{} // ctx.Done() until it fired, then nil
+	ctxErr  error           // why ctx ended the run
+	s       *Sandbox
+	cmd     *Cmd
+	cfg     *wire.Config
+	st      *stdio
+	px      *runProxy
+	release func() // the run's hold on its session
+	h       *launch.Handle
+	begin   time.Time
+
+	se                *wire.SetupError // the start's failure, when it failed
+	proxyErr, termErr error
+}
+
+// cancel kills the run for its ctx's end.
+func (r *liveRun) cancel() {
+	r.ctxErr, r.ctxDone = r.ctx.Err(), nil
+	r.h.Kill()
+}
+
+// started sets up what serves a program that runs: its proxy, its
+// terminal.
+func (r *liveRun) started() {
+	h, st := r.h, r.st
+	if r.se == nil && r.px != nil {
+		if r.proxyErr = r.px.start(); r.proxyErr != nil {
+			h.Kill()
+		}
+	}
+	if r.se == nil && st.tty != nil {
+		if h.Term == nil {
+			r.termErr = errors.New("sandbox: terminal: the sandbox's init sent no pty")
+		} else {
+			r.termErr = st.attach(h.Term, h.Kill)
+		}
+		if r.termErr != nil {
+			h.Kill()
+		}
+	} else if h.Term != nil {
+		h.Term.Close()
+	}
+	h.Term = nil
+}
+
+// cleanUp lets go of everything the run held, its Cmd's StdinPipe too.
+func (r *liveRun) cleanUp() {
+	r.cmd.closeStdinPipe()
+	if r.px != nil {
+		r.px.stop()
+	}
+	if r.release != nil {
+		r.release()
+	}
+	r.st.close()
+}
+
+// finish waits for the run's end, until its ctx's, and returns what Run
+// returns for it. p hears of the init's reaping at once.
+func (r *liveRun) finish(p *Process) (*Result, error) {
+	s, cfg, st, px, h, se := r.s, r.cfg, r.st, r.px, r.h, r.se
+	var exit wire.Exit
+	for done := h.Done; done != nil; {
+		select {
+		case exit = <-done:
+			done = nil
+			p.ended.Store(true)
+		case <-r.ctxDone:
+			r.cancel()
+		}
+	}
+	wall := time.Since(r.begin)
 	st.wait()
+	ctxErr := r.ctxErr
 
 	res := st.result()
 	res.WallTime = wall
@@ -156,11 +225,11 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 	if px != nil {
 		res.Connections, res.ConnectionsDropped = px.stop()
 	}
-	if proxyErr != nil {
-		return nil, proxyErr
+	if r.proxyErr != nil {
+		return nil, r.proxyErr
 	}
-	if termErr != nil {
-		return nil, termErr
+	if r.termErr != nil {
+		return nil, r.termErr
 	}
 	ws := syscall.WaitStatus(exit.Status)
 	res.ExitCode = -1
@@ -194,6 +263,10 @@ func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) {
 		// SIGINT's default action, which the kernel does not take for
 		// a namespace's init (termInput).
 		res.Outcome, res.Signal = Signaled, syscall.SIGINT
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && exit.DefaultSignal != 0:
+		// A signal's default action, which the launcher took for the
+		// kernel (Process.Signal).
+		res.Outcome, res.Signal = Signaled, syscall.Signal(exit.DefaultSignal)
 	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && exit.OOMKills > 0:
 		res.Outcome, res.Signal = OutOfMemory, ws.Signal()
 	case ws.Signaled():
@@ -322,7 +395,11 @@ func newStdio(cmd *Cmd, limit int64) (_ *stdio, err error) {
 		}
 	}()
 	st.stdin = cmd.Stdin
-	if f, ok := cmd.Stdin.(*os.File); ok {
+	if cmd.stdinPipe != nil && cmd.Terminal != nil {
+		// Copied into the terminal, as any Stdin.
+		st.stdin = cmd.stdinPipe
+	}
+	if f, ok := st.stdin.(*os.File); ok {
 		if f == nil {
 			st.stdin = nil
 		} else {
@@ -341,6 +418,11 @@ func newStdio(cmd *Cmd, limit int64) (_ *stdio, err error) {
 				return nil, fmt.Errorf("sandbox: stdio: %w", err)
 			}
 		}
+	} else if cmd.stdinPipe != nil {
+		// Ours, made for the run: the program reads it directly, and
+		// it is closed with the run's other ends (closeChild), so that
+		// a write once the program is gone fails.
+		st.child[0] = cmd.stdinPipe
 	} else if st.stdin == nil {
 		st.child[0], err = os.Open(os.DevNull)
 	} else {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
-	"time"
 
 	"github.com/fumehood/sandbox/internal/egress"
 	"github.com/fumehood/sandbox/internal/wire"
@@ -291,7 +291,7 @@ type Bind struct {
 }
 
 // Cmd is a program to run in a sandbox, shaped like os/exec.Cmd. A Cmd
-// cannot be reused after its first Run.
+// cannot be reused after its first Run or Start.
 type Cmd struct {
 	// Path is the program: a name looked up in the sandbox's PATH, or a
 	// path inside the sandbox.
@@ -308,7 +308,8 @@ type Cmd struct {
 	// Whatever it is, the program reads it from a pipe (or, with a
 	// Terminal, its pty) that Run copies Stdin into: an *os.File is read
 	// by Run, never handed to the program, so nothing the program does to
-	// its descriptors changes the caller's.
+	// its descriptors changes the caller's. StdinPipe gives a pipe to
+	// write it through instead, while the program runs.
 	Stdin io.Reader
 	// Stdout and Stderr, if set, receive the program's output as it is
 	// written, through pipes Run copies. When nil, output is captured
@@ -340,6 +341,10 @@ type Cmd struct {
 
 	used bool
 	tty  ttyState
+	// The program's end of a StdinPipe, and the caller's, closed once
+	// the run is over.
+	stdinPipe  *os.File
+	stdinPipeW *closeOnce
 }
 
 // Command returns a Cmd that runs name with the given arguments, like
@@ -416,21 +421,12 @@ func (s *Sandbox) Err() error { return s.err }
 // ended before the sandbox was handed its program (then it matches
 // ctx.Err()). Result.Err turns every end but exit status 0 into an error,
 // for callers who want one.
+//
+// Run is Start then Wait.
 func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Result, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	if err := cmd.validate(); err != nil {
+	p, err := s.start(ctx, cmd)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkCommandLine(&s.opts, cmd); err != nil {
-		return nil, err
-	}
-	cmd.used = true
-	id := runIDs.Add(1)
-	s.log.Debug("sandbox: run started", "run", id, "program", cmd.Path)
-	begin := time.Now()
-	res, err := s.run(ctx, cmd)
-	logRun(s.log, id, cmd, res, err, time.Since(begin))
-	return res, err
+	return p.Wait()
 }

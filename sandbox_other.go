@@ -13,7 +13,7 @@ func unsupported() error {
 		Hint: "run on Linux"}
 }
 
-func (s *Sandbox) run(ctx context.Context, cmd *Cmd) (*Result, error) { return nil, unsupported() }
+func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error { return unsupported() }
 
 // Probe reports that no layer is available on this system.
 func Probe() (*ProbeReport, error) { return &ProbeReport{}, nil }
