@@ -3,11 +3,14 @@
 package sandbox_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -82,6 +85,46 @@ func ExampleSandbox_Run_timeout() {
 	fmt.Println(errors.Is(res.Err(), context.DeadlineExceeded))
 	// Output:
 	// outcome timeout, stdout "started\n"
+	// true
+}
+
+func ExampleSandbox_Start() {
+	sb := sandbox.New(anywhere)
+	defer sb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// A program that answers its input as it comes, then waits.
+	cmd := sandbox.Command("sh", "-c", `read name; echo "hello, $name"; exec sleep 100`)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	out, w := io.Pipe()
+	cmd.Stdout = w
+	p, err := sb.Start(ctx, cmd)
+	if err != nil {
+		fmt.Println("could not start:", err)
+		return
+	}
+	fmt.Fprintln(stdin, "agent")
+	stdin.Close()
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	fmt.Print(line)
+
+	// sleep has no handler for SIGTERM; it ends it, as on the host.
+	p.Signal(syscall.SIGTERM)
+	res, err := p.Wait()
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Println(res.Outcome, res.Signal)
+	fmt.Println(errors.Is(p.Kill(), os.ErrProcessDone))
+	// Output:
+	// hello, agent
+	// signaled terminated
 	// true
 }
 
