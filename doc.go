@@ -45,6 +45,12 @@
 // no_new_privs set and RLIMIT_NOFILE of [Options.MaxOpenFiles]. Nothing of
 // the host's environment is passed on.
 //
+// [Sandbox.Start] starts a program and returns a [Process] to wait for,
+// signal or kill while it runs, with [Cmd.StdinPipe] to feed it; Run is
+// Start then [Process.Wait]. The program is pid 1 of its sandbox, where
+// the kernel drops a signal it has no handler for: [Process.Signal] takes
+// the signal's default action then, as it would on the host.
+//
 // [Probe] reports which layers this host can provide; the cmd/sandbox
 // command-line tool wraps the same API ("sandbox run", "sandbox probe").
 //

@@ -162,10 +162,6 @@ func TestStartStdinPipe(t *testing.T) {
 			if err != nil || res.Outcome != Exited || res.ExitCode != 0 {
 				t.Fatalf("Wait: %v, %+v; want exit 0", err, res)
 			}
-			// The run is over: the pipe is closed for it.
-			if _, err := io.WriteString(in, "late\n"); err == nil {
-				t.Errorf("a write to the StdinPipe after the run succeeded")
-			}
 			requireStartLeftNothing(t, s)
 		})
 	}
@@ -278,14 +274,20 @@ time.sleep(100)`)
 	}
 }
 
-// TestProcessKill: Kill ends the run with SIGKILL; a Process that ended
-// on its own is known to be done without a Wait.
+// TestProcessKill: Kill ends the run with SIGKILL, and its StdinPipe is
+// closed with it; a Process that ended on its own is known to be done
+// without a Wait.
 func TestProcessKill(t *testing.T) {
 	requireSandbox(t)
 	s := newTest(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	p, err := s.Start(ctx, startCmd(t, "sh", "-c", "sleep 100 & sleep 100"))
+	cmd := startCmd(t, "sh", "-c", "sleep 100 & sleep 100")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Start(ctx, cmd)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -295,6 +297,10 @@ func TestProcessKill(t *testing.T) {
 	res, err := p.Wait()
 	if err != nil || res.Outcome != Signaled || res.Signal != syscall.SIGKILL {
 		t.Fatalf("Wait: %v, outcome %v signal %v; want Signaled by SIGKILL", err, res.Outcome, res.Signal)
+	}
+	// The StdinPipe the caller left open is closed with the run.
+	if _, err := io.WriteString(in, "late\n"); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("a write to the StdinPipe after the run: %v; want os.ErrClosed", err)
 	}
 
 	p, err = s.Start(ctx, Command("true"))
