@@ -166,9 +166,9 @@ func (p *Process) Kill() error {
 // starts, like os/exec's: what is written to it the program reads, and
 // closing it gives the program EOF (with a Terminal: what is written goes
 // into the terminal, whose input has no end). Call it before Start, with
-// Stdin unset. The pipe is closed once the run is over; Wait need not be
-// waited for before closing it, and a write to a program that reads no
-// more blocks until it does or the run ends.
+// Stdin unset. The pipe is closed once the run is over, if the caller
+// has not closed it; a write to a program that reads no more blocks until
+// it reads or the run ends, and a write after the run fails.
 func (c *Cmd) StdinPipe() (io.WriteCloser, error) {
 	switch {
 	case c.Stdin != nil || c.stdinPipe != nil:
