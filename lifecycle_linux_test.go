@@ -211,11 +211,12 @@ func TestInitDiesDuringSetup(t *testing.T) {
 			s.opts.Memory = mem // past New's check
 			res, err := s.Run(context.Background(), Command("/bin/echo", "hi"))
 			// Either the init dies, or a step fails for want of memory
-			// (ENOMEM, or ENOSPC from a tmpfs whose pages the limit
-			// refuses) and is named, with the limit.
+			// (ENOMEM; ENOSPC from a tmpfs whose pages the limit
+			// refuses; ENFILE from a socket whose inode it refuses) and
+			// is named, with the limit.
 			var se *SetupError
 			died := errors.As(err, &se) && se.Stage == "start" && strings.Contains(err.Error(), "the sandbox's init died during setup")
-			named := errors.As(err, &se) && (errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC)) && se.Stage != "" &&
+			named := errors.As(err, &se) && (errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENFILE)) && se.Stage != "" &&
 				strings.Contains(err.Error(), "Options.Memory")
 			if res != nil || !died && !named {
 				t.Errorf("InProcess=%v NoSeccomp=%v, Memory %d: result %+v, err %v; want no Result and a SetupError saying the init died during setup or which step ran out of memory",

@@ -354,11 +354,12 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text, Err: ErrNoCgroup, Hint: noCgroupHint}
 	case se.Stage == "spawner":
 		return fmt.Errorf("sandbox: %w: %s", ErrSpawner, se.Text)
-	case (se.Errno == int(unix.ENOMEM) || se.Errno == int(unix.ENOSPC) && se.Stage == "mount") && cfg.Memory > 0:
+	case (se.Errno == int(unix.ENOMEM) || se.Errno == int(unix.ENFILE) || se.Errno == int(unix.ENOSPC) && se.Stage == "mount") && cfg.Memory > 0:
 		// The setup's memory is charged to the run's cgroup from the
 		// start: at a tiny limit a step fails for want of it, and a
 		// write to one of the setup's own small tmpfs mounts (whose
-		// pages are charged too) with ENOSPC.
+		// pages are charged too) with ENOSPC, and a socket (whose
+		// inode the limit refuses) with ENFILE.
 		cause = fmt.Errorf("%w at the run's memory limit (Options.Memory %d bytes; at least %d are needed)", cause, cfg.Memory, MinMemory)
 	case strings.HasPrefix(se.Op, "open source") && se.Errno == int(unix.EACCES):
 		se.Op += fmt.Sprintf(" (the sandbox's host uid %d/gid %d must be able to reach it; see Options.HostUID)", cfg.HostUID, cfg.HostGID)
