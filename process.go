@@ -23,6 +23,9 @@ type Process struct {
 	kill   func()
 	pid    int    // inside the sandbox, once it runs
 	runID  uint64 // the spawner's id of the run
+	// hostPid is its pid on the host, for a live sandbox's init only:
+	// the live sandbox keeps a pidfd of it.
+	hostPid int
 
 	ended atomic.Bool // the program's init has been reaped
 	// startFailed says the program never ran, or the run was ended

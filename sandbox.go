@@ -409,7 +409,7 @@ type Sandbox struct {
 func New(opts Options) *Sandbox {
 	s := &Sandbox{opts: opts, ws: newSession(), log: opts.logger()}
 	if opts.Live {
-		s.live = &liveSandbox{}
+		s.live = newLiveSandbox()
 	}
 	s.ws.logTo(opts.Logger)
 	// A Sandbox dropped without Close still ends its session.

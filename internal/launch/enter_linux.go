@@ -26,6 +26,8 @@ type liveInit struct {
 	mu    sync.RWMutex // read-held while an entrant is cloned with pidfd
 	pidfd int          // -1 once the init has been reaped
 	grp   cgroup.Group
+
+	hostNetwork bool // the sandbox has the host's network namespace
 }
 
 // close forgets the init once it is reaped: later entries fail.
