@@ -30,9 +30,9 @@ type liveSandbox struct {
 	initPid int
 	pidfd   int // -1 when there is none
 	pidNS   nsID
-	ended error          // why it ended, once it has; every later call fails with it
-	idle  *time.Timer
-	life  *time.Timer
+	ended   error // why it ended, once it has; every later call fails with it
+	idle    *time.Timer
+	life    *time.Timer
 }
 
 // beginCall readies the live sandbox for one call, starting it if it is
