@@ -238,6 +238,15 @@ func TestLiveOptions(t *testing.T) {
 			t.Errorf("New(%+v).Err() = %v, want ErrInvalidOption", o, err)
 		}
 	}
+	// A filter under which the live sandbox's init could not wait.
+	p := DefaultSeccompPolicy()
+	p.Rules = append([]SyscallRule{{Names: []string{"ppoll"}, Action: ActErrno(syscall.EPERM)}}, p.Rules...)
+	if err := New(Options{Live: true, Seccomp: p}).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "ppoll") {
+		t.Errorf("a live Sandbox whose filter refuses ppoll: %v, want ErrInvalidOption naming ppoll", err)
+	}
+	if err := New(Options{Seccomp: p}).Err(); err != nil {
+		t.Errorf("the same filter without Live: %v", err)
+	}
 }
 
 // TestLiveLimitsAndReshape: the live sandbox's pids limit bounds its
