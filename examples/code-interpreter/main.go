@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -163,7 +164,7 @@ func run(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\n== Close ended the kernel: %s", res.Outcome)
 	if res.Signal != 0 {
-		fmt.Fprintf(w, " by %v", res.Signal)
+		fmt.Fprintf(w, " by %s", unix.SignalName(res.Signal))
 	}
 	fmt.Fprintln(w)
 	if _, err := sb.Processes(ctx); !errors.Is(err, sandbox.ErrClosed) {
@@ -172,8 +173,10 @@ func run(w io.Writer) error {
 	return nil
 }
 
-// waitBusy waits until the process pid in sb has used some CPU time, and
-// returns what Processes says of it then.
+// waitBusy waits until the process pid in sb has used 200ms of CPU time
+// more than when it first looked, and returns what Processes says of it
+// then. Reading and compiling a cell takes far less: the kernel is then
+// in the cell's loop, where SIGINT is the cell's KeyboardInterrupt.
 func waitBusy(ctx context.Context, sb *sandbox.Sandbox, pid int) (sandbox.ProcessInfo, error) {
 	var start time.Duration = -1
 	for {

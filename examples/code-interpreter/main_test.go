@@ -31,7 +31,7 @@ func TestCodeInterpreter(t *testing.T) {
 		" python3 -c <kernel.py>, running, CPU ",
 		"KeyboardInterrupt\n",
 		"--> the loop got to n = ",
-		"== Close ended the kernel: ",
+		"== Close ended the kernel: signaled by SIGKILL\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q", want)

@@ -35,8 +35,9 @@ import (
 // something.
 const port = 18765
 
-// page is what the second call writes and the host fetches.
-const page = "<h1>Hello from inside the sandbox</h1>\n"
+// page is what the second call writes and the host fetches, but its
+// newline, which echo adds.
+const page = "<h1>Hello from inside the sandbox</h1>"
 
 func main() {
 	if err := run(os.Stdout); err != nil {
@@ -89,7 +90,7 @@ func run(w io.Writer) error {
 	}
 
 	// Call 2 writes the page the server serves.
-	if res, err = call("write a page", fmt.Sprintf("printf '%%s' '%s' > /workspace/site/index.html", page)); err != nil {
+	if res, err = call("write a page", fmt.Sprintf("echo '%s' > /workspace/site/index.html", page)); err != nil {
 		return err
 	}
 	if !res.Success() {
@@ -111,8 +112,8 @@ func run(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "\n== the host's GET http://dev-server/index.html, dialled with DialContext to %s in the sandbox: %s\n%s", addr, status, body)
-	if body != page {
-		return fmt.Errorf("the page fetched from the sandbox is %q, want %q", body, page)
+	if body != page+"\n" {
+		return fmt.Errorf("the page fetched from the sandbox is %q, want %q", body, page+"\n")
 	}
 
 	// The server is among the sandbox's processes, an orphan of the
