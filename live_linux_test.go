@@ -303,26 +303,58 @@ func TestLiveLimitsAndReshape(t *testing.T) {
 	requireNothingLeft(t, m)
 }
 
-// TestLiveManyCallsLeaveNothing: calls started one after another in one
-// live sandbox leave nothing of theirs behind: processes, descriptors
-// and goroutines of the caller stay where they were.
+// TestLiveManyCallsLeaveNothing: a thousand calls started one after
+// another in one live sandbox leave nothing of theirs behind: no process
+// in it, and in the caller no descriptor, goroutine or mount more, and
+// still the one cgroup, the live sandbox's.
 func TestLiveManyCallsLeaveNothing(t *testing.T) {
 	s, m := liveTest(t, Options{})
 	runOK(t, s, "true")
-	fds, goroutines := fdCount(t), runtime.NumGoroutine()
-	for i := range 200 {
+	fds, goroutines, mounts := fdCount(t), runtime.NumGoroutine(), mountCount(t)
+	groups := len(liveCgroups(t))
+	for i := range 1000 {
 		if _, err := s.Run(context.Background(), Command("/bin/true")); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
 	if ps, err := s.Processes(context.Background()); err != nil || len(ps) != 0 {
-		t.Errorf("after 200 calls: %v, %+v left in the live sandbox", err, ps)
+		t.Errorf("after 1000 calls: %v, %+v left in the live sandbox", err, ps)
 	}
 	if !waitFor(func() bool { return fdCount(t) <= fds && runtime.NumGoroutine() <= goroutines+2 }) {
-		t.Errorf("after 200 calls: %d descriptors (was %d), %d goroutines (was %d)", fdCount(t), fds, runtime.NumGoroutine(), goroutines)
+		t.Errorf("after 1000 calls: %d descriptors (was %d), %d goroutines (was %d)", fdCount(t), fds, runtime.NumGoroutine(), goroutines)
+	}
+	if n := mountCount(t); n != mounts {
+		t.Errorf("after 1000 calls: %d mounts (was %d)", n, mounts)
+	}
+	// A pool refilling meanwhile (SANDBOX_TEST_POOL) may be making one.
+	if !waitFor(func() bool { return len(liveCgroups(t)) == groups }) {
+		t.Errorf("after 1000 calls: %d cgroups of this test's processes (was %d)", len(liveCgroups(t)), groups)
 	}
 	s.Close()
 	requireNothingLeft(t, m)
+}
+
+// liveCgroups lists the run cgroups this process and its spawner made,
+// where runs have cgroups, but those of prepared sandboxes in a pool.
+func liveCgroups(t *testing.T) []string {
+	if cgroupErr() != nil {
+		return nil
+	}
+	owners := []int{os.Getpid()}
+	if sp := currentSpawner(); sp != nil {
+		owners = append(owners, sp.pid)
+	}
+	return slices.DeleteFunc(cgroupsMadeBy(t, owners...), holdsPreparedInit)
+}
+
+// mountCount counts the mounts this process sees.
+func mountCount(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
 }
 
 // fdCount counts this process's open descriptors.
