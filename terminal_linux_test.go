@@ -366,4 +366,10 @@ func TestNSInitWithDefault(t *testing.T) {
 			t.Errorf("NSInitWithDefault(%q) = %v, want %v", tc.status, got, tc.want)
 		}
 	}
+	// Signal 0 is no signal: it has no action, default or other.
+	for _, sig := range []int{0, -1, 65} {
+		if sysutil.NSInitWithDefault(init, sig) || sysutil.DefaultAction(init, sig) {
+			t.Errorf("signal %d has a default action", sig)
+		}
+	}
 }

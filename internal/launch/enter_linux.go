@@ -56,11 +56,25 @@ type entrant struct {
 
 // signal sends sig to the entrant, and with group to its process group
 // too (its own, made at its setsid, with whatever it started there).
+//
+// The entrant leads a session of its own whose parent, the launcher, is in
+// another: its process group is orphaned, and the kernel drops the stop
+// signals of a terminal (SIGTSTP, SIGTTIN, SIGTTOU) sent to it. Where the
+// program leaves one at its default action, SIGSTOP is sent instead, so
+// that it stops as a child of the caller would, and as a sandbox's init
+// does (signaler).
 func (e *entrant) signal(sig unix.Signal, group bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.reaped {
 		return os.ErrProcessDone
+	}
+	switch sig {
+	case unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+		status, err := os.ReadFile("/proc/" + strconv.Itoa(e.pid) + "/status")
+		if err == nil && sysutil.DefaultAction(string(status), int(sig)) {
+			sig = unix.SIGSTOP
+		}
 	}
 	err := unix.Kill(e.pid, sig)
 	if group {
