@@ -192,6 +192,24 @@ var helpers = map[string]func(args []string) int{
 	// caller runs a sandboxed "sleep N.25" from a host process, prints
 	// "ready" once it runs and waits to be killed. (The marker N.25 is not
 	// in the caller's own command line.)
+	// liveoom lowers its own oom_score_adj to -900, so that the spawner it
+	// starts inherits it, and prints what a process entering a live
+	// sandbox reads as its own.
+	"liveoom": func([]string) int {
+		if err := os.WriteFile("/proc/self/oom_score_adj", []byte("-900"), 0); err != nil {
+			fmt.Println("skip:", err)
+			return 0
+		}
+		s := New(testOpts(Options{Live: true}))
+		defer s.Close()
+		res, err := s.Run(context.Background(), Command("cat", "/proc/self/oom_score_adj"))
+		if err != nil {
+			fmt.Println("Run:", err)
+			return 1
+		}
+		fmt.Printf("%s", res.Stdout)
+		return 0
+	},
 	// With "live", the sleep is a background process of a live
 	// sandbox's call that has returned.
 	"caller": func(args []string) int {

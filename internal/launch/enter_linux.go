@@ -135,7 +135,10 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	for i, f := range stdio {
 		fds.Stdio[i] = int(f.Fd())
 	}
-	clone := forkplan.Clone{CgroupFD: -1}
+	// The forker may share this process's memory: it never enters the
+	// sandbox's PID namespace, and the entrant it forks has a copy.
+	clone := forkplan.Clone{CgroupFD: -1, Shared: true}
+	cfg.ResetOOMScore = inheritsNegativeOOMScore()
 	var join []string
 	if li.grp != nil {
 		if clone.CgroupFD = li.grp.CloneFD(); clone.CgroupFD < 0 {
@@ -156,8 +159,6 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 		li.mu.RUnlock()
 		return nil, se
 	}
-	// Not sharing this process's memory: the forking copy joins a user
-	// namespace, which a process sharing its memory with others cannot.
 	forker, err := plan.Start(clone)
 	li.mu.RUnlock()
 	runtime.KeepAlive(stdio)
@@ -167,7 +168,7 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	}
 	syncC.Close()
 	child.Close()
-	// The forking copy exits at once, or fails with a record on conn.
+	// The forker exits once it has forked, or fails with a record on conn.
 	var fws unix.WaitStatus
 	for {
 		if _, err := unix.Wait4(forker, &fws, 0, nil); err != unix.EINTR {
