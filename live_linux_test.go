@@ -32,11 +32,15 @@ func liveTest(t *testing.T, o Options) (*Sandbox, string) {
 func runOK(t *testing.T, s *Sandbox, script string) string {
 	t.Helper()
 	res, err := s.Run(context.Background(), Command("/bin/sh", "-c", script))
+	name := script
+	if first, _, more := strings.Cut(script, "\n"); more || len(first) > 60 {
+		name = first[:min(len(first), 60)] + "..."
+	}
 	if err != nil {
-		t.Fatalf("Run(%q): %v", script, err)
+		t.Fatalf("Run(%q): %v", name, err)
 	}
 	if res.ExitCode != 0 {
-		t.Fatalf("Run(%q): %v, exit %d, stderr %q", script, res.Outcome, res.ExitCode, res.Stderr)
+		t.Fatalf("Run(%q): %v, exit %d, stderr %q", name, res.Outcome, res.ExitCode, res.Stderr)
 	}
 	return string(res.Stdout)
 }
@@ -365,4 +369,36 @@ func fdCount(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(es)
+}
+
+// TestLiveTerminal: a call entering a live sandbox gets a terminal of the
+// sandbox's devpts as any run does, at its size, and resized while it runs.
+func TestLiveTerminal(t *testing.T) {
+	requirePrograms(t, "bash")
+	s, _ := liveTest(t, Options{})
+	c := Command("bash", "-c", `tty; stty size; trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done`)
+	c.Terminal = &Terminal{Rows: 10, Cols: 20}
+	ready := make(chan struct{})
+	out := &notifyWriter{want: map[string]chan struct{}{"ready": ready}}
+	c.Stdout = out
+	go func() {
+		select {
+		case <-ready:
+			if err := c.Resize(42, 123); err != nil {
+				t.Errorf("Resize: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("the program never said ready")
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := s.Run(ctx, c)
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := out.String()
+	if !res.Success() || !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "10 20") || !strings.Contains(got, "42 123") {
+		t.Errorf("outcome %v exit %d, output %q; want a /dev/pts tty of 10 20, then 42 123", res.Outcome, res.ExitCode, got)
+	}
 }
