@@ -378,26 +378,7 @@ func TestLiveTerminal(t *testing.T) {
 	s, _ := liveTest(t, Options{})
 	c := Command("bash", "-c", `tty; stty size; trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done`)
 	c.Terminal = &Terminal{Rows: 10, Cols: 20}
-	ready := make(chan struct{})
-	out := &notifyWriter{want: map[string]chan struct{}{"ready": ready}}
-	c.Stdout = out
-	go func() {
-		select {
-		case <-ready:
-			if err := c.Resize(42, 123); err != nil {
-				t.Errorf("Resize: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("the program never said ready")
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := s.Run(ctx, c)
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	got := out.String()
+	res, got := runResized(t, s, c)
 	if !res.Success() || !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "10 20") || !strings.Contains(got, "42 123") {
 		t.Errorf("outcome %v exit %d, output %q; want a /dev/pts tty of 10 20, then 42 123", res.Outcome, res.ExitCode, got)
 	}

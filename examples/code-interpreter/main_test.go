@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/fumehood/sandbox/examples/internal/exampletest"
 )
 
 // TestCodeInterpreter runs the example and checks that its output tells
@@ -12,7 +14,7 @@ import (
 // end at Close, after which no python3 of this process is left on the
 // host.
 func TestCodeInterpreter(t *testing.T) {
-	requireLiveSandbox(t)
+	exampletest.RequirePython(t)
 	var out bytes.Buffer
 	err := run(&out)
 	t.Logf("the example printed:\n%s", out.String())
@@ -37,7 +39,7 @@ func TestCodeInterpreter(t *testing.T) {
 			t.Errorf("the output lacks %q", want)
 		}
 	}
-	if pids := ownPrograms("python3"); len(pids) > 0 {
+	if pids := exampletest.OwnPrograms("python3"); len(pids) > 0 {
 		t.Errorf("python3 processes of this test still run after the example returned: %v", pids)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/fumehood/sandbox/examples/internal/exampletest"
 )
 
 // TestDevServer runs the example and checks that its output tells the
@@ -14,7 +16,7 @@ import (
 // request from inside, and Close ends it, after which no python3 of this
 // process is left on the host.
 func TestDevServer(t *testing.T) {
-	requireLiveSandbox(t)
+	exampletest.RequirePython(t)
 	var out bytes.Buffer
 	err := run(&out)
 	t.Logf("the example printed:\n%s", out.String())
@@ -35,7 +37,7 @@ func TestDevServer(t *testing.T) {
 			t.Errorf("the output lacks %q", want)
 		}
 	}
-	if pids := ownPrograms("python3"); len(pids) > 0 {
+	if pids := exampletest.OwnPrograms("python3"); len(pids) > 0 {
 		t.Errorf("python3 processes of this test still run after the example returned: %v", pids)
 	}
 }

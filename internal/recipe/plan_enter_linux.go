@@ -77,26 +77,14 @@ func (b *planner) enter() {
 	// launcher is gone.
 	b.call(w("prctl PR_SET_DUMPABLE"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_DUMPABLE), forkplan.Val(0))
 	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
-	b.call(w("tell the launcher"), unix.SYS_WRITE, forkplan.Val(planSyncFd), forkplan.Buf([]byte{1}), forkplan.Val(1)).Want(1)
-	b.call(w("wait for the launcher"), unix.SYS_READ, forkplan.Val(planSyncFd), forkplan.Buf(make([]byte, 1)), forkplan.Val(1)).Want(1)
+	b.handshake(w)
 	b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planSyncFd))
 	if b.cfg.ResetOOMScore {
-		// As an init does (identity): with the ids that own its
-		// /proc/self, the sandbox's, where it now is.
-		const p = "/proc/self/oom_score_adj"
-		fd := b.slot()
-		b.call(forkplan.Where{Stage: "enter", Op: "write", Path: p}, unix.SYS_OPENAT, forkplan.Val(unix.AT_FDCWD), forkplan.Str(p),
-			forkplan.Val(unix.O_WRONLY|unix.O_CLOEXEC)).Save(fd)
-		b.call(forkplan.Where{Stage: "enter", Op: "write", Path: p}, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf([]byte("0")), forkplan.Val(1)).Want(1)
-		b.close(fd)
+		// As an init does (identity), with the ids that own its
+		// /proc/self (the sandbox's, where it now is), in memory of its
+		// own.
+		b.resetOOMScore("enter")
 	}
-	if b.facts.root {
-		b.call(w("setgroups"), unix.SYS_SETGROUPS, forkplan.Val(0), forkplan.Val(0))
-	}
-	b.call(w("setresgid"), unix.SYS_SETRESGID, forkplan.Val(wire.SandboxGID), forkplan.Val(wire.SandboxGID), forkplan.Val(wire.SandboxGID))
-	b.call(w("setresuid"), unix.SYS_SETRESUID, forkplan.Val(wire.SandboxUID), forkplan.Val(wire.SandboxUID), forkplan.Val(wire.SandboxUID))
-	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
-	b.call(w("check the launcher lives"), unix.SYS_RECVFROM, forkplan.Val(planConnFd), forkplan.Buf(make([]byte, 1)), forkplan.Val(1),
-		forkplan.Val(unix.MSG_DONTWAIT|unix.MSG_PEEK), forkplan.Val(0), forkplan.Val(0)).Want(1).PassOn(uintptr(unix.EAGAIN))
+	b.becomeSandboxUser(w)
 	b.call(w("setsid"), unix.SYS_SETSID)
 }

@@ -1,4 +1,7 @@
-package main
+// Package exampletest holds what the examples' tests share: finding the
+// processes a test's sandboxes left, and skipping where the host cannot
+// run an example.
+package exampletest
 
 import (
 	"fmt"
@@ -11,10 +14,10 @@ import (
 	"github.com/fumehood/sandbox"
 )
 
-// ownPrograms returns the pids of the processes named name (their comm)
+// OwnPrograms returns the pids of the processes named name (their comm)
 // that descend from this process: what the test's own sandboxes run, and
 // nothing of other programs' sandboxes on the host.
-func ownPrograms(name string) []int {
+func OwnPrograms(name string) []int {
 	parent := map[int]int{}
 	comm := map[int]string{}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
@@ -57,9 +60,9 @@ func ownPrograms(name string) []int {
 	return pids
 }
 
-// requireLiveSandbox skips the test where this host cannot run a sandbox,
-// or has no python3 for the sandbox to run (it sees the host's /usr).
-func requireLiveSandbox(t *testing.T) {
+// RequirePython skips the test where this host cannot run a sandbox, or
+// has no python3 for the sandbox to run (it sees the host's /usr).
+func RequirePython(t *testing.T) {
 	t.Helper()
 	report, err := sandbox.Probe()
 	if err != nil {
