@@ -383,3 +383,27 @@ func TestLiveTerminal(t *testing.T) {
 		t.Errorf("outcome %v exit %d, output %q; want a /dev/pts tty of 10 20, then 42 123", res.Outcome, res.ExitCode, got)
 	}
 }
+
+// TestLiveNetworkAllow: a live sandbox's egress proxy serves all of its
+// calls, each as it served a one-shot run, for as long as it lives.
+func TestLiveNetworkAllow(t *testing.T) {
+	requireSandbox(t)
+	w := newEgressWorld(t)
+	url := "http://api.example.com:" + port(w.http) + "/plain"
+	opts := w.opts(false)
+	opts.Live = true
+	opts.Binds = []Bind{helperBind(t)}
+	s := newTest(t, opts)
+	for i := range 2 {
+		res, err := s.Run(context.Background(), helperCmd("fetch", url))
+		if err != nil || !res.Success() {
+			t.Fatalf("call %d: %v, %+v", i, err, res)
+		}
+		if want := url + " 200 hello from api.example.com:" + port(w.http) + " /plain\n"; string(res.Stdout) != want {
+			t.Errorf("call %d fetched %q, want %q", i, res.Stdout, want)
+		}
+	}
+	if got := w.seen(); len(got) != 2 {
+		t.Errorf("the server saw %q, want the two calls' GETs", got)
+	}
+}
