@@ -366,9 +366,11 @@
 // for as long as it runs. [Sandbox.Snapshot], [Sandbox.Restore] and
 // [Sandbox.Reset] end the running sandbox and every process in it first,
 // so that nothing writes to a workspace that is being frozen or replaced;
-// the next call starts a new one on the workspace as they left it. An
-// idle timeout or the maximum lifetime closes the Sandbox: its later calls
-// fail with an error matching [ErrExpired].
+// the next call starts a new one on the workspace as they left it; they
+// do not wait for processes that run on. An idle timeout (no call in
+// progress, a Wait for a process counting as one) or the maximum lifetime
+// closes the Sandbox: its later calls fail with an error matching
+// [ErrExpired].
 //
 // # What a run can cost the caller
 //

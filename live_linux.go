@@ -23,7 +23,7 @@ type liveSandbox struct {
 	init  *Process       // the init's run, nil until the first call
 	sp    *spawnerClient // the spawner holding it
 	id    uint64         // the init's run id there
-	calls int            // calls in flight
+	calls int            // calls in flight, and Waits for processes in it
 	// Its init on the host, for Processes and Signal: a pidfd that keeps
 	// its pid from naming anything else while it lives, and its PID
 	// namespace, which names the processes in the sandbox.
@@ -37,8 +37,11 @@ type liveSandbox struct {
 
 // beginCall readies the live sandbox for one call, starting it if it is
 // not running, and returns it with the release to call when the call is
-// over. The call holds the session as a Run does (forRun), so that
-// Snapshot and friends wait for it.
+// done with it. Meanwhile the call holds the session as a Run does
+// (forRun), so that a reshape or Close waits for it, and holds off the
+// idle timeout. A call that starts a process is done once it runs: the
+// process then lives on as one left in the background does, and only
+// a Wait for it holds the timeout off again (holdIdle).
 func (l *liveSandbox) beginCall(ctx context.Context, s *Sandbox) (*liveSandbox, func(), error) {
 	ss := s.ws
 	ss.mu.RLock()
@@ -56,6 +59,19 @@ func (l *liveSandbox) beginCall(ctx context.Context, s *Sandbox) (*liveSandbox, 
 		ss.mu.RUnlock()
 		return nil, nil, err
 	}
+	idle := l.holdIdle(s)
+	var once sync.Once
+	return l, func() {
+		once.Do(func() {
+			idle()
+			ss.mu.RUnlock()
+		})
+	}, nil
+}
+
+// holdIdle holds the idle timeout off until the release it returns is
+// called.
+func (l *liveSandbox) holdIdle(s *Sandbox) func() {
 	l.mu.Lock()
 	l.calls++
 	if l.idle != nil {
@@ -63,7 +79,7 @@ func (l *liveSandbox) beginCall(ctx context.Context, s *Sandbox) (*liveSandbox, 
 	}
 	l.mu.Unlock()
 	var once sync.Once
-	return l, func() {
+	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			l.calls--
@@ -71,9 +87,8 @@ func (l *liveSandbox) beginCall(ctx context.Context, s *Sandbox) (*liveSandbox, 
 				l.idle.Reset(idleTimeout(&s.opts))
 			}
 			l.mu.Unlock()
-			ss.mu.RUnlock()
 		})
-	}, nil
+	}
 }
 
 // idleTimeout is Options.IdleTimeout with its default; negative: never.

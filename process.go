@@ -21,6 +21,10 @@ type Process struct {
 	// delivers a signal, and kills the run.
 	signal func(syscall.Signal) error
 	kill   func()
+	// holdIdle, for a process in a live sandbox, holds its idle
+	// timeout off while a Wait waits, until the release it returns.
+	holdIdle func() func()
+
 	pid    int    // inside the sandbox, once it runs
 	runID  uint64 // the spawner's id of the run
 	// hostPid is its pid on the host, for a live sandbox's init only:
@@ -107,6 +111,9 @@ func (p *Process) end(res *Result, err error) {
 // sandbox: the process Start started) and returns the Result, with the
 // error, that Run would have returned. Later calls return the same.
 func (p *Process) Wait() (*Result, error) {
+	if p.holdIdle != nil {
+		defer p.holdIdle()()
+	}
 	<-p.done
 	return p.res, p.err
 }

@@ -145,6 +145,13 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		}
 	}
 	p.pid, p.runID, p.hostPid = r.h.InnerPid, r.h.ID, r.h.Pid
+	if r.enter {
+		// Started: the process lives on whatever the session does, and
+		// a reshape or Close ends it with the live sandbox.
+		r.release()
+		r.release = nil
+		p.holdIdle = func() func() { return target.holdIdle(s) }
+	}
 	p.startFailed = r.se != nil || r.proxyErr != nil || r.termErr != nil || r.ctxErr != nil
 	handed = true
 	go func() {

@@ -237,8 +237,12 @@ type Options struct {
 	// with InProcess (the running sandbox is held by the spawner).
 	Live bool
 	// IdleTimeout ends a live sandbox, and closes the Sandbox, once no
-	// call has run in it for this long (0: DefaultIdleTimeout; negative:
-	// never). Its calls then fail with an error matching ErrExpired.
+	// call has been in progress for this long (0: DefaultIdleTimeout;
+	// negative: never): a Run until it returns, a Start until the process
+	// runs, a Process's Wait while it waits, Processes, Signal and
+	// DialContext. A process left running, in the background or by
+	// Start, does not hold it off. Its calls then fail with an error
+	// matching ErrExpired.
 	IdleTimeout time.Duration
 	// MaxLifetime ends a live sandbox, and closes the Sandbox, this long
 	// after it started, whatever runs in it (0: no limit).
