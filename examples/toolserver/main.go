@@ -9,6 +9,9 @@
 //	curl -sN localhost:8080/v1/runs -H 'Content-Type: application/json' \
 //		-d '{"language":"python","code":"print(6*7)","stream":true}'
 //
+// openapi.yaml describes the whole HTTP API (clients in other languages can
+// be generated from it), and the tests in apitest/ hold the server to it.
+//
 // The request (see runRequest in request.go):
 //
 //	command       argv, e.g. ["sh","-c","ls"]; or:
