@@ -96,6 +96,10 @@ type config struct {
 	pool                       int
 	logFormat                  string
 	shutdownTimeout            time.Duration
+	// Sessions (session.go) and replicas (peer.go).
+	maxSessions          int
+	maxIdle, maxLifetime time.Duration
+	replica, peerURL     string
 }
 
 func main() {
@@ -140,11 +144,19 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.pool, "pool", 0, "keep `N` sandboxes prepared for requests with the default limits")
 	fs.StringVar(&c.logFormat, "log-format", "json", "logs to stderr as `json` or text")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long to wait for the runs in flight to be killed and answered")
+	fs.IntVar(&c.maxSessions, "max-sessions", 16, "live sessions at once; beyond them POST /v1/sessions gets 429 (0: no sessions)")
+	fs.DurationVar(&c.maxIdle, "max-idle-timeout", 10*time.Minute, "the longest idle_timeout a session may ask for, and its default")
+	fs.DurationVar(&c.maxLifetime, "max-lifetime", time.Hour, "the longest max_lifetime a session may ask for, and its default")
+	fs.StringVar(&c.replica, "replica", "", "this replica's `NAME`, a DNS label that session ids carry (default: $POD_NAME, else $HOSTNAME, else the host name, up to its first dot)")
+	fs.StringVar(&c.peerURL, "peer-url", "", "`URL` of another replica, {replica} standing for its name, e.g. http://{replica}.toolserver-peers:8080: requests for its sessions are forwarded there (empty: such requests get 404)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: toolserver takes only flags", fs.Arg(0))
+	}
+	if c.replica == "" {
+		c.replica, _, _ = strings.Cut(strings.ToLower(defaultReplica()), ".")
 	}
 	return c, c.check()
 }
@@ -170,6 +182,15 @@ func (c *config) check() error {
 		return fmt.Errorf("-pool %d: must be from 0 to 64", c.pool)
 	case c.logFormat != "json" && c.logFormat != "text":
 		return fmt.Errorf("-log-format %q: want json or text", c.logFormat)
+	case c.maxSessions < 0:
+		return fmt.Errorf("-max-sessions %d: must not be negative", c.maxSessions)
+	case c.maxIdle < time.Second || c.maxLifetime < time.Second:
+		return errors.New("-max-idle-timeout and -max-lifetime must be at least 1s")
+	case !validReplica(c.replica):
+		return fmt.Errorf("-replica %q: want a DNS label (lower-case letters, digits and '-', at most 63), as a pod's name is; session ids carry it", c.replica)
+	}
+	if err := checkPeerURL(c.peerURL); err != nil {
+		return err
 	}
 	if len(c.egress) > 0 {
 		// The library checks the entries' syntax.
@@ -221,7 +242,7 @@ func serve(cfg *config, log *slog.Logger) error {
 	}
 	// Tests and scripts read the address here (with -addr 127.0.0.1:0).
 	log.Info("listening", "addr", ln.Addr().String(), "max_concurrent", cfg.maxConcurrent, "max_queue", cfg.maxQueue,
-		"best_effort", cfg.bestEffort, "pool", cfg.pool)
+		"best_effort", cfg.bestEffort, "pool", cfg.pool, "replica", cfg.replica, "max_sessions", cfg.maxSessions)
 	failed := make(chan error, 1)
 	go func() { failed <- srv.Serve(ln) }()
 	select {
@@ -232,10 +253,13 @@ func serve(cfg *config, log *slog.Logger) error {
 	stop() // a second signal kills the process at once
 	log.Info("shutting down", "in_flight", s.metrics.inFlight.Load(), "queued", s.metrics.queued.Load())
 
-	// Refuse new runs and cancel the ones in flight; Shutdown then waits
-	// for their handlers, which answer once their sandboxes are closed.
-	// The pooled Sandbox is closed last.
+	// Refuse new runs and cancel the ones in flight, end every session
+	// (its requests in flight end with it, and later ones get 404 saying
+	// the session ended with its replica); Shutdown then waits for the
+	// handlers, which answer once their sandboxes are closed. The pooled
+	// Sandbox is closed last.
 	s.drain()
+	s.closeSessions(drained)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
