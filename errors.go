@@ -138,3 +138,12 @@ func (e *ExitError) Is(target error) bool {
 	}
 	return false
 }
+
+// ErrNotLive is matched by the error of a call that needs a live sandbox
+// (Options.Live), such as Processes or DialContext, on one that is not.
+var ErrNotLive = errors.New("not a live sandbox (Options.Live)")
+
+// ErrExpired is matched by the error of every call on a Sandbox whose live
+// sandbox ended at its Options.IdleTimeout or MaxLifetime; the error
+// matches ErrClosed too.
+var ErrExpired = errors.New("live sandbox expired")

@@ -61,6 +61,12 @@ func (o *Options) validate() error {
 		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "cannot prepare sandboxes with Network: NetworkAllow, whose proxy is made for each run")
 	case o.Pool > 0 && o.bindsInWorkspace():
 		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "cannot prepare sandboxes with a Bind beneath the session's /workspace, which each run is given only at its start")
+	case o.Live && o.InProcess:
+		return optionErr("Options.Live", "true", "needs the spawner, which holds the running sandbox, and Options.InProcess asks for none")
+	case !o.Live && (o.IdleTimeout != 0 || o.MaxLifetime != 0):
+		return optionErr("Options.IdleTimeout and MaxLifetime", fmt.Sprint(o.IdleTimeout, ", ", o.MaxLifetime), "apply only to a live sandbox: set Options.Live")
+	case o.MaxLifetime < 0:
+		return optionErr("Options.MaxLifetime", o.MaxLifetime.String(), "must not be negative (0: no limit)")
 	case o.Workspace != "" && o.FreshWorkspace:
 		return optionErr("Options.FreshWorkspace", "true", "conflicts with Options.Workspace %s; set one", o.Workspace)
 	case o.Workspace != "" && o.WorkspaceFrom != "":

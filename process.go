@@ -21,6 +21,8 @@ type Process struct {
 	// delivers a signal, and kills the run.
 	signal func(syscall.Signal) error
 	kill   func()
+	pid    int    // inside the sandbox, once it runs
+	runID  uint64 // the spawner's id of the run
 
 	ended atomic.Bool // the program's init has been reaped
 	// startFailed says the program never ran, or the run was ended
@@ -102,13 +104,15 @@ func (p *Process) Wait() (*Result, error) {
 	return p.res, p.err
 }
 
-// Pid returns the program's process id inside its sandbox, which is
-// always 1: the sandbox's init runs no process of its own beside the
-// program, it execs the program in its own place, so the program is the
-// init of its PID namespace. Its pid on the host is not given: nothing in
-// the sandbox knows it, and the Process's methods reach it safely where a
-// pid could name another process once it is gone.
-func (p *Process) Pid() int { return 1 }
+// Pid returns the program's process id inside its sandbox. In a sandbox
+// of its own it is always 1: the sandbox's init runs no process of its
+// own beside the program, it execs the program in its own place, so the
+// program is the init of its PID namespace. In a live sandbox
+// (Options.Live) it is the pid the process got when it entered. Its pid
+// on the host is not given: nothing in the sandbox knows it, and the
+// Process's methods reach it safely where a pid could name another
+// process once it is gone.
+func (p *Process) Pid() int { return p.pid }
 
 // Signal sends sig (a syscall.Signal) to the program.
 //

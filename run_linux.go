@@ -33,7 +33,13 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		return fmt.Errorf("sandbox: run %q: %w", cmd.Path, err)
 	}
 	r := &liveRun{ctx: ctx, s: s, cmd: cmd, cfg: s.opts.config(cmd, s.filter)}
+	r.cfg.Hold = cmd.hold
+	// A call of a live Sandbox enters its running sandbox (liveSandbox).
+	r.enter = s.live != nil && !cmd.hold
 	pool := s.opts.Pool
+	if r.enter {
+		pool = 0
+	}
 	if cmd.Terminal != nil {
 		rows, cols := cmd.Terminal.size()
 		r.cfg.Terminal = &wire.Winsize{Rows: rows, Cols: cols}
@@ -54,7 +60,20 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		}
 	}()
 
-	wsMount, release, err := s.forRun()
+	var (
+		wsMount *os.File
+		release func()
+		target  *liveSandbox
+	)
+	switch {
+	case r.enter:
+		target, release, err = s.live.beginCall(ctx, s)
+	case cmd.hold:
+		// Started by a call, which holds the session already.
+		wsMount, release, err = s.sessionMount()
+	default:
+		wsMount, release, err = s.forRun()
+	}
 	if err != nil {
 		return err
 	}
@@ -62,7 +81,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	extra := launch.Files{Workspace: wsMount}
 	r.cfg.WorkspaceMount = wsMount != nil
 
-	if s.egress != nil {
+	if s.egress != nil && !r.enter {
 		if r.px, err = newRunProxy(s.egress, s.opts.EgressResolver, proxyCPUs(&s.opts)); err != nil {
 			wsMount.Close()
 			return err
@@ -76,6 +95,10 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		if r.h, se = launch.Launch(r.cfg, r.st.child, extra, true, &s.ws.teardown, func(text string) { s.log.Warn("sandbox: " + text) }); se != nil {
 			err = setupError(se, r.cfg)
 		}
+	} else if r.enter {
+		// The spawner that holds the running sandbox; if it died, the
+		// sandbox died with it, and the call fails.
+		r.h, err = target.sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, 0, target.id)
 	} else {
 		// A spawner found dead before the request went out is replaced
 		// once; one that dies under a run fails that run.
@@ -83,7 +106,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 			var sp *spawnerClient
 			if sp, err = theSpawner(s.log); err == nil {
 				s.ws.spawned.Store(true)
-				r.h, err = sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, pool)
+				r.h, err = sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, pool, 0)
 			}
 			if !errors.Is(err, errSpawnerGone) {
 				break
@@ -101,6 +124,12 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	if err != nil {
 		return err
 	}
+	if cmd.hold {
+		// A live sandbox's init holds its workspace for its whole
+		// life; its calls hold the session each while they run.
+		r.release()
+		r.release = nil
+	}
 	r.st.copy()
 	p.signal, p.kill = r.h.Signal, r.h.Kill
 
@@ -115,6 +144,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 			r.cancel()
 		}
 	}
+	p.pid, p.runID = r.h.InnerPid, r.h.ID
 	p.startFailed = r.se != nil || r.proxyErr != nil || r.termErr != nil || r.ctxErr != nil
 	handed = true
 	go func() {
@@ -137,6 +167,7 @@ type liveRun struct {
 	st      *stdio
 	px      *runProxy
 	release func() // the run's hold on its session
+	enter   bool   // a call entering the Sandbox's live sandbox
 	h       *launch.Handle
 	begin   time.Time
 
@@ -201,7 +232,13 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 		}
 	}
 	wall := time.Since(r.begin)
-	st.wait()
+	if r.enter {
+		// Its background processes may hold its output open long
+		// after it ended.
+		st.waitAfterExit(outputGrace)
+	} else {
+		st.wait()
+	}
 	ctxErr := r.ctxErr
 
 	res := st.result()
@@ -516,6 +553,36 @@ func (noClose) Close() error { return nil }
 // wait returns once both output pipes reached EOF: every process of the
 // sandbox is gone by then, so nothing holds their write ends.
 func (st *stdio) wait() { st.wg.Wait() }
+
+// outputGrace is how long the output of a live sandbox's call is read
+// after its process ended, when something it started still holds it.
+const outputGrace = 100 * time.Millisecond
+
+// waitAfterExit returns once both output pipes reached EOF, or grace
+// after that has not happened: processes the call left running in a live
+// sandbox may hold the write ends for as long as they live. Their later
+// writes then fail (EPIPE), as on a closed pipe.
+func (st *stdio) waitAfterExit(grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		st.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-time.After(grace):
+	}
+	for _, f := range st.outR {
+		if f != nil {
+			f.Close() // ends its copy, which a deadline would not for a blocking pipe
+		}
+	}
+	if st.tty != nil {
+		st.tty.end()
+	}
+	<-done
+}
 
 func (st *stdio) result() *Result {
 	r := &Result{}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/fumehood/sandbox/internal/egress"
 	"github.com/fumehood/sandbox/internal/wire"
@@ -17,9 +18,10 @@ const (
 	DefaultTmpSize       = 64 << 20 // bytes of /tmp
 	DefaultWorkspaceSize = 64 << 20 // bytes of the tmpfs /workspace
 	DefaultMaxOpenFiles  = 1024
-	DefaultMemory        = 512 << 20 // bytes of memory per run, swap off
-	DefaultCPUs          = 1.0       // CPUs' worth of CPU time per run
-	DefaultPids          = 256       // processes and threads per run
+	DefaultMemory        = 512 << 20        // bytes of memory per run, swap off
+	DefaultCPUs          = 1.0              // CPUs' worth of CPU time per run
+	DefaultPids          = 256              // processes and threads per run
+	DefaultIdleTimeout   = 10 * time.Minute // of a live sandbox (Options.Live)
 	// MinMemory is the smallest Options.Memory New accepts. Below it
 	// the sandbox's own init may be killed, or fail to report, while it
 	// builds the sandbox, before any program runs. Measured on cgroup v1,
@@ -223,6 +225,25 @@ type Options struct {
 	// its start).
 	Pool int
 
+	// Live keeps one sandbox running for all of the Sandbox's calls: its
+	// namespaces, root, /tmp, /workspace and processes last from the
+	// first call until Close, IdleTimeout or MaxLifetime. Each Run or
+	// Start enters it as a new process (see Sandbox.Start), and a
+	// process still running when its call returns, started in the
+	// background or with Start, keeps running. The cgroup limits
+	// (Memory, CPUs, Pids) bound everything alive in it together.
+	// Processes, Signal and DialContext see and reach what runs in it.
+	// Off by default: every Run then gets a sandbox of its own. Not
+	// with InProcess (the running sandbox is held by the spawner).
+	Live bool
+	// IdleTimeout ends a live sandbox, and closes the Sandbox, once no
+	// call has run in it for this long (0: DefaultIdleTimeout; negative:
+	// never). Its calls then fail with an error matching ErrExpired.
+	IdleTimeout time.Duration
+	// MaxLifetime ends a live sandbox, and closes the Sandbox, this long
+	// after it started, whatever runs in it (0: no limit).
+	MaxLifetime time.Duration
+
 	// Seccomp is the syscall filter of every run; nil means
 	// DefaultSeccompPolicy(). New compiles it once, and refuses one that
 	// would stop the sandbox's init after it is loaded: the init then
@@ -340,6 +361,8 @@ type Cmd struct {
 	Terminal *Terminal
 
 	used bool
+	// hold makes the Cmd a live sandbox's init (wire.Program.Hold).
+	hold bool
 	tty  ttyState
 	// The program's end of a StdinPipe, and the caller's, closed once
 	// the run is over.
@@ -373,6 +396,7 @@ func Command(name string, args ...string) *Cmd {
 // return an error matching ErrClosed.
 type Sandbox struct {
 	ws     *session
+	live   *liveSandbox // with Options.Live
 	opts   Options
 	err    error           // the Options' first problem, returned by every Run
 	filter *compiledFilter // nil with NoSeccomp
@@ -384,6 +408,9 @@ type Sandbox struct {
 // Err and every Run return an error that names the option.
 func New(opts Options) *Sandbox {
 	s := &Sandbox{opts: opts, ws: newSession(), log: opts.logger()}
+	if opts.Live {
+		s.live = &liveSandbox{}
+	}
 	s.ws.logTo(opts.Logger)
 	// A Sandbox dropped without Close still ends its session.
 	runtime.AddCleanup(s, func(ss *session) { ss.close() }, s.ws)

@@ -20,3 +20,8 @@ func Probe() (*ProbeReport, error) { return &ProbeReport{}, nil }
 func (s *Sandbox) fillPool() error { return unsupported() }
 
 func setWinsize(*os.File, uint16, uint16) error { return unsupported() }
+
+// liveSandbox is a live Sandbox's running sandbox, which needs Linux.
+type liveSandbox struct{}
+
+func (l *liveSandbox) stop(error) {}

@@ -101,8 +101,24 @@ func (s *Sandbox) forRun() (*os.File, func(), error) {
 		ss.mu.RUnlock()
 		return nil, nil, fmt.Errorf("sandbox: run: %w", ErrClosed)
 	}
+	f, after, err := s.sessionMount()
+	if err != nil {
+		ss.mu.RUnlock()
+		return nil, nil, err
+	}
+	return f, func() {
+		ss.mu.RUnlock()
+		after()
+	}, nil
+}
+
+// sessionMount returns the mount a sandbox's /workspace is to be (nil:
+// the init makes its own), and what to do once the sandbox has it. The
+// caller holds the session's read lock.
+func (s *Sandbox) sessionMount() (*os.File, func(), error) {
+	ss := s.ws
 	if !s.opts.kept() {
-		return nil, ss.mu.RUnlock, nil
+		return nil, func() {}, nil
 	}
 	kc, err := ss.keeper(&s.opts)
 	var f *os.File
@@ -112,7 +128,6 @@ func (s *Sandbox) forRun() (*os.File, func(), error) {
 		}
 	}
 	if err != nil {
-		ss.mu.RUnlock()
 		// The keeper is the first process a session clones; where
 		// that failed for want of user namespaces, say so as Run
 		// would.
@@ -124,10 +139,7 @@ func (s *Sandbox) forRun() (*os.File, func(), error) {
 		}
 		return nil, nil, &SetupError{Stage: "workspace", Op: "start the session's workspace", Err: err}
 	}
-	return f, func() {
-		ss.mu.RUnlock()
-		go ss.fetchSpare(kc)
-	}, nil
+	return f, func() { go ss.fetchSpare(kc) }, nil
 }
 
 // takeSpare returns the workspace mount fetched ahead, if there is one
@@ -267,6 +279,11 @@ func (s *Sandbox) reshape(op string, fn func(kc *keeperClient) error) error {
 		ss.root = nil
 	}
 	ss.dropSpare()
+	if s.live != nil {
+		// Its processes would write on while the workspace is taken
+		// or replaced beneath it: the next call starts a new one.
+		s.live.stop(nil)
+	}
 	if err := fn(kc); err != nil {
 		return fmt.Errorf("sandbox: %s: %w", op, err)
 	}
@@ -326,6 +343,10 @@ func (snap *Snapshot) Release() error {
 // holding them exits). A host Options.Workspace directory is left as it
 // is. Close is idempotent; later calls on the Sandbox fail with ErrClosed.
 func (s *Sandbox) Close() error {
+	if s.live != nil {
+		// First, so that the calls Close waits for end.
+		s.live.stop(fmt.Errorf("sandbox: %w", ErrClosed))
+	}
 	return s.ws.close()
 }
 

@@ -180,7 +180,10 @@ func startSpawner() (*spawnerClient, error) {
 // It returns once the spawner has read the request. An error matching
 // errSpawnerGone means the spawner died before it did: nothing of the run
 // was started, and a new spawner may take it.
-func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*os.File, extra launch.Files, owner string, pool int) (*launch.Handle, error) {
+//
+// With enter, the spawner's id of a live sandbox's init, the run is a
+// process entering that sandbox (wire.Request.Enter) instead.
+func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*os.File, extra launch.Files, owner string, pool int, enter uint64) (*launch.Handle, error) {
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -192,6 +195,7 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	// The spawner does not answer: a signal that finds the run over
 	// does nothing, and the run's Exited reply says how it ended.
 	h.Signal = func(sig unix.Signal) error { return c.send(wire.Request{ID: id, Signal: int(sig)}, nil) }
+	h.ID = id
 	run := &clientRun{h: h, accepted: make(chan struct{})}
 	c.runs[id] = run
 	c.mu.Unlock()
@@ -199,7 +203,7 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	for _, f := range extra.List() {
 		fds = append(fds, int(f.Fd()))
 	}
-	if err := c.send(wire.Request{ID: id, Spec: &cfg.Spec, Program: &cfg.Program, Owner: owner, Pool: pool}, fds); err != nil {
+	if err := c.send(wire.Request{ID: id, Spec: &cfg.Spec, Program: &cfg.Program, Owner: owner, Pool: pool, Enter: enter}, fds); err != nil {
 		c.mu.Lock()
 		delete(c.runs, id)
 		dead := c.dead != nil // its socket closed under our send
@@ -368,6 +372,7 @@ func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
 			run.ready = true
 			if r.Err == nil {
 				run.h.Term, term = term, nil
+				run.h.Pid, run.h.InnerPid = r.Pid, r.InnerPid
 			}
 			run.h.Ready <- r.Err
 		}

@@ -22,6 +22,9 @@
 // signal to its default action before it restores the mask: no Go signal
 // handler ever runs in it.
 //
+// A plan may fork again (ExitUnlessZero): the new child goes on with the
+// steps after the fork, and the forking child ends there.
+//
 // A step's result may be saved in a slot (an fd, usually) and used as a
 // later step's argument. A failing step ends the child: it writes a Failure
 // record naming the step and its errno to the plan's report fd and exits
@@ -101,6 +104,7 @@ const (
 	kindFail    // fail with the errno in slot args[0]
 	kindCheck   // fail with errno args[1] unless *check is args[0]
 	kindLoad    // the result is *from
+	kindExit    // exit with status 0 unless slot args[0] is 0
 )
 
 // op is one step as the child reads it. Everything in it is a plain value.
@@ -214,6 +218,14 @@ func (p *Plan) Check(w Where, at *byte, want byte, errno uintptr) {
 func (p *Plan) Load(s Slot, from *uintptr) {
 	p.add(Where{Op: "load"}, op{kind: kindLoad, from: from}, nil).Save(s)
 	p.keep = append(p.keep, from)
+}
+
+// ExitUnlessZero adds a step that ends the child with status 0 unless
+// slot s holds 0: after a step that forks (a clone without CLONE_VM),
+// whose result is the new child's pid in the parent and 0 in the child,
+// the parent's side of the plan ends there and the child's goes on.
+func (p *Plan) ExitUnlessZero(s Slot) {
+	p.add(Where{Op: "exit unless zero"}, op{kind: kindExit}, []Arg{In(s)})
 }
 
 // Save saves the step's result in slot s.

@@ -295,3 +295,30 @@ func TestStartReturnsAfterCoreSignal(t *testing.T) {
 		t.Logf("core dumped: %v", ws.CoreDump())
 	})
 }
+
+// TestForkGoesOnInTheChild: after a fork step and ExitUnlessZero, the
+// forking child exits 0 at once and the new one, a child of the caller
+// through CLONE_PARENT, runs the rest of the plan.
+func TestForkGoesOnInTheChild(t *testing.T) {
+	r, w := reportPipe(t)
+	p := New(int(w.Fd()))
+	pid := p.Slot(^uintptr(0))
+	p.Call(Where{Op: "fork"}, unix.SYS_CLONE, Val(unix.CLONE_PARENT), Val(0), Val(0), Val(0), Val(0)).Save(pid)
+	p.ExitUnlessZero(pid)
+	p.Call(Where{Op: "write"}, unix.SYS_WRITE, Val(w.Fd()), Buf([]byte("child")), Val(5)).Want(5)
+	p.Call(Where{Op: "exit"}, unix.SYS_EXIT_GROUP, Val(9))
+	if ws := start(t, p, 0, false); !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Errorf("the forking child ended %v, want exit 0", ws)
+	}
+	// The grandchild is this process's child too: wait for any.
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(-1, &ws, 0, nil); err != nil {
+		t.Fatalf("wait4 for the forked child: %v", err)
+	}
+	if !ws.Exited() || ws.ExitStatus() != 9 {
+		t.Errorf("the forked child ended %v, want exit 9", ws)
+	}
+	if got := string(readAll(t, r, w)); got != "child" {
+		t.Errorf("the children wrote %q, want one \"child\"", got)
+	}
+}

@@ -185,6 +185,11 @@ func run(ops []op, slots []uintptr, rec *record, reportFd uintptr) {
 			}
 		case kindLoad:
 			r = *o.from
+		case kindExit:
+			if a[0] != 0 {
+				syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
+			}
+			continue
 		default:
 			r, _, errno = syscall.RawSyscall6(o.trap, a[0], a[1], a[2], a[3], a[4], a[5])
 		}

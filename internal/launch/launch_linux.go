@@ -40,6 +40,19 @@ type Handle struct {
 	// Done; the teardown of a run it serves waits for it (see Launch).
 	Reported chan struct{}
 
+	// ID is the run's id at the spawner, in the caller's Handle of a run
+	// the spawner serves.
+	ID uint64
+
+	// Pid is the process the launcher started, in its own PID namespace,
+	// and InnerPid the same in the sandbox's: 1 for an init, which the
+	// program becomes; an entrant's own for Enter.
+	Pid, InnerPid int
+
+	// live is set for a live sandbox's init (Program.Hold): what Enter
+	// needs of it.
+	live *liveInit
+
 	// For a prepared init (Config.Prepare) only: prepared receives one
 	// value, nil once the sandbox is built; then the init waits for one
 	// value on program, or for program to be closed, which destroys it.
@@ -117,6 +130,18 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 		}
 		proc.Kill()
 	})
+	h.Pid, h.InnerPid = proc.Pid, 1
+	if cfg.Hold {
+		// Opened while the init cannot yet have been reaped, so that it
+		// names the init alone.
+		pidfd, err := unix.PidfdOpen(proc.Pid, 0)
+		if err != nil {
+			proc.Kill()
+			proc.Wait()
+			return fail(&wire.SetupError{Stage: "start", Op: "pidfd_open (the live sandbox's init)", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
+		}
+		h.live = &liveInit{pidfd: pidfd, grp: grp}
+	}
 	sg := &signaler{init: proc, kill: h.Kill}
 	h.Signal = sg.signal
 	if cfg.Prepare {
@@ -158,6 +183,9 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 		h.Ready <- se
 		parent.Close()
 		ps, _ := proc.Wait() // the status is in ps whatever the error
+		if h.live != nil {
+			h.live.close()
+		}
 		exit := exitOf(ps)
 		if ws := unix.WaitStatus(exit.Status); ws.Signaled() && ws.Signal() == unix.SIGKILL {
 			exit.DefaultSignal = int(sg.taken.Load())

@@ -4,6 +4,7 @@ package recipe
 
 import (
 	"github.com/fumehood/sandbox/internal/forkplan"
+	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,6 +16,10 @@ func (b *planner) exec() {
 	cfg := b.cfg
 	if b.shim {
 		b.execShim()
+		return
+	}
+	if cfg.Hold {
+		b.fail(&wire.SetupError{Stage: "start", Op: "hold the live sandbox", Text: "a live sandbox's init is the exec shim, which has no code for this architecture"})
 		return
 	}
 	seen := b.p.Slot(uintptr(unix.ENOENT))

@@ -20,6 +20,7 @@ const (
 	planWorkspaceFd = 5 // the session's workspace mount, when there is one
 	planShimFd      = 6 // the exec shim (execShim), when there is one
 	planProxyFd     = 7 // the proxy channel of a NetworkAllow run (proxyListener)
+	planTargetFd    = 8 // a pidfd of the live sandbox's init, for an entry (CompileEntry)
 )
 
 // The size of a sandbox's plan with the default options, with some
@@ -161,13 +162,18 @@ func (b *planner) sendMarked(w forkplan.Where, to int, mark byte, fd forkplan.Sl
 	b.call(w, unix.SYS_SENDMSG, forkplan.Val(to), forkplan.Ptr(msg), forkplan.Val(unix.MSG_NOSIGNAL)).Want(1)
 }
 
-// placeFds moves the child's inherited fds into the planned layout and
-// closes every other fd it inherited from the launcher.
-func (b *planner) placeFds(fds Fds) {
-	type move struct {
-		from, to int
-		cloexec  bool
-	}
+// fdMove is one inherited fd placed at the fd to, with close-on-exec or
+// without.
+type fdMove struct {
+	from, to int
+	cloexec  bool
+}
+
+// placeFds moves the child's inherited fds into the planned layout, with
+// more in their places too, and closes every other fd it inherited from
+// the launcher.
+func (b *planner) placeFds(fds Fds, more ...fdMove) {
+	type move = fdMove
 	moves := []move{{fds.Stdio[0], 0, false}, {fds.Stdio[1], 1, false}, {fds.Stdio[2], 2, false},
 		{fds.Conn, planConnFd, true}, {fds.Sync, planSyncFd, true}}
 	if fds.Workspace >= 0 {
@@ -179,9 +185,10 @@ func (b *planner) placeFds(fds Fds) {
 	if fds.Proxy >= 0 {
 		moves = append(moves, move{fds.Proxy, planProxyFd, true})
 	}
+	moves = append(moves, more...)
 	// First above every source and target, so that no move overwrites a
 	// source still to be moved.
-	above := planProxyFd + 1
+	above := planTargetFd + 1
 	for _, m := range moves {
 		above = max(above, m.from+1)
 	}

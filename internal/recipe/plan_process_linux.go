@@ -14,6 +14,13 @@ import (
 // hostname, loopback, rlimits, the working directory, dropping every
 // privilege, and the filter.
 func (b *planner) process() {
+	b.hostnameAndNetwork()
+	b.programProcess()
+}
+
+// hostnameAndNetwork sets what the sandbox's namespaces hold for every
+// process in them: the hostname, loopback, the proxy's listener.
+func (b *planner) hostnameAndNetwork() {
 	cfg := b.cfg
 	b.call(forkplan.Where{Stage: "hostname", Op: "sethostname", Path: cfg.Hostname}, unix.SYS_SETHOSTNAME,
 		forkplan.Buf([]byte(cfg.Hostname)), forkplan.Val(len(cfg.Hostname)))
@@ -36,6 +43,13 @@ func (b *planner) process() {
 	if cfg.ProxyPort != 0 {
 		b.proxyListener()
 	}
+}
+
+// programProcess makes the process the program's: its rlimits, signals
+// and working directory, no privilege left, and the filter. An init and a
+// process entering a live sandbox (CompileEntry) both end with it.
+func (b *planner) programProcess() {
+	cfg := b.cfg
 	for _, l := range rlimitsOf(cfg) {
 		b.call(forkplan.Where{Stage: "rlimit", Op: l.name, Path: strconv.FormatUint(l.value, 10)}, unix.SYS_PRLIMIT64, forkplan.Val(0),
 			forkplan.Val(l.resource), forkplan.Ptr(&unix.Rlimit{Cur: l.value, Max: l.value}), forkplan.Val(0))

@@ -45,7 +45,7 @@ func (b *planner) execShim() {
 	} else {
 		// No place is empty, which would end the shim's list: a name
 		// with a slash is one, and PATH's are joined to one.
-		argv = forkplan.Strs(execshim.Args(step, programCandidates(b.cfg.Path, b.cfg.Env), b.cfg.Args))
+		argv = forkplan.Strs(execshim.Args(step, shimPlaces(b.cfg.Program), b.cfg.Args))
 	}
 	b.call(w("exec the exec shim"), unix.SYS_EXECVEAT, forkplan.Val(planShimFd), forkplan.Str(""), argv, envv, forkplan.Val(unix.AT_EMPTY_PATH))
 	if b.p.Len() != step {
@@ -55,4 +55,13 @@ func (b *planner) execShim() {
 	// It reports ENOENT when no place exists, EACCES when one could not
 	// be executed, or the error that ended its search.
 	b.p.Fail(forkplan.Where{Stage: "exec", Op: "look up program", Path: b.cfg.Path}, b.p.Slot(uintptr(unix.ENOENT)))
+}
+
+// shimPlaces is where the exec shim is to look for p: none for a live
+// sandbox's init, which makes the shim hold instead.
+func shimPlaces(p wire.Program) []string {
+	if p.Hold {
+		return nil
+	}
+	return programCandidates(p.Path, p.Env)
 }

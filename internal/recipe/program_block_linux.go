@@ -62,8 +62,8 @@ func (b *ProgramBlock) header(i int) *uintptr { return &b.words[i] }
 // encode lays p out as the child will find it, in a new message of the
 // size it takes; ok is false when p does not fit the block.
 func (b *ProgramBlock) Encode(p wire.Program) (msg []byte, ok bool) {
-	candidates := programCandidates(p.Path, p.Env)
-	if len(candidates) > blockCandidates {
+	candidates := shimPlaces(p)
+	if len(candidates) > blockCandidates || p.Hold && b.shimStep == 0 {
 		return nil, false
 	}
 	args := p.Args

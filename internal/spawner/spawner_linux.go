@@ -105,9 +105,21 @@ func Main() {
 			runs[req.ID] = r
 			mu.Unlock()
 			active.Add(1)
+			var target *launch.Handle
+			if req.Enter != 0 {
+				mu.Lock()
+				if l := runs[req.Enter]; l != nil {
+					target = l.handle()
+				}
+				mu.Unlock()
+			}
 			go func(id uint64) {
 				defer active.Done()
-				serveStart(&req, files, r, byName.get(req.Owner), reply)
+				if req.Enter != 0 {
+					serveEnter(&req, files, r, target, byName.get(req.Owner), reply)
+				} else {
+					serveStart(&req, files, r, byName.get(req.Owner), reply)
+				}
 				mu.Lock()
 				delete(runs, id)
 				mu.Unlock()
@@ -167,6 +179,13 @@ func (r *served) signal(sig unix.Signal) {
 	if r.h != nil && r.h.Signal != nil {
 		r.h.Signal(sig)
 	}
+}
+
+// handle is the run's handle, nil until it has one.
+func (r *served) handle() *launch.Handle {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.h
 }
 
 // setHandle records h, and kills it if a kill came first.
@@ -230,19 +249,62 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 	if se := <-h.Ready; se != nil {
 		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
 	} else {
-		if h.Term != nil {
-			// The caller has its own copy once this is sent.
-			reply(wire.Reply{ID: req.ID, Kind: wire.Started, Terminal: true}, int(h.Term.Fd()))
-			h.Term.Close()
-		} else {
-			reply(wire.Reply{ID: req.ID, Kind: wire.Started})
-		}
+		replyStarted(req.ID, h, reply)
 		if cold && req.Pool > 0 {
 			o.coldStarted()
 		}
 	}
 	exit := <-h.Done
 	exit.Pooled = !cold
+	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
+	close(h.Reported)
+}
+
+// replyStarted tells the caller that h's program runs, with the master
+// of its pty if it has one.
+func replyStarted(id uint64, h *launch.Handle, reply func(wire.Reply, ...int)) {
+	rep := wire.Reply{ID: id, Kind: wire.Started, Pid: h.Pid, InnerPid: h.InnerPid}
+	if h.Term == nil {
+		reply(rep)
+		return
+	}
+	// The caller has its own copy once this is sent.
+	rep.Terminal = true
+	reply(rep, int(h.Term.Fd()))
+	h.Term.Close()
+}
+
+// serveEnter starts one process in the live sandbox target, and reports
+// it until it has been reaped.
+func serveEnter(req *wire.Request, files []*os.File, r *served, target *launch.Handle, o *owner, reply func(wire.Reply, ...int)) {
+	fail := func(se *wire.SetupError) {
+		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
+		reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &wire.Exit{}})
+	}
+	if req.Spec == nil || req.Program == nil || len(files) != 3 {
+		sysutil.CloseFiles(files)
+		fail(&wire.SetupError{Stage: "spawner", Text: "malformed enter request"})
+		return
+	}
+	if target == nil || !target.Live() {
+		sysutil.CloseFiles(files)
+		fail(&wire.SetupError{Stage: "enter", Op: "find the live sandbox", Errno: int(unix.ESRCH), Text: "no live sandbox runs as that run"})
+		return
+	}
+	cfg := &wire.Config{Spec: *req.Spec, Program: *req.Program}
+	h, se := launch.Enter(target, cfg, [3]*os.File(files[:3]), &o.teardown)
+	sysutil.CloseFiles(files) // the entrant has its own
+	if se != nil {
+		fail(se)
+		return
+	}
+	r.setHandle(h)
+	if se := <-h.Ready; se != nil {
+		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
+	} else {
+		replyStarted(req.ID, h, reply)
+	}
+	exit := <-h.Done
 	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
 	close(h.Reported)
 }

@@ -154,4 +154,10 @@ type Program struct {
 	Args []string // argv, Args[0] included
 	Env  []string // the complete environment of the program
 	Dir  string   // working directory inside the sandbox
+
+	// Hold makes the program the init of a live sandbox instead: the
+	// exec shim in its hold mode (internal/execshim), which execs
+	// nothing, reaps orphans and waits to be killed. Path names nothing
+	// then; processes enter the sandbox later (Request.Enter).
+	Hold bool `json:",omitempty"`
 }

@@ -18,6 +18,12 @@ package wire
 //	                                        ←  Reply{ID, Started} or Reply{ID, Failed, Err};
 //	                                           a run with a terminal: Reply{ID, Started,
 //	                                           Terminal} + SCM_RIGHTS(the pty's master)
+//	Request{ID, Enter: L, Spec, Program}    →  (a live sandbox's call) starts Program in the
+//	  + SCM_RIGHTS(0,1,2)                      running sandbox of the run L, whose Program has
+//	                                           Hold, as a process entering it (launch.Enter)
+//	                                        ←  Reply{ID, Accepted}, then Started{Pid} or Failed,
+//	                                           then Exited, as for a start; Kill kills the
+//	                                           entrant's process group, not the sandbox
 //	Request{ID, Signal} (Process.Signal)    →  deliver the signal to the run's program, or
 //	                                           take its default action (launch.Handle.Signal);
 //	                                           no reply: how the run ended is in its Exit
@@ -45,9 +51,12 @@ package wire
 // three fds (stdin, stdout, stderr) as SCM_RIGHTS, then the proxy channel
 // and the workspace mount when Spec asks for them.
 type Request struct {
-	ID     uint64
-	Kill   bool // kill the run ID instead of starting one
-	Signal int  // deliver this signal to the run ID's program instead (launch.Handle.Signal)
+	ID   uint64
+	Kill bool // kill the run ID instead of starting one
+	// Enter names the live sandbox (a run whose Program has Hold) that
+	// the start ID's Program runs in, instead of a new one.
+	Enter  uint64 `json:",omitempty"`
+	Signal int    // deliver this signal to the run ID's program instead (launch.Handle.Signal)
 
 	// Spec is the sandbox of a start or a Fill, and Program a start's
 	// program: the start's Config is both.
@@ -91,6 +100,10 @@ type Reply struct {
 	// Terminal says a Started reply carries the master of the run's pty
 	// as SCM_RIGHTS (Spec.Terminal; see TerminalMark).
 	Terminal bool `json:",omitempty"`
+	// Pid is, on a Started reply, the program's pid in the spawner's PID
+	// namespace, and InnerPid in the sandbox's (1 but for an entrant).
+	Pid      int `json:",omitempty"`
+	InnerPid int `json:",omitempty"`
 }
 
 // Exit is how the sandbox's init ended and what it used.

@@ -1,0 +1,175 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// liveSandbox is the running sandbox of a live Sandbox (Options.Live), as
+// the caller holds it: the run of its init, which holds its namespaces
+// and reaps its orphans (wire.Program.Hold), in the spawner that started
+// it; every call enters it there (launch.Enter). It is started at the
+// first call and ends with Close, its idle timeout or its lifetime.
+type liveSandbox struct {
+	mu    sync.Mutex
+	init  *Process       // the init's run, nil until the first call
+	sp    *spawnerClient // the spawner holding it
+	id    uint64         // the init's run id there
+	calls int            // calls in flight
+	ended error          // why it ended, once it has; every later call fails with it
+	idle  *time.Timer
+	life  *time.Timer
+}
+
+// beginCall readies the live sandbox for one call, starting it if it is
+// not running, and returns it with the release to call when the call is
+// over. The call holds the session as a Run does (forRun), so that
+// Snapshot and friends wait for it.
+func (l *liveSandbox) beginCall(ctx context.Context, s *Sandbox) (*liveSandbox, func(), error) {
+	ss := s.ws
+	ss.mu.RLock()
+	if ss.closed {
+		ss.mu.RUnlock()
+		l.mu.Lock()
+		err := l.ended
+		l.mu.Unlock()
+		if err == nil {
+			err = fmt.Errorf("sandbox: run: %w", ErrClosed)
+		}
+		return nil, nil, err
+	}
+	if err := l.ensure(ctx, s); err != nil {
+		ss.mu.RUnlock()
+		return nil, nil, err
+	}
+	l.mu.Lock()
+	l.calls++
+	if l.idle != nil {
+		l.idle.Stop()
+	}
+	l.mu.Unlock()
+	var once sync.Once
+	return l, func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.calls--
+			if l.calls == 0 && l.idle != nil && l.ended == nil {
+				l.idle.Reset(idleTimeout(&s.opts))
+			}
+			l.mu.Unlock()
+			ss.mu.RUnlock()
+		})
+	}, nil
+}
+
+// idleTimeout is Options.IdleTimeout with its default; negative: never.
+func idleTimeout(o *Options) time.Duration {
+	if o.IdleTimeout == 0 {
+		return DefaultIdleTimeout
+	}
+	return o.IdleTimeout
+}
+
+// ensure starts the live sandbox if none runs. The caller holds the
+// session's read lock, which keeps Close and the reshapes out.
+func (l *liveSandbox) ensure(ctx context.Context, s *Sandbox) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended != nil {
+		return l.ended
+	}
+	if l.init != nil {
+		if !l.init.ended.Load() {
+			return nil
+		}
+		// It died under us (the spawner died, or something killed
+		// its init): what ran in it is gone, which no call must miss.
+		res, err := l.init.Wait()
+		why := "its init ended"
+		if err != nil {
+			why += ": " + err.Error()
+		} else if res != nil {
+			why += " (" + res.Outcome.String() + ")"
+		}
+		l.ended = fmt.Errorf("sandbox: the live sandbox ended: %s; close this Sandbox and make a new one: %w", why, ErrClosed)
+		return l.ended
+	}
+	sp, err := theSpawner(s.log)
+	if err != nil {
+		return err
+	}
+	cmd := &Cmd{Path: liveInitName, Args: []string{liveInitName}, hold: true}
+	// The init outlives ctx, which bounds only the call that started it.
+	p, err := s.start(context.WithoutCancel(ctx), cmd)
+	if err != nil {
+		return fmt.Errorf("sandbox: start the live sandbox: %w", err)
+	}
+	if p.startFailed {
+		_, err := p.Wait()
+		if err == nil {
+			err = errors.New("its init ended at once")
+		}
+		return fmt.Errorf("sandbox: start the live sandbox: %w", err)
+	}
+	l.init, l.sp = p, sp
+	l.id = p.runID
+	if d := idleTimeout(&s.opts); d > 0 {
+		l.idle = time.AfterFunc(d, func() { l.expire(s, "idle for "+d.String()+" (Options.IdleTimeout)", true) })
+		l.idle.Stop() // armed when its calls are over
+	}
+	if d := s.opts.MaxLifetime; d > 0 {
+		l.life = time.AfterFunc(d, func() { l.expire(s, "its maximum lifetime of "+d.String()+" passed (Options.MaxLifetime)", false) })
+	}
+	return nil
+}
+
+// liveInitName is the live sandbox's init's name in its Process's log.
+const liveInitName = "sandbox-live-init"
+
+// expire ends the live sandbox and closes the Sandbox, for why; an idle
+// expiry does nothing if a call began meanwhile.
+func (l *liveSandbox) expire(s *Sandbox, why string, idle bool) {
+	l.mu.Lock()
+	if l.ended != nil || idle && l.calls > 0 {
+		l.mu.Unlock()
+		return
+	}
+	l.ended = fmt.Errorf("sandbox: the live sandbox ended: %s: %w", why, expiredError{})
+	l.mu.Unlock()
+	s.log.Info("sandbox: live sandbox expired", "why", why)
+	s.Close()
+}
+
+// expiredError matches ErrExpired and ErrClosed.
+type expiredError struct{}
+
+func (expiredError) Error() string   { return ErrExpired.Error() }
+func (expiredError) Unwrap() []error { return []error{ErrExpired, ErrClosed} }
+
+// stop kills the live sandbox, every process in it, and waits until its
+// init has been reaped; the next call starts a new one unless err, which
+// every later call then fails with, is set.
+func (l *liveSandbox) stop(err error) {
+	l.mu.Lock()
+	p := l.init
+	l.init = nil
+	if err != nil && l.ended == nil {
+		l.ended = err
+	}
+	for _, t := range []*time.Timer{l.idle, l.life} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	l.idle, l.life = nil, nil
+	l.mu.Unlock()
+	if p != nil {
+		p.Kill()
+		p.Wait()
+	}
+}
