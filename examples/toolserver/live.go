@@ -17,10 +17,18 @@ import (
 var errNotLive = errors.New("live sessions are not available in this build of the library")
 
 // liveOptions makes o a live sandbox's: its processes, /tmp and /workspace
-// last across calls until Close, idle or max lifetime. The server ends
-// sessions at those times itself; the library's own timers stand behind it.
+// last across calls until the session ends.
+//
+// The server ends a session at its idle timeout and lifetime itself: idle
+// means no request in the session, and some requests (a proxied
+// connection, a file listing) are not calls the library would count. So
+// the library's idle timeout is off, and its lifetime stands a minute
+// behind the server's, should the server fail to end it.
 func liveOptions(o *sandbox.Options, idle, life time.Duration) {
 	o.FreshWorkspace = false
+	o.Live = true
+	o.IdleTimeout = -1
+	o.MaxLifetime = life + time.Minute
 }
 
 // processes lists what is alive in the session's sandbox.

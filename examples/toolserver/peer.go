@@ -56,7 +56,8 @@ func checkPeerURL(tmpl string) error {
 	if tmpl == "" {
 		return nil
 	}
-	const mark = "replica-name-here"
+	// A mark that parses both as a host's label and as a port.
+	const mark = "65432"
 	u, err := url.Parse(strings.ReplaceAll(tmpl, "{replica}", mark))
 	switch {
 	case err != nil:

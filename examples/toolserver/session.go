@@ -252,19 +252,19 @@ type sessionRequest struct {
 
 // sessionInfo describes a session in answers.
 type sessionInfo struct {
-	ID          string      `json:"id"`
-	Replica     string      `json:"replica"`
-	CreatedAt   time.Time   `json:"created_at"`
-	ExpiresAt   time.Time   `json:"expires_at"` // at its max_lifetime
-	LastUsedAt  time.Time   `json:"last_used_at"`
-	IdleTimeout string      `json:"idle_timeout"`
-	MaxLifetime string      `json:"max_lifetime"`
-	Limits      limitsInfo  `json:"limits"`
-	Network     string      `json:"network"`
-	Egress      []string    `json:"egress"` // never null
-	Active      int         `json:"active_requests"`
-	Background  int         `json:"background_processes"` // started through the API and still running
-	Snapshots   []string    `json:"snapshots"`            // never null
+	ID          string     `json:"id"`
+	Replica     string     `json:"replica"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   time.Time  `json:"expires_at"` // at its max_lifetime
+	LastUsedAt  time.Time  `json:"last_used_at"`
+	IdleTimeout string     `json:"idle_timeout"`
+	MaxLifetime string     `json:"max_lifetime"`
+	Limits      limitsInfo `json:"limits"`
+	Network     string     `json:"network"`
+	Egress      []string   `json:"egress"` // never null
+	Active      int        `json:"active_requests"`
+	Background  int        `json:"background_processes"` // started through the API and still running
+	Snapshots   []string   `json:"snapshots"`            // never null
 }
 
 // limitsInfo are a session's resolved limits.

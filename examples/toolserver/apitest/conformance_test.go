@@ -3,52 +3,12 @@ package apitest
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// TestExamples sends every request example in the document (each checked
-// against the document first) and checks the answer.
-func TestExamples(t *testing.T) {
-	sp := mustSpec(t)
-	s := startServer(t)
-	sent := 0
-	for _, path := range sp.doc.Paths.InMatchingOrder() {
-		for method, op := range sp.doc.Paths.Value(path).Operations() {
-			if op.RequestBody == nil {
-				continue
-			}
-			mt := op.RequestBody.Value.Content.Get("application/json")
-			if mt == nil || len(mt.Examples) == 0 {
-				t.Errorf("%s %s: no application/json example: a client's author has nothing to start from", method, path)
-				continue
-			}
-			for name, ex := range mt.Examples {
-				body, err := json.Marshal(ex.Value.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp, answer := sp.do(t, s.url, jsonCall(method, path, string(body)))
-				if resp.StatusCode != http.StatusOK {
-					t.Errorf("%s %s example %q: %s %s", method, path, name, resp.Status, clip(answer))
-				}
-				sent++
-			}
-		}
-	}
-	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
-		if resp, body := sp.do(t, s.url, call{method: http.MethodGet, path: path}); resp.StatusCode != http.StatusOK || len(body) == 0 {
-			t.Errorf("GET %s: %s %q", path, resp.Status, body)
-		}
-	}
-	if sent == 0 {
-		t.Error("the document has no request examples")
-	}
-}
 
 // TestRunAnswers: the answers of /v1/runs other than a plain success (a
 // program that fails, a timeout, refusals of every kind, a stream) are

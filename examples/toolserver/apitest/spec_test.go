@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,9 @@ const docBase = "http://localhost:8080"
 type spec struct {
 	doc    *openapi3.T
 	router routers.Router
+
+	mu        sync.Mutex
+	exercised map[string]bool // operationIds whose answers were checked
 }
 
 var loadSpec = sync.OnceValues(func() (*spec, error) {
@@ -45,7 +50,7 @@ var loadSpec = sync.OnceValues(func() (*spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route %s: %w", specFile, err)
 	}
-	return &spec{doc: doc, router: router}, nil
+	return &spec{doc: doc, router: router, exercised: map[string]bool{}}, nil
 })
 
 func mustSpec(t *testing.T) *spec {
@@ -155,6 +160,9 @@ func (sp *spec) check(t *testing.T, ex *exchange, body []byte) {
 		Options:                &openapi3filter.Options{IncludeResponseStatus: true},
 	}
 	out.SetBodyBytes(body)
+	sp.mu.Lock()
+	sp.exercised[ex.in.Route.Operation.OperationID] = true
+	sp.mu.Unlock()
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
 		t.Errorf("%s %s: the answer breaks the document: %v\n%s %s\n%s", ex.in.Request.Method, ex.in.Request.URL.Path,
 			err, ex.resp.Status, ex.resp.Header.Get("Content-Type"), clip(body))
@@ -212,4 +220,27 @@ func (sp *spec) checkComponent(t *testing.T, name string, resp *http.Response, b
 	if err := mt.Schema.Value.VisitJSON(v, openapi3.VisitAsResponse()); err != nil {
 		t.Errorf("%s answer breaks the document: %v\n%s", name, err, clip(body))
 	}
+}
+
+// examples returns an operation's request examples as JSON, by name, in
+// the order of their names.
+func (sp *spec) examples(t *testing.T, path, method string) []string {
+	t.Helper()
+	op := sp.doc.Paths.Value(path).GetOperation(strings.ToUpper(method))
+	if op == nil || op.RequestBody == nil {
+		t.Fatalf("%s %s: no such operation with a body in the document", method, path)
+	}
+	mt := op.RequestBody.Value.Content.Get("application/json")
+	if mt == nil || len(mt.Examples) == 0 {
+		t.Fatalf("%s %s: no application/json example: a client's author has nothing to start from", method, path)
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(mt.Examples)) {
+		b, err := json.Marshal(mt.Examples[name].Value.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(b))
+	}
+	return out
 }
