@@ -25,7 +25,7 @@ FUZZEXECS ?= 150000
 # once, on their own, and every other pass skips them.
 CPYTHON_TEST = ^TestCPythonRegressionTests$$
 # The tests run a second time with pooled sandboxes (see the test target).
-POOL_TESTS = TestEscape|TestEtc|TestPtys|TestFileSizes|TestMaskedProc|TestOnly|TestHostInvisible|TestReadOnly|TestWritable|TestIdentity|TestNoPrivileges|TestEnvironment|TestProc|TestOOMScore|TestWorkingDirectory|TestTmpfs|TestExitStatus|TestCrash|TestMissing|TestStdin|TestTimeout|TestCancel|TestOutputFlood|TestConcurrentRuns|TestSetupFailure|TestBindSource|TestSession|TestLimitsReported|TestMemoryHog|TestForkBomb|TestCPUQuota|TestFillTmp|TestFileSizeLimit|TestSeccompRefuses|TestSeccompKill|TestPool
+POOL_TESTS = TestEscape|TestLive|TestEtc|TestPtys|TestFileSizes|TestMaskedProc|TestOnly|TestHostInvisible|TestReadOnly|TestWritable|TestIdentity|TestNoPrivileges|TestEnvironment|TestProc|TestOOMScore|TestWorkingDirectory|TestTmpfs|TestExitStatus|TestCrash|TestMissing|TestStdin|TestTimeout|TestCancel|TestOutputFlood|TestConcurrentRuns|TestSetupFailure|TestBindSource|TestSession|TestLimitsReported|TestMemoryHog|TestForkBomb|TestCPUQuota|TestFillTmp|TestFileSizeLimit|TestSeccompRefuses|TestSeccompKill|TestPool
 
 .PHONY: help demo test test-rootless test-vm test-busy bench bench-cgroups soak mutants
 

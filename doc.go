@@ -322,6 +322,54 @@
 // gives each Run an empty workspace of its own and starts no keeper, for
 // unrelated programs run through one Sandbox.
 //
+// # Live sandboxes
+//
+// With [Options.Live], the Runs of a Sandbox share more than the
+// workspace: one running sandbox, its namespaces, root, /tmp, /workspace
+// and processes, from the first call to [Sandbox.Close],
+// [Options.IdleTimeout] or [Options.MaxLifetime]. A process a call leaves
+// running (a server started in the background, a Python kernel started
+// with [Sandbox.Start]) keeps running; Run returns when the process it
+// started ends, and its Result is that process's. [Sandbox.Processes]
+// lists what runs, [Sandbox.Signal] signals it by its pid inside, and
+// [Sandbox.DialContext] connects from the host to a listener in the
+// sandbox's own network namespace (its loopback, or a Unix socket in it):
+// nothing of the sandbox is exposed on the host's network.
+//
+//	sb := sandbox.New(sandbox.Options{Live: true})
+//	defer sb.Close()
+//	sb.Run(ctx, sandbox.Command("sh", "-c", "python3 -m http.server 8000 >/tmp/log 2>&1 &"))
+//	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+//		return sb.DialContext(ctx, "tcp", "127.0.0.1:8000")
+//	}}}
+//
+// The running sandbox's init is the exec shim in a mode of its own: it
+// execs nothing, waits, and, as its PID namespace's init, reaps the
+// orphans. Each call enters the sandbox as a new process, which hostile
+// code already inside had time to prepare for. The spawner clones a copy
+// of itself that is non-dumpable from its first step (so /proc/PID/mem,
+// fd, environ and ptrace need a capability over the host's user namespace),
+// joins the sandbox's cgroup, then all of its init's namespaces at once
+// (setns of a pidfd), and forks into its PID namespace; the fork becomes
+// the sandbox user with no capability, no_new_privs and the filter, with
+// no descriptor but its stdio and two close-on-exec ones, before the exec
+// shim's exec makes it dumpable. Its working directory and program are
+// resolved from the sandbox's root. The sandbox's cgroup limits bound
+// everything alive in it together, and a call that cannot start for the
+// pids limit says so.
+//
+// A call's output is read until its process has ended and, for what it
+// left running, [Sandbox.Run] waits a tenth of a second more: a
+// background process that still holds the call's stdout and stderr then
+// finds them closed (EPIPE). Start background processes with their output
+// redirected, or with [Sandbox.Start], whose [Process] reads its output
+// for as long as it runs. [Sandbox.Snapshot], [Sandbox.Restore] and
+// [Sandbox.Reset] end the running sandbox and every process in it first,
+// so that nothing writes to a workspace that is being frozen or replaced;
+// the next call starts a new one on the workspace as they left it. An
+// idle timeout or the maximum lifetime closes the Sandbox: its later calls
+// fail with an error matching [ErrExpired].
+//
 // # What a run can cost the caller
 //
 // A run may use up its own limits; the process that called Run does work

@@ -330,3 +330,76 @@ func ExampleOptions_logger() {
 	// level=DEBUG msg="sandbox: run started" program=sh
 	// level=DEBUG msg="sandbox: run ended" program=sh outcome=exited exit_code=2
 }
+
+func ExampleOptions_live() {
+	opts := anywhere
+	opts.Live = true // one running sandbox for every call, until Close
+	sb := sandbox.New(opts)
+	defer sb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// A call leaves a file in /tmp and a process running; the next call
+	// sees both.
+	if _, err := sb.Run(ctx, sandbox.Command("sh", "-c", "echo 42 > /tmp/answer; sleep 1000 >/dev/null 2>&1 &")); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	res, err := sb.Run(ctx, sandbox.Command("cat", "/tmp/answer"))
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("%s", res.Stdout)
+	procs, err := sb.Processes(ctx)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	for _, p := range procs {
+		fmt.Println(p.Args, p.State)
+		sb.Signal(p.Pid, syscall.SIGTERM)
+	}
+	// Output:
+	// 42
+	// [sleep 1000] sleeping
+}
+
+func ExampleSandbox_DialContext() {
+	opts := anywhere
+	opts.Live = true
+	sb := sandbox.New(opts)
+	defer sb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// A server on the sandbox's own loopback, which the host's network
+	// never sees; its output goes to a file, since it outlives its call.
+	server := `python3 -c '
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 7000)); s.listen()
+while True:
+    c, _ = s.accept(); c.sendall(b"hello from inside\n"); c.close()
+' >/tmp/server.log 2>&1 &`
+	if _, err := sb.Run(ctx, sandbox.Command("sh", "-c", server)); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	for {
+		conn, err := sb.DialContext(ctx, "tcp", "127.0.0.1:7000")
+		if errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond) // not listening yet
+			continue
+		}
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		fmt.Print(line)
+		return
+	}
+	// Output:
+	// hello from inside
+}

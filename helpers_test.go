@@ -192,11 +192,21 @@ var helpers = map[string]func(args []string) int{
 	// caller runs a sandboxed "sleep N.25" from a host process, prints
 	// "ready" once it runs and waits to be killed. (The marker N.25 is not
 	// in the caller's own command line.)
+	// With "live", the sleep is a background process of a live
+	// sandbox's call that has returned.
 	"caller": func(args []string) int {
-		s := New(testOpts(Options{InProcess: len(args) > 1 && args[1] == "inprocess"}))
+		mode := ""
+		if len(args) > 1 {
+			mode = args[1]
+		}
+		s := New(testOpts(Options{InProcess: mode == "inprocess", Live: mode == "live"}))
 		marker := args[0] + ".25"
 		go func() {
-			_, err := s.Run(context.Background(), Command("/bin/sleep", marker))
+			cmd := Command("/bin/sleep", marker)
+			if mode == "live" {
+				cmd = Command("/bin/sh", "-c", "/bin/sleep "+marker+" >/dev/null 2>&1 &")
+			}
+			_, err := s.Run(context.Background(), cmd)
 			fmt.Println("Run returned:", err)
 		}()
 		if !waitFor(func() bool { return len(hostProcesses(marker)) > 0 }) {

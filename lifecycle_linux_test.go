@@ -310,7 +310,7 @@ func TestCancel(t *testing.T) {
 
 func TestParentKilledLeavesNothing(t *testing.T) {
 	requireSandbox(t)
-	for _, mode := range []string{"spawner", "inprocess"} {
+	for _, mode := range []string{"spawner", "inprocess", "live"} {
 		t.Run(mode, func(t *testing.T) {
 			m := marker(t)
 			cmd := exec.Command("/proc/self/exe", m, mode)

@@ -6,8 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // liveSandbox is the running sandbox of a live Sandbox (Options.Live), as
@@ -21,9 +24,15 @@ type liveSandbox struct {
 	sp    *spawnerClient // the spawner holding it
 	id    uint64         // the init's run id there
 	calls int            // calls in flight
-	ended error          // why it ended, once it has; every later call fails with it
-	idle  *time.Timer
-	life  *time.Timer
+	// Its init on the host, for Processes and Signal: a pidfd that keeps
+	// its pid from naming anything else while it lives, and its PID
+	// namespace, which names the processes in the sandbox.
+	initPid int
+	pidfd   int // -1 when there is none
+	pidNS   nsID
+	ended   error // why it ended, once it has; every later call fails with it
+	idle    *time.Timer
+	life    *time.Timer
 }
 
 // beginCall readies the live sandbox for one call, starting it if it is
@@ -116,8 +125,14 @@ func (l *liveSandbox) ensure(ctx context.Context, s *Sandbox) error {
 		}
 		return fmt.Errorf("sandbox: start the live sandbox: %w", err)
 	}
+	ns, pidfd, err := openInit(p.hostPid)
+	if err != nil {
+		p.Kill()
+		p.Wait()
+		return fmt.Errorf("sandbox: start the live sandbox: %w", err)
+	}
 	l.init, l.sp = p, sp
-	l.id = p.runID
+	l.id, l.initPid, l.pidfd, l.pidNS = p.runID, p.hostPid, pidfd, ns
 	if d := idleTimeout(&s.opts); d > 0 {
 		l.idle = time.AfterFunc(d, func() { l.expire(s, "idle for "+d.String()+" (Options.IdleTimeout)", true) })
 		l.idle.Stop() // armed when its calls are over
@@ -167,9 +182,54 @@ func (l *liveSandbox) stop(err error) {
 		}
 	}
 	l.idle, l.life = nil, nil
+	pidfd := l.pidfd
+	l.pidfd = -1
 	l.mu.Unlock()
+	if pidfd >= 0 {
+		defer unix.Close(pidfd)
+	}
 	if p != nil {
 		p.Kill()
 		p.Wait()
 	}
 }
+
+// nsID names a namespace: the device and inode of its /proc/PID/ns link.
+type nsID struct{ dev, ino uint64 }
+
+// nsOf is the PID namespace of host process pid.
+func nsOf(pid int) (nsID, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/ns/pid", &st); err != nil {
+		return nsID{}, err
+	}
+	return nsID{st.Dev, st.Ino}, nil
+}
+
+// openInit opens a pidfd of the live sandbox's init, host pid pid, and
+// reads its PID namespace; the pidfd, still naming a live process after
+// the read, shows the namespace read was the init's.
+func openInit(pid int) (nsID, int, error) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nsID{}, -1, fmt.Errorf("pidfd_open of its init: %w", err)
+	}
+	ns, err := nsOf(pid)
+	if err == nil {
+		err = unix.PidfdSendSignal(pidfd, 0, nil, 0)
+	}
+	if err != nil {
+		unix.Close(pidfd)
+		return nsID{}, -1, fmt.Errorf("read its init's PID namespace: %w", err)
+	}
+	return ns, pidfd, nil
+}
+
+// alive says whether the live sandbox's init, and so the sandbox, lives.
+func (l *liveSandbox) alive() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pidfd >= 0 && unix.PidfdSendSignal(l.pidfd, 0, nil, 0) == nil
+}
+
+func newLiveSandbox() *liveSandbox { return &liveSandbox{pidfd: -1} }

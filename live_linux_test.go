@@ -2,43 +2,329 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
+// liveTest is a live Sandbox for a test, whose processes carry a marker
+// the host can find them by, closed when the test ends.
+func liveTest(t *testing.T, o Options) (*Sandbox, string) {
+	t.Helper()
+	requireSandbox(t)
+	m := marker(t)
+	o.Live = true
+	o.Env = append(o.Env, "LIVE_MARKER="+m)
+	return newTest(t, o), m
+}
+
+// runOK runs a shell script in s and returns its stdout, failing the test
+// unless it exits 0.
+func runOK(t *testing.T, s *Sandbox, script string) string {
+	t.Helper()
+	res, err := s.Run(context.Background(), Command("/bin/sh", "-c", script))
+	if err != nil {
+		t.Fatalf("Run(%q): %v", script, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("Run(%q): %v, exit %d, stderr %q", script, res.Outcome, res.ExitCode, res.Stderr)
+	}
+	return string(res.Stdout)
+}
+
 // TestLiveKeepsProcessesAndFiles: the calls of a live Sandbox share one
 // running sandbox: a background process started by one call runs on after
-// it, and the next call sees it, its pid namespace and its /tmp.
+// it returned, and the next call sees it, the same PID namespace and the
+// same /tmp. Close, not the end of the call, kills it.
 func TestLiveKeepsProcessesAndFiles(t *testing.T) {
-	requireSandbox(t)
-	marker := fmt.Sprintf("sbxtest-live-%d", time.Now().UnixNano())
-	s := newTest(t, Options{Live: true, Env: []string{"MARK=" + marker}})
-	ctx := context.Background()
-	res, err := s.Run(ctx, Command("sh", "-c", "echo kept > /tmp/f; sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/bg; echo $$"))
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("first call: %v %+v", err, res)
+	s, m := liveTest(t, Options{})
+	first := runOK(t, s, "echo kept > /tmp/f; /bin/sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/bg; echo $$")
+	if pid := strings.TrimSpace(first); pid == "1" || pid == "" {
+		t.Errorf("the first call's shell is pid %q; a call enters the live sandbox as a new process, not as its init", pid)
 	}
-	first := strings.TrimSpace(string(res.Stdout))
-	if first == "1" {
-		t.Errorf("the first call's shell is pid 1 of its sandbox; it should have entered a live one")
-	}
-	res, err = s.Run(ctx, Command("sh", "-c", "cat /tmp/f; kill -0 $(cat /tmp/bg) && echo alive; echo $$"))
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("second call: %v %+v stderr %q", err, res, res.Stderr)
-	}
-	out := string(res.Stdout)
+	out := runOK(t, s, "cat /tmp/f; kill -0 $(cat /tmp/bg) && echo alive; cat /proc/1/cmdline | tr '\\0' ' '")
 	if !strings.Contains(out, "kept\n") || !strings.Contains(out, "alive\n") {
 		t.Errorf("second call saw %q; want the first call's /tmp file and its background process alive", out)
 	}
-	if len(ownProcesses(marker)) == 0 {
-		t.Errorf("no process of the live sandbox on the host between calls")
+	if len(ownProcesses(m)) == 0 {
+		t.Errorf("no process of the live sandbox on the host between its calls")
 	}
 	s.Close()
-	requireNothingLeft(t, marker)
-	if _, err := s.Run(ctx, Command("true")); err == nil {
-		t.Errorf("a call after Close succeeded")
+	requireNothingLeft(t, m)
+	if _, err := s.Run(context.Background(), Command("true")); !errors.Is(err, ErrClosed) {
+		t.Errorf("a call after Close: err = %v, want ErrClosed", err)
 	}
-	_ = time.Second
+}
+
+// TestLiveStartSignalAndList: Start in a live sandbox gives the process's
+// own pid inside; Processes lists it as the sandbox's ps would, and a
+// signal it has no handler for ends it (it is not its namespace's init).
+func TestLiveStartSignalAndList(t *testing.T) {
+	s, _ := liveTest(t, Options{})
+	ctx := context.Background()
+	p, err := s.Start(ctx, Command("/bin/sleep", "100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Pid() <= 1 {
+		t.Errorf("Pid() = %d, want the entered process's own pid (> 1)", p.Pid())
+	}
+	procs, err := s.Processes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(procs, func(pi ProcessInfo) bool { return pi.Pid == p.Pid() })
+	if i < 0 {
+		t.Fatalf("Processes() = %+v, want pid %d among them", procs, p.Pid())
+	}
+	if pi := procs[i]; !slices.Equal(pi.Args, []string{"/bin/sleep", "100"}) || pi.State != "sleeping" || pi.PPid != 0 || pi.RSS <= 0 {
+		t.Errorf("Processes()[%d] = %+v, want /bin/sleep 100, sleeping, PPid 0, some RSS", i, pi)
+	}
+	// What the sandbox itself sees: the same pid, in its /proc.
+	if out := runOK(t, s, fmt.Sprintf("cat /proc/%d/cmdline | tr '\\0' ' '", p.Pid())); out != "/bin/sleep 100 " {
+		t.Errorf("inside, /proc/%d/cmdline = %q", p.Pid(), out)
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil || res.Outcome != Signaled || res.Signal != syscall.SIGTERM {
+		t.Errorf("Wait after SIGTERM: %v, %+v; want Signaled SIGTERM", err, res)
+	}
+	// Sandbox.Signal reaches a process by its pid inside.
+	runOK(t, s, "/bin/sleep 200 >/dev/null 2>&1 &")
+	procs, _ = s.Processes(ctx)
+	i = slices.IndexFunc(procs, func(pi ProcessInfo) bool { return len(pi.Args) == 2 && pi.Args[1] == "200" })
+	if i < 0 {
+		t.Fatalf("the background sleep is not among %+v", procs)
+	}
+	if procs[i].PPid != 1 {
+		t.Errorf("the orphaned background sleep has PPid %d, want 1 (the live sandbox's init)", procs[i].PPid)
+	}
+	if err := s.Signal(procs[i].Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(func() bool {
+		ps, _ := s.Processes(ctx)
+		return !slices.ContainsFunc(ps, func(pi ProcessInfo) bool { return pi.Pid == procs[i].Pid })
+	}) {
+		t.Errorf("pid %d still runs after Signal(SIGKILL)", procs[i].Pid)
+	}
+	if err := s.Signal(procs[i].Pid, syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("Signal of a gone pid: %v, want os.ErrProcessDone", err)
+	}
+	if err := s.Signal(1, syscall.SIGTERM); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("Signal of the init: %v, want ErrInvalidOption", err)
+	}
+}
+
+// TestLiveDialContext: a server started in one call is reached from the
+// host in the next through DialContext, over TCP on the sandbox's loopback
+// and over a Unix socket in its /tmp; nothing listens on the host.
+func TestLiveDialContext(t *testing.T) {
+	requirePrograms(t, "python3")
+	s, _ := liveTest(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runOK(t, s, `cd /tmp && echo page > index.html &&
+		python3 -m http.server 8000 --bind 127.0.0.1 >/tmp/http.log 2>&1 &
+		python3 -c '
+import os, socket
+s = socket.socket(socket.AF_UNIX); s.bind("/tmp/app.sock"); s.listen()
+if os.fork(): os._exit(0)
+while True:
+    c, _ = s.accept(); c.sendall(b"unix says hi\n"); c.close()
+' >/dev/null 2>&1`)
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return s.DialContext(ctx, "tcp", "localhost:8000")
+	}}}
+	var body []byte
+	if !waitFor(func() bool {
+		resp, err := client.Get("http://sandbox/index.html")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == 200
+	}) {
+		t.Fatalf("no page from the sandbox's http.server through DialContext")
+	}
+	if string(body) != "page\n" {
+		t.Errorf("GET index.html = %q, want the file the call wrote", body)
+	}
+	c, err := s.DialContext(ctx, "unix", "/tmp/app.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(c)
+	c.Close()
+	if string(got) != "unix says hi\n" {
+		t.Errorf("the Unix socket said %q", got)
+	}
+	if _, err := s.DialContext(ctx, "tcp", "127.0.0.1:8001"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("DialContext to a closed port: %v, want ECONNREFUSED", err)
+	}
+	if _, err := s.DialContext(ctx, "unix", "/tmp/none.sock"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("DialContext to a missing socket: %v, want ErrNotExist", err)
+	}
+	for _, bad := range [][2]string{{"udp", "127.0.0.1:53"}, {"tcp", "example.com:80"}, {"unix", "relative.sock"}, {"tcp4", "[::1]:80"}} {
+		if _, err := s.DialContext(ctx, bad[0], bad[1]); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("DialContext(%q, %q): %v, want ErrInvalidOption", bad[0], bad[1], err)
+		}
+	}
+	oneShot := newTest(t, Options{})
+	if _, err := oneShot.DialContext(ctx, "tcp", "127.0.0.1:8000"); !errors.Is(err, ErrNotLive) {
+		t.Errorf("DialContext on a one-shot Sandbox: %v, want ErrNotLive", err)
+	}
+	if _, err := oneShot.Processes(ctx); !errors.Is(err, ErrNotLive) {
+		t.Errorf("Processes on a one-shot Sandbox: %v, want ErrNotLive", err)
+	}
+}
+
+// TestLiveExpiry: an idle timeout and a maximum lifetime each end the
+// live sandbox, everything in it, and the Sandbox; later calls say why.
+func TestLiveExpiry(t *testing.T) {
+	t.Run("idle", func(t *testing.T) {
+		s, m := liveTest(t, Options{IdleTimeout: 300 * time.Millisecond})
+		runOK(t, s, "/bin/sleep 1000 >/dev/null 2>&1 &")
+		// A call in flight holds the timeout off.
+		runOK(t, s, "sleep 0.6")
+		runOK(t, s, "true")
+		if !waitFor(func() bool {
+			_, err := s.Run(context.Background(), Command("true"))
+			return errors.Is(err, ErrExpired)
+		}) {
+			t.Fatal("the idle live sandbox did not expire")
+		}
+		_, err := s.Run(context.Background(), Command("true"))
+		if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "IdleTimeout") {
+			t.Errorf("a call after the idle timeout: %v, want ErrExpired and ErrClosed naming Options.IdleTimeout", err)
+		}
+		requireNothingLeft(t, m)
+	})
+	t.Run("lifetime", func(t *testing.T) {
+		s, m := liveTest(t, Options{MaxLifetime: 500 * time.Millisecond})
+		res, err := s.Run(context.Background(), Command("/bin/sleep", "30"))
+		if err != nil || res.Outcome != Signaled || res.Signal != syscall.SIGKILL {
+			t.Errorf("a call running at the maximum lifetime: %v, %+v; want it killed", err, res)
+		}
+		if _, err := s.Processes(context.Background()); !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "MaxLifetime") {
+			t.Errorf("Processes after the lifetime: %v, want ErrExpired naming Options.MaxLifetime", err)
+		}
+		requireNothingLeft(t, m)
+	})
+}
+
+// TestLiveOptions: options that a live sandbox cannot have, or that only
+// one can, are refused by name.
+func TestLiveOptions(t *testing.T) {
+	for _, o := range []Options{
+		{Live: true, InProcess: true},
+		{IdleTimeout: time.Second},
+		{MaxLifetime: time.Second},
+		{Live: true, MaxLifetime: -time.Second},
+	} {
+		if err := New(o).Err(); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("New(%+v).Err() = %v, want ErrInvalidOption", o, err)
+		}
+	}
+	// A filter under which the live sandbox's init could not wait.
+	p := DefaultSeccompPolicy()
+	p.Rules = append([]SyscallRule{{Names: []string{"ppoll"}, Action: ActErrno(syscall.EPERM)}}, p.Rules...)
+	if err := New(Options{Live: true, Seccomp: p}).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "ppoll") {
+		t.Errorf("a live Sandbox whose filter refuses ppoll: %v, want ErrInvalidOption naming ppoll", err)
+	}
+	if err := New(Options{Seccomp: p}).Err(); err != nil {
+		t.Errorf("the same filter without Live: %v", err)
+	}
+}
+
+// TestLiveLimitsAndReshape: the live sandbox's pids limit bounds its
+// background processes and its calls together, and a call that cannot
+// start for it fails with an error that says so and leaves nothing; an
+// OOM kill names the call it hit. Snapshot ends the running processes
+// and keeps the workspace, as its doc says.
+func TestLiveLimitsAndReshape(t *testing.T) {
+	if cgroupErr() != nil {
+		t.Skipf("needs cgroup limits: %v", cgroupErr())
+	}
+	s, m := liveTest(t, Options{Pids: 24, Memory: 128 << 20})
+	// Fill the pids limit from the background, leaving the shell.
+	runOK(t, s, "for i in $(seq 40); do /bin/sleep 1000 >/dev/null 2>&1 & done; true")
+	_, err := s.Run(context.Background(), Command("true"))
+	if err == nil || !strings.Contains(err.Error(), "Options.Pids") {
+		t.Errorf("a call with the pids limit full: %v, want an error naming Options.Pids", err)
+	}
+	if out := ownProcesses(m); len(out) > 24 {
+		t.Errorf("%d processes carry the marker, more than the pids limit", len(out))
+	}
+	procs, err := s.Processes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		s.Signal(p.Pid, syscall.SIGKILL)
+	}
+	if !waitFor(func() bool { ps, _ := s.Processes(context.Background()); return len(ps) == 0 }) {
+		t.Fatal("the background sleeps did not end")
+	}
+	runOK(t, s, "echo again > /workspace/f")
+	res, err := s.Run(context.Background(), Command("python3", "-c", "b = bytearray(400 << 20)"))
+	if err != nil || res.Outcome != OutOfMemory {
+		t.Errorf("a call over the memory limit: %v, %+v; want OutOfMemory", err, res)
+	}
+	runOK(t, s, "/bin/sleep 1000 >/dev/null 2>&1 &")
+	if _, err := s.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := s.Processes(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("after Snapshot: %v, %+v; want a new live sandbox with no process", err, ps)
+	}
+	if out := runOK(t, s, "cat /workspace/f"); out != "again\n" {
+		t.Errorf("the workspace after Snapshot: %q", out)
+	}
+	s.Close()
+	requireNothingLeft(t, m)
+}
+
+// TestLiveManyCallsLeaveNothing: calls started one after another in one
+// live sandbox leave nothing of theirs behind: processes, descriptors
+// and goroutines of the caller stay where they were.
+func TestLiveManyCallsLeaveNothing(t *testing.T) {
+	s, m := liveTest(t, Options{})
+	runOK(t, s, "true")
+	fds, goroutines := fdCount(t), runtime.NumGoroutine()
+	for i := range 200 {
+		if _, err := s.Run(context.Background(), Command("/bin/true")); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if ps, err := s.Processes(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("after 200 calls: %v, %+v left in the live sandbox", err, ps)
+	}
+	if !waitFor(func() bool { return fdCount(t) <= fds && runtime.NumGoroutine() <= goroutines+2 }) {
+		t.Errorf("after 200 calls: %d descriptors (was %d), %d goroutines (was %d)", fdCount(t), fds, runtime.NumGoroutine(), goroutines)
+	}
+	s.Close()
+	requireNothingLeft(t, m)
+}
+
+// fdCount counts this process's open descriptors.
+func fdCount(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
 }

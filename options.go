@@ -357,6 +357,14 @@ func (o *Options) HostIDs() (uid, gid int) {
 
 // seccompFilter compiles the run's syscall filter: the default policy's
 // once per process, a caller's once per Sandbox.
+// seccompOption names the filter's option, for its errors.
+func (o *Options) seccompOption() string {
+	if o.Seccomp == nil {
+		return "DefaultSeccompPolicy()"
+	}
+	return "Options.Seccomp"
+}
+
 func (o *Options) seccompFilter() (*compiledFilter, error) {
 	switch {
 	case o.NoSeccomp && o.Seccomp != nil:

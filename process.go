@@ -23,6 +23,9 @@ type Process struct {
 	kill   func()
 	pid    int    // inside the sandbox, once it runs
 	runID  uint64 // the spawner's id of the run
+	// hostPid is its pid on the host, for a live sandbox's init only:
+	// the live sandbox keeps a pidfd of it.
+	hostPid int
 
 	ended atomic.Bool // the program's init has been reaped
 	// startFailed says the program never ran, or the run was ended
@@ -37,7 +40,11 @@ type Process struct {
 }
 
 // Start starts cmd in a new sandbox and returns once its program runs.
-// Wait then returns what Run would have; Run is Start then Wait.
+// Wait then returns what Run would have; Run is Start then Wait. In a live
+// Sandbox (Options.Live) cmd enters the running sandbox as a process of
+// its own instead: Wait waits for that process only, ctx's end or Kill
+// kills it and its process group, and what it started in a session of its
+// own lives on.
 //
 // The error is non-nil when the sandbox could not be built or the program
 // could not be started, with the errors Run returns then (a program not
@@ -96,9 +103,9 @@ func (p *Process) end(res *Result, err error) {
 	close(p.done)
 }
 
-// Wait waits until every process of the sandbox has ended and returns the
-// Result, with the error, that Run would have returned. Later calls
-// return the same.
+// Wait waits until every process of the sandbox has ended (in a live
+// sandbox: the process Start started) and returns the Result, with the
+// error, that Run would have returned. Later calls return the same.
 func (p *Process) Wait() (*Result, error) {
 	<-p.done
 	return p.res, p.err
@@ -155,8 +162,9 @@ const maxSignal = 64
 
 var errNotASignal = errors.New("not a signal of this system: give a syscall.Signal from 0 to 64")
 
-// Kill kills the program and every other process of its sandbox at once;
-// Wait's Result then has Outcome Signaled and Signal SIGKILL. It returns
+// Kill kills the program and every other process of its sandbox at once
+// (in a live sandbox: the process and its process group); Wait's Result
+// then has Outcome Signaled and Signal SIGKILL. It returns
 // an error matching os.ErrProcessDone once the run is known to be over.
 func (p *Process) Kill() error {
 	if p.ended.Load() {

@@ -65,7 +65,12 @@ type Result struct {
 	// its WallTime then starts when it was taken, not when it was built.
 	Pooled bool
 
-	// From the run's cgroup, when it had one (see Limits):
+	// From the run's cgroup, when it had one (see Limits). A call of a
+	// live sandbox (Options.Live) shares its cgroup with everything alive
+	// there: CgroupCPU and MemoryPeak are 0 (UserTime, SystemTime and
+	// MaxRSS are the call's own), and OOMKills and PidsLimitHit count
+	// what the live sandbox's cgroup saw while the call ran; an OOM kill
+	// of the call's own process makes its Outcome OutOfMemory.
 	CgroupCPU    time.Duration // CPU time of every process of the run
 	MemoryPeak   int64         // peak memory of the run in bytes; 0 if the kernel does not say
 	OOMKills     int           // processes the OOM killer killed

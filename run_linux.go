@@ -144,7 +144,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 			r.cancel()
 		}
 	}
-	p.pid, p.runID = r.h.InnerPid, r.h.ID
+	p.pid, p.runID, p.hostPid = r.h.InnerPid, r.h.ID, r.h.Pid
 	p.startFailed = r.se != nil || r.proxyErr != nil || r.termErr != nil || r.ctxErr != nil
 	handed = true
 	go func() {
@@ -389,6 +389,8 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 		}
 	case se.Stage == "cgroup" && se.Op == wire.OpNoCgroup:
 		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text, Err: ErrNoCgroup, Hint: noCgroupHint}
+	case se.Stage == "enter" && se.Errno == int(unix.EAGAIN) && cfg.Pids > 0:
+		cause = fmt.Errorf("%w: the live sandbox's processes use all of its pids limit (Options.Pids %d); end some (Sandbox.Processes, Sandbox.Signal)", cause, cfg.Pids)
 	case se.Stage == "spawner":
 		return fmt.Errorf("sandbox: %w: %s", ErrSpawner, se.Text)
 	case (se.Errno == int(unix.ENOMEM) || se.Errno == int(unix.ENFILE) || se.Errno == int(unix.ENOSPC) && se.Stage == "mount") && cfg.Memory > 0:

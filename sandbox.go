@@ -381,7 +381,9 @@ func Command(name string, args ...string) *Cmd {
 //
 // A Sandbox is a session: its Runs share one /workspace, and nothing else.
 // Each Run still gets new namespaces, processes, /tmp and cgroup; only the
-// files under /workspace carry over from one Run to the next. The session's
+// files under /workspace carry over from one Run to the next. With
+// Options.Live they share one running sandbox instead, processes and all
+// (see the package doc's "Live sandboxes"). The session's
 // workspace is, by default, a tmpfs of Options.WorkspaceSize bytes that the
 // session holds in a small helper process of its own (started at the first
 // Run or file operation) until Close. Options.Workspace makes it a host
@@ -409,7 +411,7 @@ type Sandbox struct {
 func New(opts Options) *Sandbox {
 	s := &Sandbox{opts: opts, ws: newSession(), log: opts.logger()}
 	if opts.Live {
-		s.live = &liveSandbox{}
+		s.live = newLiveSandbox()
 	}
 	s.ws.logTo(opts.Logger)
 	// A Sandbox dropped without Close still ends its session.
@@ -420,6 +422,9 @@ func New(opts Options) *Sandbox {
 	}
 	if s.err == nil {
 		s.filter, s.err = opts.seccompFilter()
+	}
+	if s.err == nil && opts.Live && s.filter != nil {
+		s.err = s.filter.holdsLive(opts.seccompOption())
 	}
 	if s.err == nil && opts.Pool > 0 {
 		// Prepared ahead, so that even the first Run finds one; a

@@ -302,19 +302,42 @@ func (p *SeccompPolicy) compile(option string) (*compiledFilter, error) {
 // exec shim (fcntl), exec the shim (execveat), which execs the program
 // (execve).
 func (cf *compiledFilter) runsInit(option string) error {
+	need := []syscallOn{{"execve", initConnFdArg}, {"execveat", initConnFdArg}, {"fcntl", initConnFdArg}, {"close", initConnFdArg}}
+	if cf.notify {
+		need = append(need, syscallOn{"sendmsg", initConnFdArg})
+	}
+	return cf.allows(option, need, "which the sandbox's init makes after loading the filter")
+}
+
+// syscallOn is a syscall by name, with its first argument.
+type syscallOn struct {
+	name string
+	arg0 uint64
+}
+
+// holdsLive checks that the filter lets a live sandbox's init, the exec
+// shim in its hold mode, do what it does: ignore SIGCHLD (rt_sigaction)
+// and wait (ppoll). Refused, the init would fail at its start, or wait in
+// a busy loop.
+func (cf *compiledFilter) holdsLive(option string) error {
+	const sigchld = 17
+	return cf.allows(option, []syscallOn{{"rt_sigaction", sigchld}, {"ppoll", 0}}, "which a live sandbox's init makes to wait (Options.Live)")
+}
+
+// allows checks that the filter allows each of the syscalls calls.
+func (cf *compiledFilter) allows(option string, calls []syscallOn, why string) error {
 	ev, err := seccomp.NewEvaluator(cf.prog)
 	if err != nil {
 		return optionErr(option, "", "%v", err)
 	}
-	need := []string{"execve", "execveat", "fcntl", "close"}
-	if cf.notify {
-		need = append(need, "sendmsg")
-	}
-	for _, name := range need {
-		nr, _ := seccomp.Number(name)
-		a, err := ev.Decide(seccomp.Data{Nr: nr, Arch: seccomp.NativeArch, Args: [6]uint64{initConnFdArg}})
+	for _, c := range calls {
+		nr, ok := seccomp.Number(c.name)
+		if !ok {
+			continue // not a syscall of this architecture
+		}
+		a, err := ev.Decide(seccomp.Data{Nr: nr, Arch: seccomp.NativeArch, Args: [6]uint64{c.arg0}})
 		if err == nil && a != seccomp.Allow && a != seccomp.Log {
-			err = fmt.Errorf("refuses %s (%s), which the sandbox's init makes after loading the filter; allow it", name, SeccompAction(a))
+			err = fmt.Errorf("refuses %s (%s), %s; allow it", c.name, SeccompAction(a), why)
 		}
 		if err != nil {
 			return optionErr(option, "", "%v", err)

@@ -73,6 +73,7 @@ type clientRun struct {
 	synced     chan struct{}
 
 	syncErr  *wire.SetupError // the Synced reply's error
+	syncFile *os.File         // the file a Synced reply carried (a dial's connection)
 	syncLost error            // the spawner died before replying
 }
 
@@ -246,11 +247,21 @@ func (c *spawnerClient) fill(owner string, spec *wire.Spec, size int) error {
 
 // call sends req and waits for its Synced reply.
 func (c *spawnerClient) call(req wire.Request) (*wire.SetupError, error) {
+	se, f, err := c.callFile(context.Background(), req)
+	if f != nil {
+		f.Close()
+	}
+	return se, err
+}
+
+// callFile sends req and waits for its Synced reply, with the file it
+// carries, until ctx ends; a file that comes later is closed.
+func (c *spawnerClient) callFile(ctx context.Context, req wire.Request) (*wire.SetupError, *os.File, error) {
 	c.mu.Lock()
 	if c.dead != nil {
 		err := c.dead
 		c.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
 	c.next++
 	req.ID = c.next
@@ -261,12 +272,26 @@ func (c *spawnerClient) call(req wire.Request) (*wire.SetupError, error) {
 		c.mu.Lock()
 		delete(c.runs, req.ID)
 		c.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
-	<-run.synced
+	select {
+	case <-run.synced:
+	case <-ctx.Done():
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		select {
+		case <-run.synced:
+			if run.syncFile != nil {
+				run.syncFile.Close()
+			}
+		default:
+			delete(c.runs, req.ID) // its reply finds no one, and its file is closed
+		}
+		return nil, nil, ctx.Err()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return run.syncErr, run.syncLost
+	return run.syncErr, run.syncFile, run.syncLost
 }
 
 func (c *spawnerClient) send(req wire.Request, fds []int) error {
@@ -334,14 +359,20 @@ func (c *spawnerClient) readLoop() error {
 // deliver hands r to its run, with the master of the run's pty when r
 // carries one; every other file is closed.
 func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
-	var term *os.File
+	var term, synced *os.File
 	if r.Kind == wire.Started && r.Terminal && len(files) == 1 {
 		term, files = files[0], nil
+	}
+	if r.Kind == wire.Synced && r.Err == nil && len(files) == 1 {
+		synced, files = files[0], nil
 	}
 	sysutil.CloseFiles(files)
 	defer func() {
 		if term != nil {
 			term.Close() // nobody took it
+		}
+		if synced != nil {
+			synced.Close()
 		}
 	}()
 	if r.Kind == wire.Warning {
@@ -360,6 +391,7 @@ func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
 	}
 	if run.synced != nil {
 		run.syncErr = r.Err
+		run.syncFile, synced = synced, nil
 		close(run.synced)
 		delete(c.runs, r.ID)
 		return

@@ -38,6 +38,8 @@ func printMachine(bwrapArgv []string, limitsNote string) {
 	fmt.Println("         pivot_root, cgroup limits, seccomp, through the spawner")
 	fmt.Println("  warm   the same with Options{Pool: 2}: sandboxes prepared ahead in the spawner, refilled in the")
 	fmt.Println("         background (while the other rows run)")
+	fmt.Println("  live   the same with Options{Live: true}: /bin/true enters one running sandbox, started at the")
+	fmt.Println("         first iteration, as a new process (every namespace joined, cgroup, seccomp), and is reaped")
 	fmt.Println("  cli    sandbox run -- /bin/true: the command-line tool (CGO_ENABLED=0), a process of its own each")
 	fmt.Println("         time, which makes the same sandbox in process")
 	fmt.Println()

@@ -22,18 +22,20 @@ type row struct {
 	sb   *sandbox.Sandbox // nil for the rows that are plain commands
 }
 
-// newRows returns the five rows. The sandbox rows share this process's
-// spawner, as two Sandboxes of one service would; the cli row is a
+// newRows returns the six rows. The sandbox rows share this process's
+// spawner, as the Sandboxes of one service would; the cli row is a
 // process of its own each time, as a user's command is.
 func newRows(bwrapArgv, cliArgv []string, opts sandbox.Options) []*row {
-	warmOpts := opts
+	warmOpts, liveOpts := opts, opts
 	warmOpts.Pool = 2
-	cold, warm := sandbox.New(opts), sandbox.New(warmOpts)
+	liveOpts.Live = true
+	cold, warm, live := sandbox.New(opts), sandbox.New(warmOpts), sandbox.New(liveOpts)
 	return []*row{
 		{name: "floor", run: func() error { return execRun([]string{"/bin/true"}) }},
 		{name: "bwrap", run: func() error { return execRun(bwrapArgv) }},
 		{name: "cold", run: func() error { return sandboxRun(cold) }, sb: cold},
 		{name: "warm", run: func() error { return sandboxRun(warm) }, sb: warm},
+		{name: "live", run: func() error { return sandboxRun(live) }, sb: live},
 		{name: "cli", run: func() error { return execRun(cliArgv) }},
 	}
 }

@@ -26,6 +26,9 @@ type liveInit struct {
 	mu    sync.RWMutex // read-held while an entrant is cloned with pidfd
 	pidfd int          // -1 once the init has been reaped
 	grp   cgroup.Group
+
+	hostNetwork bool         // the sandbox has the host's network namespace
+	limits      []wire.Limit // what its cgroup enforces, for every entrant's Exit
 }
 
 // close forgets the init once it is reaped: later entries fail.
@@ -213,6 +216,7 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 			exit.OOMKills = after.OOMKills - before.OOMKills
 			exit.PidsMax = after.PidsMax - before.PidsMax
 		}
+		exit.Limits = li.limits
 		h.Done <- exit
 		<-h.Reported
 	}()

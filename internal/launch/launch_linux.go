@@ -140,7 +140,7 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 			proc.Wait()
 			return fail(&wire.SetupError{Stage: "start", Op: "pidfd_open (the live sandbox's init)", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 		}
-		h.live = &liveInit{pidfd: pidfd, grp: grp}
+		h.live = &liveInit{pidfd: pidfd, grp: grp, hostNetwork: cfg.HostNetwork, limits: limits}
 	}
 	sg := &signaler{init: proc, kill: h.Kill}
 	h.Signal = sg.signal

@@ -72,6 +72,25 @@ func Main() {
 				r.signal(unix.Signal(req.Signal))
 			}
 			mu.Unlock()
+		case req.Dial != 0:
+			sysutil.CloseFiles(files)
+			mu.Lock()
+			var target *launch.Handle
+			if l := runs[req.Dial]; l != nil {
+				target = l.handle()
+			}
+			mu.Unlock()
+			active.Add(1)
+			go func(req wire.Request) {
+				defer active.Done()
+				conn, se := launch.Dial(target, req.Network, req.Address, req.DialTimeout)
+				if se != nil {
+					reply(wire.Reply{ID: req.ID, Kind: wire.Synced, Err: se})
+					return
+				}
+				reply(wire.Reply{ID: req.ID, Kind: wire.Synced}, int(conn.Fd()))
+				conn.Close()
+			}(req)
 		case req.Fill:
 			sysutil.CloseFiles(files)
 			o := byName.get(req.Owner)

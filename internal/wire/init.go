@@ -76,6 +76,13 @@ const ListenerMark = 'L'
 // during setup.
 const ExecMark = 'X'
 
+// DialMark is the byte that carries a dialer's connected socket to its
+// launcher, as SCM_RIGHTS (Request.Dial): the dialer is a copy of the
+// launcher that joins a live sandbox's network namespace, connects, sends
+// the socket with this mark on its report socket, and exits; a failure is
+// a failure record there instead (recipe.CompileDial).
+const DialMark = 'D'
+
 // The SetupError Ops the caller tells apart from the rest.
 const (
 	// OpInitDied marks the SetupError of an init that died during setup

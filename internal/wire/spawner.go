@@ -1,5 +1,7 @@
 package wire
 
+import "time"
+
 // The caller and its spawner talk over a SOCK_SEQPACKET socket pair, one
 // JSON message a packet: Request from the caller, Reply from the spawner.
 // The spawner's end is its fd SpawnerConnFd.
@@ -24,6 +26,11 @@ package wire
 //	                                        ←  Reply{ID, Accepted}, then Started{Pid} or Failed,
 //	                                           then Exited, as for a start; Kill kills the
 //	                                           entrant's process group, not the sandbox
+//	Request{ID, Dial: L, Network, Address}  →  (Sandbox.DialContext) connects to Address from
+//	                                           inside the network namespace of the live
+//	                                           sandbox L (launch.Dial)
+//	                                        ←  Reply{ID, Synced} + SCM_RIGHTS(the connected
+//	                                           socket), or Reply{ID, Synced, Err}
 //	Request{ID, Signal} (Process.Signal)    →  deliver the signal to the run's program, or
 //	                                           take its default action (launch.Handle.Signal);
 //	                                           no reply: how the run ended is in its Exit
@@ -53,6 +60,14 @@ package wire
 type Request struct {
 	ID   uint64
 	Kill bool // kill the run ID instead of starting one
+	// Dial names the live sandbox (a run whose Program has Hold) to
+	// connect to Address in, on Network ("tcp4", "tcp6" or "unix"; the
+	// address an IP literal and port, or a path inside the sandbox),
+	// giving up after DialTimeout.
+	Dial        uint64        `json:",omitempty"`
+	Network     string        `json:",omitempty"`
+	Address     string        `json:",omitempty"`
+	DialTimeout time.Duration `json:",omitempty"`
 	// Enter names the live sandbox (a run whose Program has Hold) that
 	// the start ID's Program runs in, instead of a new one.
 	Enter  uint64 `json:",omitempty"`
