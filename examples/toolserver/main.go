@@ -259,11 +259,20 @@ func serve(cfg *config, log *slog.Logger) error {
 	// handlers, which answer once their sandboxes are closed. The pooled
 	// Sandbox is closed last.
 	s.drain()
-	s.closeSessions(drained)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		s.closeSessions(drained)
+	}()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: runs still in flight after -shutdown-timeout %s: %w", cfg.shutdownTimeout, err)
+	}
+	select {
+	case <-ended:
+	case <-sctx.Done():
+		return fmt.Errorf("shutdown: sessions still ending after -shutdown-timeout %s", cfg.shutdownTimeout)
 	}
 	s.close()
 	log.Info("stopped", "runs", s.metrics.total())
