@@ -7,7 +7,7 @@ import "encoding/binary"
 //
 // Registers: r12 envp, r13 the place being tried, rbx the empty string's
 // slot in argv (the end of the places), r14 the program's argv, r15 the
-// errno to report.
+// errno to report, rbp the entry's rsp in hold mode.
 func amd64Code(reportFd int) []byte {
 	a := newAsm()
 	le := binary.LittleEndian
@@ -47,6 +47,8 @@ func amd64Code(reportFd int) []byte {
 	rel32("find", 0xE9)            //          jmp find
 	a.label("found")
 	a.emit(0x4C, 0x8D, 0x73, 0x08) //       lea r14, [rbx+8]        ; the program's argv
+	a.emit(0x4C, 0x39, 0xEB)       //       cmp rbx, r13            ; no places?
+	rel32("hold", 0x0F, 0x84)      //          je hold
 
 	// The report fd must not reach the program.
 	a.emit(append([]byte{0xB8}, imm32(72)...)...)           // mov eax, SYS_fcntl
@@ -108,6 +110,49 @@ func amd64Code(reportFd int) []byte {
 	a.emit(0x0F, 0x05)                                              //      syscall
 	a.emit(append([]byte{0xBF}, imm32(ExitFailed)...)...)           // mov edi, 125
 	rel32("exit", 0xE9)                                             //      jmp exit
+
+	// Hold mode: ignore SIGCHLD, check that the filter lets it wait (if
+	// ppoll failed at once, the wait would be a busy loop), say "it runs"
+	// by closing the report fd, then wait forever. A failure is reported
+	// as an exec's is, before the close; rbp keeps the entry's rsp for it,
+	// as the record reads argv[1] from there.
+	a.label("hold")
+	a.emit(0x48, 0x89, 0xE5)                                    //      mov rbp, rsp
+	a.emit(0x31, 0xC0)                                          //      xor eax, eax
+	a.emit(0x50, 0x50)                                          //      push rax; push rax      ; [rsp+32]: a zero timespec
+	a.emit(0x50, 0x50, 0x50)                                    //      push rax (3 times)      ; the action's mask, restorer, flags: none
+	a.emit(0x6A, 0x01)                                          //      push 1                  ; its handler: SIG_IGN
+	a.emit(append([]byte{0xB8}, imm32(13)...)...)               // mov eax, SYS_rt_sigaction
+	a.emit(append([]byte{0xBF}, imm32(sigCHLD)...)...)          // mov edi, SIGCHLD
+	a.emit(0x48, 0x89, 0xE6)                                    //      mov rsi, rsp            ; the action
+	a.emit(0x31, 0xD2)                                          //      xor edx, edx            ; no old action
+	a.emit(append([]byte{0x41, 0xBA}, imm32(sigsetSize)...)...) // mov r10d, 8
+	a.emit(0x0F, 0x05)                                          //      syscall
+	a.emit(0x48, 0x85, 0xC0)                                    //      test rax, rax
+	rel32("holdFailed", 0x0F, 0x88)                             //      js holdFailed
+	a.emit(0x31, 0xFF)                                          //      xor edi, edi            ; no fds
+	a.emit(0x31, 0xF6)                                          //      xor esi, esi
+	a.emit(0x48, 0x8D, 0x54, 0x24, 0x20)                        // lea rdx, [rsp+32]       ; return at once
+	a.emit(0x45, 0x31, 0xD2)                                    //      xor r10d, r10d          ; no signal mask
+	a.emit(append([]byte{0x41, 0xB8}, imm32(sigsetSize)...)...) // mov r8d, 8
+	a.emit(append([]byte{0xB8}, imm32(271)...)...)              // mov eax, SYS_ppoll
+	a.emit(0x0F, 0x05)                                          //      syscall
+	a.emit(0x48, 0x85, 0xC0)                                    //      test rax, rax
+	rel32("holdFailed", 0x0F, 0x88)                             //      js holdFailed
+	a.emit(append([]byte{0xB8}, imm32(3)...)...)                // mov eax, SYS_close
+	a.emit(append([]byte{0xBF}, imm32(reportFd)...)...)         // mov edi, reportFd
+	a.emit(0x0F, 0x05)                                          //      syscall                 ; the fd is gone whatever it returns
+	a.label("wait")
+	a.emit(0x31, 0xFF)                             //      xor edi, edi            ; no fds
+	a.emit(0x31, 0xF6)                             //      xor esi, esi
+	a.emit(0x31, 0xD2)                             //      xor edx, edx            ; no timeout
+	a.emit(0x45, 0x31, 0xD2)                       //      xor r10d, r10d          ; no signal mask
+	a.emit(append([]byte{0xB8}, imm32(271)...)...) // mov eax, SYS_ppoll
+	a.emit(0x0F, 0x05)                             //      syscall                 ; returns only if a handler ran: none does
+	rel32("wait", 0xE9)                            //      jmp wait
+	a.label("holdFailed")
+	a.emit(0x48, 0x89, 0xEC) //      mov rsp, rbp
+	rel32("failed", 0xE9)    //      jmp failed
 
 	a.label("refuse")
 	a.emit(append([]byte{0xB8}, imm32(1)...)...)            // mov eax, SYS_write

@@ -7,6 +7,7 @@ import "encoding/binary"
 const (
 	x0, x1, x2, x3, x4, x8  = 0, 1, 2, 3, 4, 8
 	x19, x20, x21, x22, x23 = 19, 20, 21, 22, 23
+	x24                     = 24
 	sp, xzr                 = 31, 31
 )
 
@@ -24,13 +25,14 @@ const (
 //
 // Registers: x19 envp, x20 the place being tried, x21 the empty string's
 // slot in argv (the end of the places), x22 the program's argv, x23 the
-// errno to report.
+// errno to report, x24 the entry's sp in hold mode.
 func arm64Code(reportFd int) []byte {
 	a := newAsm()
 	// Each encoder returns one instruction word; the comments name it.
 	ldr := func(rt, rn, off int) uint32 { return 0xF9400000 | uint32(off/8)<<10 | uint32(rn)<<5 | uint32(rt) }      // ldr xt, [xn, #off]
 	ldrb := func(rt, rn, off int) uint32 { return 0x39400000 | uint32(off)<<10 | uint32(rn)<<5 | uint32(rt) }       // ldrb wt, [xn, #off]
 	ldrbPost := func(rt, rn, n int) uint32 { return 0x38400400 | uint32(n&0x1FF)<<12 | uint32(rn)<<5 | uint32(rt) } // ldrb wt, [xn], #n
+	str := func(rt, rn, off int) uint32 { return 0xF9000000 | uint32(off/8)<<10 | uint32(rn)<<5 | uint32(rt) }      // str xt, [xn, #off]
 	str32 := func(rt, rn, off int) uint32 { return 0xB9000000 | uint32(off/4)<<10 | uint32(rn)<<5 | uint32(rt) }    // str wt, [xn, #off]
 	add := func(rd, rn, imm int) uint32 { return 0x91000000 | uint32(imm)<<10 | uint32(rn)<<5 | uint32(rd) }        // add xd, xn, #imm
 	sub := func(rd, rn, imm int) uint32 { return 0xD1000000 | uint32(imm)<<10 | uint32(rn)<<5 | uint32(rd) }        // sub xd, xn, #imm
@@ -99,6 +101,8 @@ func arm64Code(reportFd int) []byte {
 	b("find")                  // b find
 	a.label("found")
 	a.emit32(add(x22, x21, 8)) // add x22, x21, #8      ; the program's argv
+	a.emit32(cmpReg(x21, x20)) // cmp x21, x20          ; no places?
+	bcond(condEQ, "hold")      // b.eq hold
 
 	// The report fd must not reach the program.
 	a.emit32(movz(x8, 25))        // mov x8, #SYS_fcntl
@@ -158,6 +162,51 @@ func arm64Code(reportFd int) []byte {
 	a.emit32(svc)                  // svc #0
 	a.emit32(movz(x0, ExitFailed)) // mov x0, #125
 	b("exit")                      // b exit
+
+	// Hold mode: ignore SIGCHLD, check that the filter lets it wait (if
+	// ppoll failed at once, the wait would be a busy loop), say "it runs"
+	// by closing the report fd, then wait forever. A failure is reported
+	// as an exec's is, before the close; x24 keeps the entry's sp for it,
+	// as the record reads argv[1] from there.
+	a.label("hold")
+	a.emit32(add(x24, sp, 0))      // mov x24, sp
+	a.emit32(sub(sp, sp, 48))      // sub sp, sp, #48
+	a.emit32(movz(x0, 1))          // mov x0, #SIG_IGN
+	a.emit32(str(x0, sp, 0))       // str x0, [sp]         ; the action's handler
+	a.emit32(str(xzr, sp, 8))      // str xzr, [sp, #8]    ; its flags, restorer, mask: none
+	a.emit32(str(xzr, sp, 16))     // str xzr, [sp, #16]
+	a.emit32(str(xzr, sp, 24))     // str xzr, [sp, #24]
+	a.emit32(str(xzr, sp, 32))     // str xzr, [sp, #32]   ; [sp+32]: a zero timespec
+	a.emit32(str(xzr, sp, 40))     // str xzr, [sp, #40]
+	a.emit32(movz(x8, 134))        // mov x8, #SYS_rt_sigaction
+	a.emit32(movz(x0, sigCHLD))    // mov x0, #SIGCHLD
+	a.emit32(add(x1, sp, 0))       // mov x1, sp           ; the action
+	a.emit32(movz(x2, 0))          // mov x2, #0           ; no old action
+	a.emit32(movz(x3, sigsetSize)) // mov x3, #8
+	a.emit32(svc)                  // svc #0
+	tbnz63(x0, "holdFailed")       // tbnz x0, #63, holdFailed
+	a.emit32(movz(x8, 73))         // mov x8, #SYS_ppoll
+	a.emit32(movz(x0, 0))          // mov x0, #0           ; no fds
+	a.emit32(movz(x1, 0))          // mov x1, #0
+	a.emit32(add(x2, sp, 32))      // add x2, sp, #32      ; return at once
+	a.emit32(movz(x3, 0))          // mov x3, #0           ; no signal mask
+	a.emit32(movz(x4, sigsetSize)) // mov x4, #8
+	a.emit32(svc)                  // svc #0
+	tbnz63(x0, "holdFailed")       // tbnz x0, #63, holdFailed
+	a.emit32(movz(x8, 57))         // mov x8, #SYS_close
+	a.emit32(movz(x0, reportFd))   // mov x0, #reportFd
+	a.emit32(svc)                  // svc #0               ; the fd is gone whatever it returns
+	a.label("wait")
+	a.emit32(movz(x8, 73)) // mov x8, #SYS_ppoll
+	a.emit32(movz(x0, 0))  // mov x0, #0           ; no fds
+	a.emit32(movz(x1, 0))  // mov x1, #0
+	a.emit32(movz(x2, 0))  // mov x2, #0           ; no timeout
+	a.emit32(movz(x3, 0))  // mov x3, #0           ; no signal mask
+	a.emit32(svc)          // svc #0               ; returns only if a handler ran: none does
+	b("wait")              // b wait
+	a.label("holdFailed")
+	a.emit32(add(sp, x24, 0)) // mov sp, x24
+	b("failed")               // b failed
 
 	a.label("refuse")
 	a.emit32(movz(x8, 64))           // mov x8, #SYS_write

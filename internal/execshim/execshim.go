@@ -13,15 +13,40 @@
 // but the init's, it writes one line to fd 2 and exits 126.
 //
 // The shim's argv is Args's: Magic, the number of the plan step a failure
-// is reported as, the places to try the program in order, an empty
-// string, then the program's own argv. Its environment is the program's.
-// It marks the report fd close-on-exec, and tries each place as the
-// init's lookup does: a place that does not exist (ENOENT, ENOTDIR) goes
-// on to the next, one that cannot be executed (EACCES) is remembered, and
-// any other error ends the search. If no exec succeeds it writes a
+// is reported as, the places to try the program in order (at least one:
+// with none it holds, see below), an empty string, then the program's own
+// argv. Its environment is the program's. It marks the report fd
+// close-on-exec, and tries each place as the init's lookup does: a place
+// that does not exist (ENOENT, ENOTDIR) goes on to the next, one that
+// cannot be executed (EACCES) is remembered, and any other error ends the
+// search. If no exec succeeds it writes a
 // failure record, as package forkplan's child does (the mark, the step,
 // the errno: ENOENT, EACCES if a place had it, or the error that ended
 // the search), to the report fd, and exits 125.
+//
+// With no places at all (HoldArgs's argv, or Args's with none) the shim
+// execs nothing: it holds. This is the pid 1 of a live sandbox, which
+// must outlive every program started in it, so that its PID namespace
+// (and the namespaces its processes hold) stay, and which must reap the
+// orphans the kernel gives it, so that none stays a zombie. It sets
+// SIGCHLD's action to SIG_IGN, which makes the kernel reap each of its
+// children as it exits; checks, with a ppoll that returns at once, that
+// the filter lets it wait; closes the report fd, which its launcher reads
+// as EOF, as at a program's exec; then waits in ppoll, with no fds and no
+// timeout, for ever: only a signal handler could end that wait, it has
+// none, and it waits again if the call ever returns. If the sigaction or
+// the check fails it writes a failure record with that errno, as for an
+// exec, and exits 125. So the filter must allow rt_sigaction, ppoll and
+// close besides what a program's start needs.
+//
+// The holding shim is safe to reach from inside the sandbox (by a signal,
+// ptrace, its /proc entries): it runs with the sandbox's own credentials,
+// capabilities and filter, holds no descriptor but fds 0-2, which its
+// launcher points at /dev/null, and does nothing but wait, so a process
+// that takes it over gains nothing it did not have. As pid 1 of its
+// namespace, with no handler, it does not even receive signals sent from
+// inside; its launcher ends it, and so the sandbox, with SIGKILL from
+// outside.
 package execshim
 
 import (
@@ -59,13 +84,23 @@ const (
 )
 
 // Args is the shim's argv for the places to try the program (none may be
-// empty) and its argv, with failures reported as plan step step.
+// empty) and its argv, with failures reported as plan step step. With no
+// places it is HoldArgs's argv followed by argv: the shim holds, neither
+// looking for nor running the program, so a caller whose lookup can come
+// out empty must fail that itself rather than pass no places.
 func Args(step int, places, argv []string) []string {
 	out := make([]string, 0, 3+len(places)+len(argv))
 	out = append(out, Magic, strconv.Itoa(step))
 	out = append(out, places...)
 	out = append(out, "")
 	return append(out, argv...)
+}
+
+// HoldArgs is the shim's argv for hold mode, in which it waits for ever
+// as its PID namespace's init, reaping orphans, with a failure to set
+// that up reported as plan step step.
+func HoldArgs(step int) []string {
+	return []string{Magic, strconv.Itoa(step), ""}
 }
 
 // Image returns the shim for this process's architecture, reporting
@@ -93,4 +128,7 @@ const (
 	eACCES    = 13 // EACCES
 	eNOTDIR   = 20 // ENOTDIR
 	failMark  = 'F'
+
+	sigCHLD    = 17 // SIGCHLD
+	sigsetSize = 8  // the kernel's sigset_t, rt_sigaction's and ppoll's last argument
 )
