@@ -30,6 +30,8 @@ type background struct {
 	stdout  *tailBuffer
 	stderr  *tailBuffer
 
+	done chan struct{} // closed once it ended and res and err are set
+
 	mu    sync.Mutex
 	ended bool
 	res   *sandbox.Result
@@ -116,7 +118,8 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 	if spec.stdin != "" {
 		cmd.Stdin = strings.NewReader(spec.stdin)
 	}
-	b := &background{argv: spec.argv, started: time.Now(), stdout: newTailBuffer(backgroundOutput), stderr: newTailBuffer(backgroundOutput)}
+	b := &background{argv: spec.argv, started: time.Now(), stdout: newTailBuffer(backgroundOutput), stderr: newTailBuffer(backgroundOutput),
+		done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = b.stdout, b.stderr
 	// The session's context, not the request's: the process outlives
 	// the request, and ends with the session.
@@ -136,6 +139,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 		b.mu.Lock()
 		b.ended, b.res, b.err = true, res, err
 		b.mu.Unlock()
+		close(b.done)
 		ss.log.Info("background process ended", "pid", b.pid, "cause", causeOf(res), "err", err)
 	}()
 	ss.log.Info("background process started", "pid", b.pid, "command", clip(spec.argv))
@@ -276,4 +280,29 @@ func pidOf(r *http.Request) (int, *apiError) {
 		return 0, badField("pid", "%q: want a process id inside the session's sandbox, a positive number", r.PathValue("pid"))
 	}
 	return pid, nil
+}
+
+// runningBackground counts the background processes that still run.
+func (ss *session) runningBackground() int {
+	n := 0
+	for _, b := range ss.backgrounds() {
+		if b.running() {
+			n++
+		}
+	}
+	return n
+}
+
+// endBackground kills the background processes that still run and waits
+// until they have ended. The library counts a process started with Start
+// as a call until it ends, and Snapshot, Restore and Reset wait for the
+// calls in flight: Restore and Reset end every process anyway, so the
+// server ends these first rather than wait for ever.
+func (ss *session) endBackground() {
+	for _, b := range ss.backgrounds() {
+		if b.running() {
+			b.proc.Kill()
+			<-b.done
+		}
+	}
 }

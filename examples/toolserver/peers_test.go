@@ -65,20 +65,21 @@ func TestForwardToOwner(t *testing.T) {
 		t.Errorf("a run through B: %+v", got.short())
 	}
 
-	// A stream through B comes as it is written.
+	// A stream through B comes as it is written: its first line before
+	// the run ends, at its timeout.
 	req, _ := http.NewRequestWithContext(context.Background(), "POST", b.url+base+"/runs",
-		strings.NewReader(`{"command":["sh","-c","echo one; read x; echo two"],"stream":true,"stdin":"x\n"}`))
+		strings.NewReader(`{"command":["sh","-c","echo one; sleep 1000"],"stream":true,"limits":{"timeout":"3s"}}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := &stream{resp: resp, dec: json.NewDecoder(resp.Body)}
-	if l := st.next(t); l.Data != "one\n" {
-		t.Errorf("the stream's first line through B: %+v", l)
+	if l := st.next(t); l.Data != "one\n" || l.Result != nil {
+		t.Errorf("the stream's first line through B: %+v, want the output before the result", l)
 	}
-	if out, _, res := st.rest(t); out != "two\n" || !res.success() {
-		t.Errorf("the rest of the stream through B: %q %+v", out, res.short())
+	if out, _, res := st.rest(t); out != "" || res.Cause != "timeout" {
+		t.Errorf("the rest of the stream through B: %q %+v, want the run's timeout", out, res.short())
 	}
 	resp.Body.Close()
 

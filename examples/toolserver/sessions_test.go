@@ -91,21 +91,38 @@ func (ts *testServer) runIn(t *testing.T, id, body string) *answer {
 	return &a
 }
 
-// madeSince lists the processes of the server's tree, and the run cgroups
-// they made, that were not there in before: what the server made since.
-func madeSince(ts *testServer, before []proc) (procs []proc, cgroups []string) {
-	now := tree(ts.cmd.Process.Pid)
-	for _, p := range now {
-		if !slices.Contains(before, p) {
+// hostState is what the server has on the host at one moment: its
+// processes and the run cgroups they made.
+type hostState struct {
+	procs   []proc
+	cgroups []string
+}
+
+func (ts *testServer) hostState() hostState {
+	procs := tree(ts.cmd.Process.Pid)
+	return hostState{procs: procs, cgroups: runCgroups(procs)}
+}
+
+// madeSince lists the processes and run cgroups of the server that were
+// not there in before: what it made since.
+func madeSince(ts *testServer, before hostState) (procs []proc, cgroups []string) {
+	now := ts.hostState()
+	for _, p := range now.procs {
+		if !slices.Contains(before.procs, p) {
 			procs = append(procs, p)
 		}
 	}
-	return procs, slices.DeleteFunc(runCgroups(now), func(c string) bool { return slices.Contains(runCgroups(before), c) })
+	for _, c := range now.cgroups {
+		if !slices.Contains(before.cgroups, c) {
+			cgroups = append(cgroups, c)
+		}
+	}
+	return procs, cgroups
 }
 
 // assertNothingSince waits until nothing the server made since before is
 // left, and fails the test if that does not happen.
-func assertNothingSince(t *testing.T, ts *testServer, before []proc, what string) {
+func assertNothingSince(t *testing.T, ts *testServer, before hostState, what string) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
@@ -125,7 +142,7 @@ func assertNothingSince(t *testing.T, ts *testServer, before []proc, what string
 // ends it, and when its answer comes nothing of the session is left.
 func TestSessionKeepsProcesses(t *testing.T) {
 	ts := startServer(t)
-	before := tree(ts.cmd.Process.Pid)
+	before := ts.hostState()
 	id := ts.newSession(t, `{"limits":{"memory":"128M"}}`)
 	token := newToken()
 	if a := ts.runIn(t, id, `{"command":["sh","-c","(sleep 1000 `+token+` &); echo started"]}`); !a.success() || a.Stdout != "started\n" {
@@ -333,32 +350,40 @@ func TestMaxSessions(t *testing.T) {
 // and requests for them get 404 saying why.
 func TestSessionExpiry(t *testing.T) {
 	ts := startServer(t)
-	before := tree(ts.cmd.Process.Pid)
+	before := ts.hostState()
 	idle := ts.newSession(t, `{"idle_timeout":"2s"}`)
 	old := ts.newSession(t, `{"max_lifetime":4}`)
 	idleToken, oldToken := newToken(), newToken()
 	ts.runIn(t, idle, `{"command":["sh","-c","(sleep 1000 `+idleToken+` &)"]}`)
 	waitToken(t, idleToken)
-	// Kept busy with requests, the second one still ends at its lifetime.
 	ts.runIn(t, old, `{"command":["sh","-c","(sleep 1000 `+oldToken+` &)"]}`)
 	waitToken(t, oldToken)
+	// Kept busy with requests, the second one still ends at its lifetime;
+	// the first one's end is watched from the host, since a request in it
+	// would keep it alive.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+				http.Get(ts.url + "/v1/sessions/" + old)
+			}
+		}
+	}()
 	for _, c := range []struct{ id, token, why string }{{idle, idleToken, "idle_timeout"}, {old, oldToken, "max_lifetime"}} {
 		deadline := time.Now().Add(wait)
-		for {
-			r := ts.call(t, "GET", "/v1/sessions/"+c.id, nil)
-			if r.status == http.StatusNotFound {
-				if !strings.Contains(string(r.body), c.why) {
-					t.Errorf("GET an expired session: %v, want 404 saying %s", r, c.why)
-				}
-				break
-			}
+		for len(withToken(c.token)) > 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("session %s did not end at its %s", c.id, c.why)
+				t.Fatalf("session %s did not end at its %s: its background sleep still runs", c.id, c.why)
 			}
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
-		if left := withToken(c.token); len(left) > 0 {
-			t.Errorf("session ended at %s, but its background sleep still runs: host pids %v", c.why, left)
+		r := ts.call(t, "GET", "/v1/sessions/"+c.id, nil)
+		if r.status != http.StatusNotFound || !strings.Contains(string(r.body), c.why) {
+			t.Errorf("GET a session ended at its %s: %v, want 404 saying so", c.why, r)
 		}
 	}
 	assertNothingSince(t, ts, before, "after expiry")

@@ -20,6 +20,14 @@ func (s *server) takeSnapshot(w http.ResponseWriter, r *http.Request, ss *sessio
 			msg: fmt.Sprintf("session %s holds %d snapshots, its most: delete one (DELETE /v1/sessions/{id}/snapshots/{snapshot})", ss.id, maxSnapshots)})
 		return
 	}
+	// The library takes a snapshot once no call is in flight, and a
+	// process started through the API is a call until it ends: the
+	// snapshot would wait for it for ever.
+	if n := ss.runningBackground(); n > 0 {
+		s.refuse(w, ss.id, &apiError{status: http.StatusConflict,
+			msg: fmt.Sprintf("session %s runs %d background processes started through the API, and a snapshot waits until none does: signal them first (or start long-lived processes from a run, with &)", ss.id, n)})
+		return
+	}
 	snap, err := ss.sb.Snapshot()
 	if err != nil {
 		s.refuse(w, ss.id, sessionCallError(err))
@@ -94,6 +102,7 @@ func (s *server) restoreSnapshot(w http.ResponseWriter, r *http.Request, ss *ses
 		s.refuse(w, ss.id, &apiError{status: http.StatusNotFound, field: "snapshot", msg: fmt.Sprintf("snapshot %q was deleted meanwhile", req.Snapshot)})
 		return
 	}
+	ss.endBackground()
 	if err := ss.sb.Restore(snap); err != nil {
 		s.refuse(w, ss.id, sessionCallError(err))
 		return
@@ -104,6 +113,7 @@ func (s *server) restoreSnapshot(w http.ResponseWriter, r *http.Request, ss *ses
 // resetSession answers POST /v1/sessions/{id}/reset: the workspace is
 // emptied, and every process of the session ends.
 func (s *server) resetSession(w http.ResponseWriter, r *http.Request, ss *session) {
+	ss.endBackground()
 	if err := ss.sb.Reset(); err != nil {
 		s.refuse(w, ss.id, sessionCallError(err))
 		return

@@ -131,8 +131,20 @@ func TestEveryOperation(t *testing.T) {
 		want(resp, body, 204, "POST signal "+ex)
 	}
 
-	// Snapshots, restore, reset.
+	// Snapshots, restore, reset: a snapshot waits for no background
+	// process started through the API, so the server's is refused first.
 	resp, body = sp.do(t, s.url, call{method: "POST", path: base + "/snapshots"})
+	want(resp, body, http.StatusConflict, "POST a snapshot while a background process runs")
+	resp, body = sp.do(t, s.url, jsonCall("POST", base+"/processes/"+strconv.Itoa(pids[0])+"/signal", `{"signal":"KILL"}`))
+	want(resp, body, 204, "POST signal KILL")
+	deadline = time.Now().Add(wait)
+	for {
+		resp, body = sp.do(t, s.url, call{method: "POST", path: base + "/snapshots"})
+		if resp.StatusCode != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the processes are ending
+	}
 	want(resp, body, 201, "POST a snapshot")
 	for _, ex := range sp.examples(t, "/v1/sessions/{id}/restore", "post") {
 		resp, body = sp.do(t, s.url, jsonCall("POST", base+"/restore", ex))
