@@ -64,27 +64,11 @@ func (s *server) putFile(w http.ResponseWriter, r *http.Request, ss *session) {
 		s.refuse(w, ss.id, badField("body", "%v", err))
 		return
 	}
-	if dir := dirOf(p); dir != "" {
-		if err := ss.sb.MkdirAll(dir); err != nil {
-			s.refuse(w, ss.id, fileError(err, p))
-			return
-		}
-	}
-	if err := ss.sb.WriteFile(p, data, 0o644); err != nil {
+	if err := ss.sb.WriteFile(p, data, 0o644); err != nil { // its directories made as needed
 		s.refuse(w, ss.id, fileError(err, p))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// dirOf is the directory part of a workspace path, "" for none.
-func dirOf(p string) string {
-	for i := len(p) - 1; i > 0; i-- {
-		if p[i] == '/' {
-			return p[:i]
-		}
-	}
-	return ""
 }
 
 // getFile answers GET /v1/sessions/{id}/files?path=P with the file's
@@ -179,13 +163,7 @@ func (s *server) getTar(w http.ResponseWriter, r *http.Request, ss *session) {
 // extracted into the directory, made as needed.
 func (s *server) putTar(w http.ResponseWriter, r *http.Request, ss *session) {
 	p, _ := pathOf(r, true)
-	if p != "." {
-		if err := ss.sb.MkdirAll(p); err != nil {
-			s.refuse(w, ss.id, fileError(err, p))
-			return
-		}
-	}
-	if err := ss.sb.ExtractTar(r.Body, p); err != nil {
+	if err := ss.sb.ExtractTar(r.Body, p); err != nil { // dir made as needed
 		aerr := fileError(err, p)
 		if aerr.status == http.StatusInternalServerError {
 			aerr = badField("body", "not extracted: %v", err)

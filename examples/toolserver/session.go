@@ -120,7 +120,8 @@ var errTooManySessions = errors.New("too many sessions: the server holds its -ma
 // "<replica>.<130 random bits in base32>".
 func newSessionID(replica string) string { return replica + "." + rand.Text() }
 
-// add makes room for a session, or fails with errTooManySessions.
+// reserve makes room for a session, or fails with errTooManySessions; add
+// or unreserve ends the reservation.
 func (t *sessionTable) reserve(max int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -154,12 +155,6 @@ func (t *sessionTable) all() []*session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Collect(maps.Values(t.byID))
-}
-
-func (t *sessionTable) count() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.byID) + t.closing
 }
 
 // remove takes ss out of the table, for the reason why, and reports
@@ -291,13 +286,12 @@ func (ss *session) info(replica string) sessionInfo {
 			in.Background++
 		}
 	}
-	for _, name := range slices.SortedFunc(maps.Keys(ss.snaps), func(a, b string) int {
+	// Oldest first: the names count up.
+	in.Snapshots = append(in.Snapshots, slices.SortedFunc(maps.Keys(ss.snaps), func(a, b string) int {
 		x, _ := strconv.Atoi(a)
 		y, _ := strconv.Atoi(b)
 		return x - y
-	}) {
-		in.Snapshots = append(in.Snapshots, name)
-	}
+	})...)
 	return in
 }
 
