@@ -57,7 +57,33 @@
 // Each run gets its own sandbox with an empty /workspace: requests share
 // nothing. GET /metrics serves Prometheus text metrics, GET /healthz and
 // GET /readyz serve probes, and SIGTERM or SIGINT kills the runs in flight,
-// answers them, closes every sandbox and exits 0.
+// answers them, ends every session, closes every sandbox and exits 0.
+//
+// # Sessions
+//
+// A session is a live sandbox kept across requests: its processes, /tmp
+// and /workspace last until it is deleted, has had no request for its
+// idle_timeout, reaches its max_lifetime, or the server shuts down.
+//
+//	POST   /v1/sessions                         create: limits, network, env, idle_timeout, max_lifetime
+//	GET    /v1/sessions/{id}                    describe; DELETE ends it, everything in it dead when it answers
+//	POST   /v1/sessions/{id}/runs               run and wait, as POST /v1/runs (streaming too)
+//	POST   /v1/sessions/{id}/processes          start in the background; its pid, its output's tail kept
+//	GET    /v1/sessions/{id}/processes[/{pid}]  list what is alive; one background process, its output, result
+//	POST   /v1/sessions/{id}/processes/{pid}/signal
+//	PUT    /v1/sessions/{id}/files?path=P       a file in; GET: out; GET dir?path=D: a listing
+//	GET    /v1/sessions/{id}/tar?path=D         a tar of a directory; PUT: a tar extracted
+//	POST   /v1/sessions/{id}/snapshots          snapshot; POST restore, POST reset; DELETE snapshots/{name}
+//	ANY    /v1/sessions/{id}/ports/{port}/{path...}  HTTP to a server on the session's loopback
+//
+// At most -max-sessions live at once (429 beyond, as for runs); a session's
+// idle_timeout and max_lifetime are at most -max-idle-timeout and
+// -max-lifetime. A session's id is "<replica>.<130 random bits>": it names
+// the replica (-replica, by default the pod's name) that holds it, and a
+// replica that gets a request for another's session forwards it there,
+// through -peer-url with {replica} replaced, so that any replica takes any
+// request. A session whose replica was drained or restarted has ended:
+// requests for it get 404 saying so.
 //
 // At start it runs "true" in a sandbox with the default limits, and fails if
 // that fails: on a host without a writable cgroup (an unprivileged user on a
