@@ -30,7 +30,9 @@ POOL_TESTS = TestEscape|TestLive|TestEtc|TestPtys|TestFileSizes|TestMaskedProc|T
 .PHONY: help demo test test-rootless test-vm test-busy bench bench-cgroups soak mutants
 
 help:
-	@echo 'make demo           run examples/quickstart (snippets) and examples/agent-session (a multi-turn session)'
+	@echo 'make demo           run examples/quickstart (snippets), examples/agent-session (a multi-turn session),'
+	echo '                     then in live sandboxes examples/code-interpreter (a Python kernel kept across'
+	echo '                     calls) and examples/dev-server (a web server reached from the host)'
 	echo 'make test           go vet, staticcheck, go test -race, go test with CGO_ENABLED=0,'
 	echo '                     then the same with -tags libseccomp (installs libseccomp-dev as root);'
 	echo '                     CPython'"'"'s regression tests once (installs libpython3.X-testsuite as root)'
@@ -53,6 +55,10 @@ demo:
 	$(GO) run ./examples/quickstart
 	@echo "+ $(GO) run ./examples/agent-session"
 	$(GO) run ./examples/agent-session
+	@echo "+ $(GO) run ./examples/code-interpreter"
+	$(GO) run ./examples/code-interpreter
+	@echo "+ $(GO) run ./examples/dev-server"
+	$(GO) run ./examples/dev-server
 
 # -p 1: packages' tests run one after another, because the root package's
 # leak tests snapshot host-wide state (the temp directory, mounts) that the

@@ -192,6 +192,24 @@ var helpers = map[string]func(args []string) int{
 	// caller runs a sandboxed "sleep N.25" from a host process, prints
 	// "ready" once it runs and waits to be killed. (The marker N.25 is not
 	// in the caller's own command line.)
+	// liveoom lowers its own oom_score_adj to -900, so that the spawner it
+	// starts inherits it, and prints what a process entering a live
+	// sandbox reads as its own.
+	"liveoom": func([]string) int {
+		if err := os.WriteFile("/proc/self/oom_score_adj", []byte("-900"), 0); err != nil {
+			fmt.Println("skip:", err)
+			return 0
+		}
+		s := New(testOpts(Options{Live: true}))
+		defer s.Close()
+		res, err := s.Run(context.Background(), Command("cat", "/proc/self/oom_score_adj"))
+		if err != nil {
+			fmt.Println("Run:", err)
+			return 1
+		}
+		fmt.Printf("%s", res.Stdout)
+		return 0
+	},
 	// With "live", the sleep is a background process of a live
 	// sandbox's call that has returned.
 	"caller": func(args []string) int {
@@ -207,7 +225,9 @@ var helpers = map[string]func(args []string) int{
 				cmd = Command("/bin/sh", "-c", "/bin/sleep "+marker+" >/dev/null 2>&1 &")
 			}
 			_, err := s.Run(context.Background(), cmd)
-			fmt.Println("Run returned:", err)
+			if mode != "live" || err != nil { // a live call returns at once
+				fmt.Println("Run returned:", err)
+			}
 		}()
 		if !waitFor(func() bool { return len(hostProcesses(marker)) > 0 }) {
 			fmt.Println("sandboxed sleep never appeared")
@@ -425,6 +445,11 @@ func newTest(t testing.TB, o Options) *Sandbox {
 		}
 	}
 	t.Cleanup(func() {
+		if o.Live {
+			// A live sandbox's init, a run that took a prepared
+			// sandbox, is counted when it ends.
+			s.Close()
+		}
 		runs, pooledRuns := runsOf(s)
 		s.Close()
 		if filled && runs > 0 && pooledRuns == 0 {

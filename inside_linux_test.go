@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -255,6 +256,14 @@ func TestOOMScoreNotInherited(t *testing.T) {
 	// The reset is the sandbox's alone.
 	if now, _ := os.ReadFile("/proc/self/oom_score_adj"); strings.TrimSpace(string(now)) != "-900" {
 		t.Errorf("the caller's oom_score_adj is %q after the run, want its own -900", now)
+	}
+	// A process entering a live sandbox is forked from a spawner that
+	// inherited -900 from its caller (a process of its own here).
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), helperEnv+"=liveoom")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "0" {
+		t.Errorf("oom_score_adj of a live sandbox's entrant, its spawner at -900: %q, %v; want 0", out, err)
 	}
 }
 

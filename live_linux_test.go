@@ -32,11 +32,15 @@ func liveTest(t *testing.T, o Options) (*Sandbox, string) {
 func runOK(t *testing.T, s *Sandbox, script string) string {
 	t.Helper()
 	res, err := s.Run(context.Background(), Command("/bin/sh", "-c", script))
+	name := script
+	if first, _, more := strings.Cut(script, "\n"); more || len(first) > 60 {
+		name = first[:min(len(first), 60)] + "..."
+	}
 	if err != nil {
-		t.Fatalf("Run(%q): %v", script, err)
+		t.Fatalf("Run(%q): %v", name, err)
 	}
 	if res.ExitCode != 0 {
-		t.Fatalf("Run(%q): %v, exit %d, stderr %q", script, res.Outcome, res.ExitCode, res.Stderr)
+		t.Fatalf("Run(%q): %v, exit %d, stderr %q", name, res.Outcome, res.ExitCode, res.Stderr)
 	}
 	return string(res.Stdout)
 }
@@ -78,11 +82,19 @@ func TestLiveStartSignalAndList(t *testing.T) {
 	if p.Pid() <= 1 {
 		t.Errorf("Pid() = %d, want the entered process's own pid (> 1)", p.Pid())
 	}
-	procs, err := s.Processes(ctx)
+	var (
+		procs []ProcessInfo
+		i     int
+	)
+	// Until it sleeps: just started, it may still be running.
+	waitFor(func() bool {
+		procs, err = s.Processes(ctx)
+		i = slices.IndexFunc(procs, func(pi ProcessInfo) bool { return pi.Pid == p.Pid() })
+		return err == nil && i >= 0 && procs[i].State == "sleeping"
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(procs, func(pi ProcessInfo) bool { return pi.Pid == p.Pid() })
 	if i < 0 {
 		t.Fatalf("Processes() = %+v, want pid %d among them", procs, p.Pid())
 	}
@@ -200,10 +212,8 @@ func TestLiveExpiry(t *testing.T) {
 		// A call in flight holds the timeout off.
 		runOK(t, s, "sleep 0.6")
 		runOK(t, s, "true")
-		if !waitFor(func() bool {
-			_, err := s.Run(context.Background(), Command("true"))
-			return errors.Is(err, ErrExpired)
-		}) {
+		// Its processes go once it expires; a call would hold it off.
+		if !waitFor(func() bool { return len(ownProcesses(m)) == 0 }) {
 			t.Fatal("the idle live sandbox did not expire")
 		}
 		_, err := s.Run(context.Background(), Command("true"))
@@ -260,7 +270,7 @@ func TestLiveLimitsAndReshape(t *testing.T) {
 	}
 	s, m := liveTest(t, Options{Pids: 24, Memory: 128 << 20})
 	// Fill the pids limit from the background, leaving the shell.
-	runOK(t, s, "for i in $(seq 40); do /bin/sleep 1000 >/dev/null 2>&1 & done; true")
+	fillPids(t, s)
 	_, err := s.Run(context.Background(), Command("true"))
 	if err == nil || !strings.Contains(err.Error(), "Options.Pids") {
 		t.Errorf("a call with the pids limit full: %v, want an error naming Options.Pids", err)
@@ -297,26 +307,58 @@ func TestLiveLimitsAndReshape(t *testing.T) {
 	requireNothingLeft(t, m)
 }
 
-// TestLiveManyCallsLeaveNothing: calls started one after another in one
-// live sandbox leave nothing of theirs behind: processes, descriptors
-// and goroutines of the caller stay where they were.
+// TestLiveManyCallsLeaveNothing: a thousand calls started one after
+// another in one live sandbox leave nothing of theirs behind: no process
+// in it, and in the caller no descriptor, goroutine or mount more, and
+// still the one cgroup, the live sandbox's.
 func TestLiveManyCallsLeaveNothing(t *testing.T) {
 	s, m := liveTest(t, Options{})
 	runOK(t, s, "true")
-	fds, goroutines := fdCount(t), runtime.NumGoroutine()
-	for i := range 200 {
+	fds, goroutines, mounts := fdCount(t), runtime.NumGoroutine(), mountCount(t)
+	groups := len(liveCgroups(t))
+	for i := range 1000 {
 		if _, err := s.Run(context.Background(), Command("/bin/true")); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
 	if ps, err := s.Processes(context.Background()); err != nil || len(ps) != 0 {
-		t.Errorf("after 200 calls: %v, %+v left in the live sandbox", err, ps)
+		t.Errorf("after 1000 calls: %v, %+v left in the live sandbox", err, ps)
 	}
 	if !waitFor(func() bool { return fdCount(t) <= fds && runtime.NumGoroutine() <= goroutines+2 }) {
-		t.Errorf("after 200 calls: %d descriptors (was %d), %d goroutines (was %d)", fdCount(t), fds, runtime.NumGoroutine(), goroutines)
+		t.Errorf("after 1000 calls: %d descriptors (was %d), %d goroutines (was %d)", fdCount(t), fds, runtime.NumGoroutine(), goroutines)
+	}
+	if n := mountCount(t); n != mounts {
+		t.Errorf("after 1000 calls: %d mounts (was %d)", n, mounts)
+	}
+	// A pool refilling meanwhile (SANDBOX_TEST_POOL) may be making one.
+	if !waitFor(func() bool { return len(liveCgroups(t)) == groups }) {
+		t.Errorf("after 1000 calls: %d cgroups of this test's processes (was %d)", len(liveCgroups(t)), groups)
 	}
 	s.Close()
 	requireNothingLeft(t, m)
+}
+
+// liveCgroups lists the run cgroups this process and its spawner made,
+// where runs have cgroups, but those of prepared sandboxes in a pool.
+func liveCgroups(t *testing.T) []string {
+	if cgroupErr() != nil {
+		return nil
+	}
+	owners := []int{os.Getpid()}
+	if sp := currentSpawner(); sp != nil {
+		owners = append(owners, sp.pid)
+	}
+	return slices.DeleteFunc(cgroupsMadeBy(t, owners...), holdsPreparedInit)
+}
+
+// mountCount counts the mounts this process sees.
+func mountCount(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
 }
 
 // fdCount counts this process's open descriptors.
@@ -327,4 +369,41 @@ func fdCount(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(es)
+}
+
+// TestLiveTerminal: a call entering a live sandbox gets a terminal of the
+// sandbox's devpts as any run does, at its size, and resized while it runs.
+func TestLiveTerminal(t *testing.T) {
+	requirePrograms(t, "bash")
+	s, _ := liveTest(t, Options{})
+	c := Command("bash", "-c", `tty; stty size; trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done`)
+	c.Terminal = &Terminal{Rows: 10, Cols: 20}
+	res, got := runResized(t, s, c)
+	if !res.Success() || !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "10 20") || !strings.Contains(got, "42 123") {
+		t.Errorf("outcome %v exit %d, output %q; want a /dev/pts tty of 10 20, then 42 123", res.Outcome, res.ExitCode, got)
+	}
+}
+
+// TestLiveNetworkAllow: a live sandbox's egress proxy serves all of its
+// calls, each as it served a one-shot run, for as long as it lives.
+func TestLiveNetworkAllow(t *testing.T) {
+	requireSandbox(t)
+	w := newEgressWorld(t)
+	url := "http://api.example.com:" + port(w.http) + "/plain"
+	opts := w.opts(false)
+	opts.Live = true
+	opts.Binds = []Bind{helperBind(t)}
+	s := newTest(t, opts)
+	for i := range 2 {
+		res, err := s.Run(context.Background(), helperCmd("fetch", url))
+		if err != nil || !res.Success() {
+			t.Fatalf("call %d: %v, %+v", i, err, res)
+		}
+		if want := url + " 200 hello from api.example.com:" + port(w.http) + " /plain\n"; string(res.Stdout) != want {
+			t.Errorf("call %d fetched %q, want %q", i, res.Stdout, want)
+		}
+	}
+	if got := w.seen(); len(got) != 2 {
+		t.Errorf("the server saw %q, want the two calls' GETs", got)
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ var startModes = []struct {
 	{"cold", Options{}},
 	{"pooled", Options{Pool: 2}},
 	{"inprocess", Options{InProcess: true}},
+	{"live", Options{Live: true}},
 }
 
 // newStartTest is a Sandbox of o whose pool, if it has one, is full.
@@ -75,13 +78,19 @@ func TestStartWaitIsRun(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Wait: %v", err)
 			}
+			// In a live sandbox each process has a pid of its own.
+			wantPid := 1
+			if m.opts.Live {
+				wantPid = p.Pid()
+				want.Stdout = []byte(fmt.Sprintf("out %d\n", wantPid))
+			}
 			if string(got.Stdout) != string(want.Stdout) || string(got.Stderr) != string(want.Stderr) ||
 				got.ExitCode != want.ExitCode || got.Outcome != want.Outcome {
 				t.Errorf("Start+Wait: %q %q exit %d %v; Run: %q %q exit %d %v",
 					got.Stdout, got.Stderr, got.ExitCode, got.Outcome, want.Stdout, want.Stderr, want.ExitCode, want.Outcome)
 			}
-			if string(got.Stdout) != "out 1\n" || p.Pid() != 1 {
-				t.Errorf("stdout %q, Pid %d; want the program to be pid 1 inside, as Pid says", got.Stdout, p.Pid())
+			if string(got.Stdout) != fmt.Sprintf("out %d\n", wantPid) || m.opts.Live && wantPid <= 1 {
+				t.Errorf("stdout %q, Pid %d; want the program's pid inside, as Pid says (1 but in a live sandbox)", got.Stdout, p.Pid())
 			}
 			if m.opts.Pool > 0 && !got.Pooled {
 				t.Errorf("the started run did not take a prepared sandbox")
@@ -329,4 +338,71 @@ func TestStartTimeout(t *testing.T) {
 		t.Fatalf("Wait: %v, outcome %v, stdout %q; want Timeout with the output so far", err, res.Outcome, res.Stdout)
 	}
 	requireStartLeftNothing(t, s)
+}
+
+// TestProcessStopSignals: SIGSTOP stops the program and SIGCONT continues
+// it; SIGTSTP, which it has no handler for, stops it as the kernel would
+// stop any other process; signal 0 only says it is there. In every start
+// mode: for an init (pid 1), the launcher takes the default actions the
+// kernel drops.
+func TestProcessStopSignals(t *testing.T) {
+	requireSandbox(t)
+	for _, m := range startModes {
+		t.Run(m.name, func(t *testing.T) {
+			s := newStartTest(t, m.opts)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := startCmd(t, "sh", "-c", "while :; do echo tick; sleep 0.02; done")
+			out := &notifyWriter{}
+			cmd.Stdout = out
+			p, err := s.Start(ctx, cmd)
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			ticks := func() int { return strings.Count(out.String(), "tick") }
+			stopped := func() bool {
+				before := ticks()
+				time.Sleep(300 * time.Millisecond)
+				return ticks() == before
+			}
+			resumed := func() bool {
+				before := ticks()
+				return waitFor(func() bool { return ticks() > before })
+			}
+			if !resumed() {
+				t.Fatal("the program never ticked")
+			}
+			for _, stop := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGTSTP} {
+				if err := p.Signal(stop); err != nil {
+					t.Fatalf("Signal(%v): %v", stop, err)
+				}
+				if !waitFor(stopped) {
+					t.Errorf("the program still ticks after %v", stop)
+				}
+				if err := p.Signal(syscall.Signal(0)); err != nil {
+					t.Errorf("Signal(0) to the stopped program: %v", err)
+				}
+				if err := p.Signal(syscall.SIGCONT); err != nil {
+					t.Fatalf("Signal(SIGCONT): %v", err)
+				}
+				if !resumed() {
+					t.Errorf("the program did not tick again after SIGCONT")
+				}
+			}
+			if err := p.Signal(syscall.Signal(0)); err != nil {
+				t.Errorf("Signal(0) to the running program: %v", err)
+			}
+			if !resumed() {
+				t.Errorf("signal 0 stopped the program")
+			}
+			p.Kill()
+			if res, err := p.Wait(); err != nil || res.Signal != syscall.SIGKILL {
+				t.Errorf("Wait after Kill: %v, %+v", err, res)
+			}
+			if err := p.Signal(syscall.Signal(0)); !errors.Is(err, os.ErrProcessDone) {
+				t.Errorf("Signal(0) after the end: %v, want os.ErrProcessDone", err)
+			}
+			requireStartLeftNothing(t, s)
+		})
+	}
 }

@@ -117,6 +117,23 @@ func TestTerminalResize(t *testing.T) {
 	if err := c.Resize(1, 1); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("Resize before Run = %v, want ErrNotRunning", err)
 	}
+	res, out := runResized(t, s, c)
+	if !res.Success() || !strings.Contains(out, "42 123") {
+		t.Errorf("outcome %v exit %d, output %q; want 42 123", res.Outcome, res.ExitCode, out)
+	}
+	if err := c.Resize(1, 1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Resize after Run = %v, want ErrNotRunning", err)
+	}
+	if err := Command("true").Resize(1, 1); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Resize of a Cmd without a Terminal = %v, want ErrNotRunning", err)
+	}
+}
+
+// runResized runs c, which has a Terminal, in s, and resizes its terminal
+// to 42 rows and 123 columns once it has printed "ready"; it returns the
+// Result and what c printed.
+func runResized(t *testing.T, s *Sandbox, c *Cmd) (*Result, string) {
+	t.Helper()
 	ready := make(chan struct{})
 	out := &notifyWriter{want: map[string]chan struct{}{"ready": ready}}
 	c.Stdout = out
@@ -136,15 +153,7 @@ func TestTerminalResize(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if !res.Success() || !strings.Contains(out.String(), "42 123") {
-		t.Errorf("outcome %v exit %d, output %q; want 42 123", res.Outcome, res.ExitCode, out)
-	}
-	if err := c.Resize(1, 1); !errors.Is(err, ErrNotRunning) {
-		t.Errorf("Resize after Run = %v, want ErrNotRunning", err)
-	}
-	if err := Command("true").Resize(1, 1); !errors.Is(err, ErrNotRunning) {
-		t.Errorf("Resize of a Cmd without a Terminal = %v, want ErrNotRunning", err)
-	}
+	return res, out.String()
 }
 
 // TestHostileTerminal runs ptytest.HostileProgram with the test's own pty as
@@ -364,6 +373,12 @@ func TestNSInitWithDefault(t *testing.T) {
 	} {
 		if got := sysutil.NSInitWithDefault(tc.status, int(syscall.SIGINT)); got != tc.want {
 			t.Errorf("NSInitWithDefault(%q) = %v, want %v", tc.status, got, tc.want)
+		}
+	}
+	// Signal 0 is no signal: it has no action, default or other.
+	for _, sig := range []int{0, -1, 65} {
+		if sysutil.NSInitWithDefault(init, sig) || sysutil.DefaultAction(init, sig) {
+			t.Errorf("signal %d has a default action", sig)
 		}
 	}
 }

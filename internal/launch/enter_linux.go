@@ -56,11 +56,25 @@ type entrant struct {
 
 // signal sends sig to the entrant, and with group to its process group
 // too (its own, made at its setsid, with whatever it started there).
+//
+// The entrant leads a session of its own whose parent, the launcher, is in
+// another: its process group is orphaned, and the kernel drops the stop
+// signals of a terminal (SIGTSTP, SIGTTIN, SIGTTOU) sent to it. Where the
+// program leaves one at its default action, SIGSTOP is sent instead, so
+// that it stops as a child of the caller would, and as a sandbox's init
+// does (signaler).
 func (e *entrant) signal(sig unix.Signal, group bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.reaped {
 		return os.ErrProcessDone
+	}
+	switch sig {
+	case unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+		status, err := os.ReadFile("/proc/" + strconv.Itoa(e.pid) + "/status")
+		if err == nil && sysutil.DefaultAction(string(status), int(sig)) {
+			sig = unix.SIGSTOP
+		}
 	}
 	err := unix.Kill(e.pid, sig)
 	if group {
@@ -121,7 +135,10 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	for i, f := range stdio {
 		fds.Stdio[i] = int(f.Fd())
 	}
-	clone := forkplan.Clone{CgroupFD: -1}
+	// The forker may share this process's memory: it never enters the
+	// sandbox's PID namespace, and the entrant it forks has a copy.
+	clone := forkplan.Clone{CgroupFD: -1, Shared: true}
+	cfg.ResetOOMScore = inheritsNegativeOOMScore()
 	var join []string
 	if li.grp != nil {
 		if clone.CgroupFD = li.grp.CloneFD(); clone.CgroupFD < 0 {
@@ -142,8 +159,6 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 		li.mu.RUnlock()
 		return nil, se
 	}
-	// Not sharing this process's memory: the forking copy joins a user
-	// namespace, which a process sharing its memory with others cannot.
 	forker, err := plan.Start(clone)
 	li.mu.RUnlock()
 	runtime.KeepAlive(stdio)
@@ -153,7 +168,7 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	}
 	syncC.Close()
 	child.Close()
-	// The forking copy exits at once, or fails with a record on conn.
+	// The forker exits once it has forked, or fails with a record on conn.
 	var fws unix.WaitStatus
 	for {
 		if _, err := unix.Wait4(forker, &fws, 0, nil); err != unix.EINTR {

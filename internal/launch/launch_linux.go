@@ -50,8 +50,9 @@ type Handle struct {
 	Pid, InnerPid int
 
 	// live is set for a live sandbox's init (Program.Hold): what Enter
-	// needs of it.
-	live *liveInit
+	// needs of it. A prepared init has it in holdable until it is given
+	// its program.
+	live, holdable *liveInit
 
 	// For a prepared init (Config.Prepare) only: prepared receives one
 	// value, nil once the sandbox is built; then the init waits for one
@@ -131,16 +132,19 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 		proc.Kill()
 	})
 	h.Pid, h.InnerPid = proc.Pid, 1
-	if cfg.Hold {
-		// Opened while the init cannot yet have been reaped, so that it
-		// names the init alone.
+	// Opened while the init cannot yet have been reaped, so that it names
+	// the init alone; a prepared init may be given a Hold program later.
+	if cfg.Hold || cfg.Prepare {
 		pidfd, err := unix.PidfdOpen(proc.Pid, 0)
 		if err != nil {
 			proc.Kill()
 			proc.Wait()
-			return fail(&wire.SetupError{Stage: "start", Op: "pidfd_open (the live sandbox's init)", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
+			return fail(&wire.SetupError{Stage: "start", Op: "pidfd_open (the sandbox's init)", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 		}
-		h.live = &liveInit{pidfd: pidfd, grp: grp, hostNetwork: cfg.HostNetwork, limits: limits}
+		h.holdable = &liveInit{pidfd: pidfd, grp: grp, hostNetwork: cfg.HostNetwork, limits: limits}
+		if cfg.Hold {
+			h.live = h.holdable
+		}
 	}
 	sg := &signaler{init: proc, kill: h.Kill}
 	h.Signal = sg.signal
@@ -183,8 +187,8 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 		h.Ready <- se
 		parent.Close()
 		ps, _ := proc.Wait() // the status is in ps whatever the error
-		if h.live != nil {
-			h.live.close()
+		if h.holdable != nil {
+			h.holdable.close()
 		}
 		exit := exitOf(ps)
 		if ws := unix.WaitStatus(exit.Status); ws.Signaled() && ws.Signal() == unix.SIGKILL {

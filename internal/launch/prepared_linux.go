@@ -101,6 +101,11 @@ func (h *Handle) Take(p wire.Program) bool {
 // and its files (stdio, then the workspace mount if any), which it takes
 // over. The Handle then reports the run as a cold one's does.
 func (h *Handle) Start(p wire.Program, files []*os.File) {
+	if p.Hold {
+		// Before the init has its program: Enter reads it once the
+		// caller hears the program runs.
+		h.live = h.holdable
+	}
 	h.program <- programFiles{p: p, files: files}
 }
 

@@ -36,6 +36,9 @@ type signaler struct {
 // returns os.ErrProcessDone once the init has been reaped.
 func (s *signaler) signal(sig unix.Signal) error {
 	switch sig {
+	case 0:
+		// No signal: whether the init is still there.
+		return s.init.Signal(sig)
 	case unix.SIGKILL:
 		// The cgroup's kill too, as for Kill.
 		if err := s.init.Signal(unix.Signal(0)); err != nil {

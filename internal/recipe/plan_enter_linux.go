@@ -13,18 +13,20 @@ import (
 // Program there. The hostile code already inside had time to prepare for
 // it, so the entrant is out of its reach until it is one of its own:
 //
-//   - It is a copy of the launcher, not sharing its memory (joining a
-//     user namespace needs a process of one thread and its own memory),
-//     and non-dumpable from its first step: until its exec, /proc/PID/mem,
-//     fd, environ and ptrace need CAP_SYS_PTRACE over the launcher's
-//     user namespace, which nothing inside has. Until it becomes the
-//     sandbox user it also holds capabilities the sandbox user lacks,
-//     which rules out ptrace by itself.
-//   - It joins the cgroup while it still sees the host's files, then
-//     every namespace of the init at once (setns of a pidfd), and forks:
-//     the PID namespace is a child's. The fork (CLONE_PARENT) makes the
-//     entrant the launcher's own child, so the launcher reaps it and
-//     learns its status; the forking copy exits.
+//   - The launcher's child (the forker) joins the sandbox's cgroup while
+//     it still sees the host's files, then every namespace of the init at
+//     once (setns of a pidfd), and forks: the PID namespace is a child's.
+//     The forker has no pid inside, so nothing there can name it; it may
+//     share the launcher's memory (forkplan's Shared), as it never enters
+//     the PID namespace, and it exits once it has forked.
+//   - The fork (CLONE_PARENT) is the entrant, the launcher's own child, so
+//     the launcher reaps it and learns its status. It has a copy of the
+//     memory, never the launcher's own: whatever reached it could change
+//     only itself. It makes itself non-dumpable at once: until its exec,
+//     /proc/PID/mem, fd, environ and ptrace need CAP_SYS_PTRACE over the
+//     launcher's user namespace, which nothing inside has. Until then it
+//     also holds capabilities the sandbox user lacks, which rules out
+//     ptrace by itself.
 //   - Its working directory and program are resolved from the sandbox's
 //     root, which the mount namespace gives it: no path of the host, and
 //     no descriptor but its stdio, the report socket and the exec shim
@@ -56,7 +58,6 @@ func CompileEntry(cfg *wire.Config, fds Fds, target int, join []string) (*forkpl
 // every namespace of the live sandbox, in its cgroup.
 func (b *planner) enter() {
 	w := func(op string) forkplan.Where { return forkplan.Where{Stage: "enter", Op: op} }
-	b.call(w("prctl PR_SET_DUMPABLE"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_DUMPABLE), forkplan.Val(0))
 	for _, f := range b.join {
 		fd := b.slot()
 		jw := forkplan.Where{Stage: "cgroup", Op: "join", Path: f}
@@ -71,19 +72,19 @@ func (b *planner) enter() {
 		forkplan.Val(0), forkplan.Val(0)).Save(pid)
 	b.p.ExitUnlessZero(pid)
 	// The entrant: a child of the launcher, in the sandbox's PID
-	// namespace. Out, one byte (with its pid in the credentials); in,
-	// one byte: it is in its cgroup. EOF: the launcher is gone.
+	// namespace, with memory of its own. Out, one byte (with its pid in
+	// the credentials); in, one byte: it is in its cgroup. EOF: the
+	// launcher is gone.
+	b.call(w("prctl PR_SET_DUMPABLE"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_DUMPABLE), forkplan.Val(0))
 	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
-	b.call(w("tell the launcher"), unix.SYS_WRITE, forkplan.Val(planSyncFd), forkplan.Buf([]byte{1}), forkplan.Val(1)).Want(1)
-	b.call(w("wait for the launcher"), unix.SYS_READ, forkplan.Val(planSyncFd), forkplan.Buf(make([]byte, 1)), forkplan.Val(1)).Want(1)
+	b.handshake(w)
 	b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planSyncFd))
-	if b.facts.root {
-		b.call(w("setgroups"), unix.SYS_SETGROUPS, forkplan.Val(0), forkplan.Val(0))
+	if b.cfg.ResetOOMScore {
+		// As an init does (identity), with the ids that own its
+		// /proc/self (the sandbox's, where it now is), in memory of its
+		// own.
+		b.resetOOMScore("enter")
 	}
-	b.call(w("setresgid"), unix.SYS_SETRESGID, forkplan.Val(wire.SandboxGID), forkplan.Val(wire.SandboxGID), forkplan.Val(wire.SandboxGID))
-	b.call(w("setresuid"), unix.SYS_SETRESUID, forkplan.Val(wire.SandboxUID), forkplan.Val(wire.SandboxUID), forkplan.Val(wire.SandboxUID))
-	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
-	b.call(w("check the launcher lives"), unix.SYS_RECVFROM, forkplan.Val(planConnFd), forkplan.Buf(make([]byte, 1)), forkplan.Val(1),
-		forkplan.Val(unix.MSG_DONTWAIT|unix.MSG_PEEK), forkplan.Val(0), forkplan.Val(0)).Want(1).PassOn(uintptr(unix.EAGAIN))
+	b.becomeSandboxUser(w)
 	b.call(w("setsid"), unix.SYS_SETSID)
 }

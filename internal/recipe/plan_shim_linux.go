@@ -45,7 +45,19 @@ func (b *planner) execShim() {
 	} else {
 		// No place is empty, which would end the shim's list: a name
 		// with a slash is one, and PATH's are joined to one.
-		argv = forkplan.Strs(execshim.Args(step, shimPlaces(b.cfg.Program), b.cfg.Args))
+		places := shimPlaces(b.cfg.Program)
+		switch {
+		case b.cfg.Hold:
+			// Its own argv after the shim's, for a ps inside.
+			argv = forkplan.Strs(append(execshim.HoldArgs(step), b.cfg.Args...))
+		case len(places) == 0:
+			// The shim would hold: a program with no place to be
+			// in (a name, and no PATH) is not found.
+			b.fail(&wire.SetupError{Stage: "exec", Op: "look up program", Path: b.cfg.Path, Errno: int(unix.ENOENT)})
+			return
+		default:
+			argv = forkplan.Strs(execshim.Args(step, places, b.cfg.Args))
+		}
 	}
 	b.call(w("exec the exec shim"), unix.SYS_EXECVEAT, forkplan.Val(planShimFd), forkplan.Str(""), argv, envv, forkplan.Val(unix.AT_EMPTY_PATH))
 	if b.p.Len() != step {

@@ -63,7 +63,7 @@ func (b *ProgramBlock) header(i int) *uintptr { return &b.words[i] }
 // size it takes; ok is false when p does not fit the block.
 func (b *ProgramBlock) Encode(p wire.Program) (msg []byte, ok bool) {
 	candidates := shimPlaces(p)
-	if len(candidates) > blockCandidates || p.Hold && b.shimStep == 0 {
+	if len(candidates) > blockCandidates || len(candidates) == 0 && !p.Hold || p.Hold && b.shimStep == 0 {
 		return nil, false
 	}
 	args := p.Args

@@ -265,18 +265,11 @@ func serveStart(req *wire.Request, files []*os.File, r *served, o *owner, reply 
 		}
 	}
 	r.setHandle(h)
-	if se := <-h.Ready; se != nil {
-		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
-	} else {
-		replyStarted(req.ID, h, reply)
-		if cold && req.Pool > 0 {
-			o.coldStarted()
-		}
+	var started func()
+	if cold && req.Pool > 0 {
+		started = o.coldStarted
 	}
-	exit := <-h.Done
-	exit.Pooled = !cold
-	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
-	close(h.Reported)
+	report(req.ID, h, reply, started, !cold)
 }
 
 // replyStarted tells the caller that h's program runs, with the master
@@ -318,12 +311,22 @@ func serveEnter(req *wire.Request, files []*os.File, r *served, target *launch.H
 		return
 	}
 	r.setHandle(h)
+	report(req.ID, h, reply, nil, false)
+}
+
+// report tells the caller how the run id of h started, calling started
+// (if set) once it has, and, once it is reaped, how it ended.
+func report(id uint64, h *launch.Handle, reply func(wire.Reply, ...int), started func(), pooled bool) {
 	if se := <-h.Ready; se != nil {
-		reply(wire.Reply{ID: req.ID, Kind: wire.Failed, Err: se})
+		reply(wire.Reply{ID: id, Kind: wire.Failed, Err: se})
 	} else {
-		replyStarted(req.ID, h, reply)
+		replyStarted(id, h, reply)
+		if started != nil {
+			started()
+		}
 	}
 	exit := <-h.Done
-	reply(wire.Reply{ID: req.ID, Kind: wire.Exited, Exit: &exit})
+	exit.Pooled = pooled
+	reply(wire.Reply{ID: id, Kind: wire.Exited, Exit: &exit})
 	close(h.Reported)
 }

@@ -12,19 +12,32 @@ import (
 // unless it is SIGKILL or SIGSTOP, where the same signal would end or stop
 // any other process.
 func NSInitWithDefault(status string, sig int) bool {
-	var init, set bool
+	init := false
 	for line := range strings.Lines(status) {
 		key, val, _ := strings.Cut(strings.TrimSpace(line), ":")
-		fields := strings.Fields(val)
-		switch key {
-		case "NSpid":
+		if fields := strings.Fields(val); key == "NSpid" {
 			init = len(fields) > 1 && fields[len(fields)-1] == "1"
-		case "SigIgn", "SigCgt":
-			mask, err := strconv.ParseUint(strings.Join(fields, ""), 16, 64)
-			if err != nil || mask&(1<<(uint(sig)-1)) != 0 {
-				set = true
-			}
 		}
 	}
-	return init && !set
+	return init && DefaultAction(status, sig)
+}
+
+// DefaultAction says whether the /proc/PID/status text describes a
+// process whose action for the signal numbered sig is the default one:
+// neither caught nor ignored.
+func DefaultAction(status string, sig int) bool {
+	if sig < 1 || sig > 64 {
+		return false // no signal, or none the kernel has
+	}
+	for line := range strings.Lines(status) {
+		key, val, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if key != "SigIgn" && key != "SigCgt" {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.Join(strings.Fields(val), ""), 16, 64)
+		if err != nil || mask&(1<<(uint(sig)-1)) != 0 {
+			return false
+		}
+	}
+	return true
 }

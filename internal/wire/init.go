@@ -30,6 +30,31 @@ package wire
 //
 // The launcher turns a failure record into a SetupError, which the caller
 // turns into the sandbox package's errors.
+//
+// A process entering a live sandbox (Request.Enter; recipe.CompileEntry)
+// finds the same two sockets, and the live sandbox's init's pidfd:
+//
+//	launcher                             forker (no pid in the sandbox)    entrant (its fork)
+//	plan + clone (forkplan)           →  joins the cgroup, then every
+//	                                     namespace of the init (setns
+//	                                     of the pidfd), forks (CLONE_PARENT) → non-dumpable
+//	wait4 ←                              exits 0
+//	                                  ←  sync: one byte, with its pid as SCM_CREDENTIALS (SO_PASSCRED)
+//	(v2 without clone into cgroup:
+//	 cgroup.procs)
+//	sync: one byte, "go on"           →                                       becomes the sandbox user,
+//	                                                                          the program's process
+//	                                  ←  conn: TerminalMark, ListenerMark or ExecMark, as an init's
+//	                                  ←  EOF at the program's execve, or a failure record
+//	wait4 → Exit (the entrant's own figures)
+//
+// A dialer (Request.Dial; recipe.CompileDial) finds conn and the pidfd:
+//
+//	launcher                             dialer (no pid in the sandbox)
+//	plan + clone                      →  joins the network namespace (and for a
+//	                                     Unix socket the mount namespace), connects
+//	                                  ←  conn: DialMark + SCM_RIGHTS(the socket), or a failure record
+//	wait4                             ←  exits
 
 // TerminalMark is the byte that carries the master of a run's pty from its
 // init to the launcher, as SCM_RIGHTS, after the sandbox is built and
