@@ -250,6 +250,9 @@ type signalRequest struct {
 // whichever started it.
 func (s *server) signalProcess(w http.ResponseWriter, r *http.Request, ss *session) {
 	pid, aerr := pidOf(r)
+	if aerr == nil && pid == 1 {
+		aerr = badField("pid", "pid 1 is the session's init, which holds the sandbox: DELETE /v1/sessions/{id} ends it and everything in it")
+	}
 	if aerr == nil {
 		aerr = s.admitBody(w, r)
 		if aerr == nil {
