@@ -490,3 +490,44 @@ func TestSessionBackground(t *testing.T) {
 		t.Errorf("signal BOGUS: %v, want 400", r)
 	}
 }
+
+// TestShutdownEndsSessions: SIGTERM ends every session, a request in one
+// and its background processes included; the server exits 0 and nothing
+// of the sessions is left.
+func TestShutdownEndsSessions(t *testing.T) {
+	ts := startServer(t)
+	idle, busy := ts.newSession(t, `{}`), ts.newSession(t, `{}`)
+	idleToken, busyToken := newToken(), newToken()
+	ts.runIn(t, idle, `{"command":["sh","-c","(trap '' TERM INT HUP; sleep 1000 `+idleToken+` &)"]}`)
+	r := ts.call(t, "POST", "/v1/sessions/"+busy+"/processes", []byte(`{"command":["sleep","1000","`+busyToken+`"]}`))
+	if r.status != http.StatusCreated {
+		t.Fatalf("start a background sleep: %v", r)
+	}
+	waitToken(t, idleToken)
+	waitToken(t, busyToken)
+	running := make(chan reply, 1)
+	go func() {
+		running <- ts.call(t, "POST", "/v1/sessions/"+busy+"/runs", []byte(`{"command":["sh","-c","echo started; sleep 1000"]}`))
+	}()
+	ts.waitMetric(t, "toolserver_runs_in_flight", 1)
+	procs := tree(ts.cmd.Process.Pid)
+
+	if err := ts.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var a answer
+	got := <-running
+	got.json(t, &a)
+	if a.Cause != "canceled" || !strings.Contains(a.Error, "shutting down") {
+		t.Errorf("the run in a session at shutdown: %v, want canceled by the shutdown", got)
+	}
+	for _, token := range []string{idleToken, busyToken} {
+		if pids := withToken(token); len(pids) > 0 {
+			t.Errorf("a session's sleep %s still runs after the server exited: pids %v", token, pids)
+		}
+	}
+	assertGone(t, procs)
+	if n := len(ts.events("session ended")); n != 2 {
+		t.Errorf("%d session ended events, want 2:\n%s", n, ts.logText())
+	}
+}
