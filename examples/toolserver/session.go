@@ -365,6 +365,10 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, id, &apiError{status: http.StatusServiceUnavailable, msg: errShuttingDown.Error()})
 		return
 	}
+	if s.cfg.maxSessions == 0 {
+		s.refuse(w, id, &apiError{status: http.StatusNotImplemented, msg: "this server offers no sessions (-max-sessions=0): use POST /v1/runs"})
+		return
+	}
 	if err := s.sessions.reserve(s.cfg.maxSessions); err != nil {
 		w.Header().Set("Retry-After", "1")
 		s.refuse(w, id, &apiError{status: http.StatusTooManyRequests, msg: err.Error()})

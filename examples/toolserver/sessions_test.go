@@ -340,6 +340,10 @@ func TestMaxSessions(t *testing.T) {
 		t.Fatalf("DELETE: %v", r)
 	}
 	ts.newSession(t, `{}`)
+	off := startServer(t, "-max-sessions", "0")
+	if r := off.call(t, "POST", "/v1/sessions", []byte(`{}`)); r.status != http.StatusNotImplemented || !strings.Contains(string(r.body), "-max-sessions=0") {
+		t.Errorf("a session from a server with -max-sessions=0: %v, want 501 saying so", r)
+	}
 	if m := ts.metrics(t); m["toolserver_sessions"] != 1 || m["toolserver_sessions_created_total"] != 2 || m["toolserver_sessions_ended_total"] != 1 {
 		t.Errorf("session metrics: live %v, created %v, ended %v; want 1, 2, 1", m["toolserver_sessions"], m["toolserver_sessions_created_total"], m["toolserver_sessions_ended_total"])
 	}
