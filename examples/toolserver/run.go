@@ -146,6 +146,10 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 	case res != nil && res.Outcome == sandbox.Timeout:
 		resp.Error = fmt.Sprintf("the run was killed at its timeout of %s", spec.timeout)
 	case err == nil:
+	case sess != nil && sess.endedWhy() != "":
+		// The session ended while the run entered it (deleted, expired
+		// or shut down): that, not how the entry broke, is the answer.
+		resp.Error = fmt.Sprintf("session %s ended: %s; create a new session", sess.id, sess.endedWhy())
 	default:
 		resp.Error = err.Error()
 		if errors.Is(err, sandbox.ErrNoCgroup) {
@@ -163,6 +167,8 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 	case errors.Is(err, sandbox.ErrInvalidOption):
 		resp.Field = requestField(err, spec)
 		writeAnswer(w, http.StatusBadRequest, resp, nil, nil)
+	case sess != nil && sess.endedWhy() != "":
+		writeJSON(w, http.StatusNotFound, errorBody{ID: id, Error: resp.Error, Field: "id"})
 	default:
 		writeAnswer(w, http.StatusInternalServerError, resp, nil, nil)
 	}

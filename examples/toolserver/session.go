@@ -77,6 +77,13 @@ func (ss *session) done() {
 	ss.lastUsed = time.Now()
 }
 
+// endedWhy says why the session ended, or "" while it lives.
+func (ss *session) endedWhy() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.ended
+}
+
 // run runs cmd in the session and waits for it; processes it leaves in the
 // background keep running.
 func (ss *session) run(ctx context.Context, cmd *sandbox.Cmd) (*sandbox.Result, error) {

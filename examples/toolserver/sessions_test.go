@@ -509,21 +509,24 @@ func TestShutdownEndsSessions(t *testing.T) {
 	}
 	waitToken(t, idleToken)
 	waitToken(t, busyToken)
-	running := make(chan reply, 1)
-	go func() {
-		running <- ts.call(t, "POST", "/v1/sessions/"+busy+"/runs", []byte(`{"command":["sh","-c","echo started; sleep 1000"]}`))
-	}()
-	ts.waitMetric(t, "toolserver_runs_in_flight", 1)
+	req, _ := http.NewRequest("POST", ts.url+"/v1/sessions/"+busy+"/runs", strings.NewReader(`{"command":["sh","-c","echo started; sleep 1000"],"stream":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	st := &stream{resp: resp, dec: json.NewDecoder(resp.Body)}
+	if l := st.next(t); l.Data != "started\n" {
+		t.Fatalf("the run in a session: first line %+v", l)
+	}
 	procs := tree(ts.cmd.Process.Pid)
 
 	if err := ts.stop(); err != nil {
 		t.Fatal(err)
 	}
-	var a answer
-	got := <-running
-	got.json(t, &a)
-	if a.Cause != "canceled" || !strings.Contains(a.Error, "shutting down") {
-		t.Errorf("the run in a session at shutdown: %v, want canceled by the shutdown", got)
+	if _, _, a := st.rest(t); a.Cause != "canceled" || !strings.Contains(a.Error, "shutting down") {
+		t.Errorf("the run in a session at shutdown: %+v, want canceled by the shutdown", a.short())
 	}
 	for _, token := range []string{idleToken, busyToken} {
 		if pids := withToken(token); len(pids) > 0 {
