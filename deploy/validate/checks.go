@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,7 +45,7 @@ func Check(b *Bundle) []Problem {
 }
 
 // checker holds what one check learns for the next: the image's facts
-// from the Dockerfile, the server's port and flags from the Deployment.
+// from the Dockerfile, the server's port and flags from the workload.
 type checker struct {
 	b     *Bundle
 	probs []Problem
@@ -56,8 +55,9 @@ type checker struct {
 	uid, gid *int64
 	entry    string
 
-	// From the Deployment; dep is nil when there is not exactly one.
-	dep     *Object[appsv1.Deployment]
+	// From the workload (the StatefulSet); dep is nil when there is not
+	// exactly one.
+	dep     *workload
 	ctr     *corev1.Container
 	ctrPath string
 	args    *serverArgs
@@ -255,13 +255,14 @@ func numericUser(s string) (uid, gid *int64, err error) {
 }
 
 func (c *checker) deployment() {
-	if len(c.b.Deployments) != 1 {
-		c.add("kubernetes", "", "want exactly one Deployment, have %d", len(c.b.Deployments))
+	ws := c.b.workloads()
+	if len(ws) != 1 {
+		c.add("kubernetes", "", "want exactly one StatefulSet (or Deployment) running the toolserver, have %d", len(ws))
 		return
 	}
-	c.dep = &c.b.Deployments[0]
-	file, dep := c.dep.File, c.dep.Obj
-	pod := &dep.Spec.Template.Spec
+	c.dep = &ws[0]
+	file, dep := c.dep.File, c.dep
+	pod := &dep.Template.Spec
 	const podPath = "spec.template.spec"
 
 	if len(pod.Containers) != 1 {
@@ -305,7 +306,7 @@ func (c *checker) deployment() {
 		c.add(file, cp+".ports", "no containerPort is -addr's port %d", c.port)
 	}
 	if c.b.Dockerfile != nil && len(c.exposed) > 0 && !slices.Contains(c.exposed, c.port) {
-		c.add(c.b.DockerfileFile, "EXPOSE", "exposes %v, but the Deployment's -addr listens on %d", c.exposed, c.port)
+		c.add(c.b.DockerfileFile, "EXPOSE", "exposes %v, but the %s's -addr listens on %d", c.exposed, c.dep.Kind, c.port)
 	}
 
 	c.probe(cp+".livenessProbe", ctr.LivenessProbe, healthPath, true)
@@ -316,16 +317,17 @@ func (c *checker) deployment() {
 	c.security(pod)
 	c.resources()
 
-	if dep.Spec.Selector == nil {
+	if dep.Selector == nil {
 		c.add(file, "spec.selector", "missing")
-	} else if sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector); err != nil {
+	} else if sel, err := metav1.LabelSelectorAsSelector(dep.Selector); err != nil {
 		c.add(file, "spec.selector", "%v", err)
-	} else if sel.Empty() || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
-		c.add(file, "spec.selector", "%s does not select the pod template's labels %v", sel, dep.Spec.Template.Labels)
+	} else if sel.Empty() || !sel.Matches(labels.Set(dep.Template.Labels)) {
+		c.add(file, "spec.selector", "%s does not select the pod template's labels %v", sel, dep.Template.Labels)
 	}
-	if dep.Spec.Replicas != nil && c.scaledByHPA() {
-		c.add(file, "spec.replicas", "set while a HorizontalPodAutoscaler scales this Deployment: every kubectl apply would reset the replicas to %d", *dep.Spec.Replicas)
+	if dep.Replicas != nil && c.scaledByHPA() {
+		c.add(file, "spec.replicas", "set while a HorizontalPodAutoscaler scales this %s: every kubectl apply would reset the replicas to %d", dep.Kind, *dep.Replicas)
 	}
+	c.sessions()
 }
 
 // argField names the container argument that set flag, or the args list
@@ -337,10 +339,10 @@ func (c *checker) argField(flag string) string {
 	return c.ctrPath + ".args"
 }
 
-// scaledByHPA reports whether an autoscaler names the Deployment.
+// scaledByHPA reports whether an autoscaler names the workload.
 func (c *checker) scaledByHPA() bool {
 	for _, h := range c.b.HPAs {
-		if h.Obj.Spec.ScaleTargetRef.Kind == "Deployment" && h.Obj.Spec.ScaleTargetRef.Name == c.dep.Obj.Name {
+		if h.Obj.Spec.ScaleTargetRef.Kind == c.dep.Kind && h.Obj.Spec.ScaleTargetRef.Name == c.dep.Name {
 			return true
 		}
 	}
@@ -513,10 +515,14 @@ func (c *checker) resources() {
 		}
 	}
 	n := c.args.int("max-concurrent")
+	// A session's sandbox holds up to -max-memory for its whole life, its
+	// runs included, beside the one-shot runs.
+	sandboxes := n + c.args.int("max-sessions")
 	if mem, ok := r.Limits[corev1.ResourceMemory]; ok && n > 0 {
 		per := c.args.size("max-memory")
-		if per > 0 && (per > math.MaxInt64/n || mem.Value() < n*per) {
-			c.add(file, rf+".limits.memory", "%s is below -max-concurrent (%d) × -max-memory (%s)", mem.String(), n, c.args.value("max-memory"))
+		if per > 0 && (per > math.MaxInt64/sandboxes || mem.Value() < sandboxes*per) {
+			c.add(file, rf+".limits.memory", "%s is below (-max-concurrent (%d) + -max-sessions (%d)) × -max-memory (%s)",
+				mem.String(), n, c.args.int("max-sessions"), c.args.value("max-memory"))
 		}
 	}
 	if cpu, ok := r.Limits[corev1.ResourceCPU]; ok && n > 0 {
@@ -527,14 +533,14 @@ func (c *checker) resources() {
 	}
 }
 
-// podLabels are the Deployment's pod template labels.
+// podLabels are the workload's pod template labels.
 func (c *checker) podLabels() labels.Set {
-	return labels.Set(c.dep.Obj.Spec.Template.Labels)
+	return labels.Set(c.dep.Template.Labels)
 }
 
 func (c *checker) services() {
-	if len(c.b.Services) == 0 {
-		c.add("kubernetes", "", "no Service: clients have no stable address")
+	if !slices.ContainsFunc(c.b.Services, func(s Object[corev1.Service]) bool { return s.Obj.Spec.ClusterIP != corev1.ClusterIPNone }) {
+		c.add("kubernetes", "", "no Service with a cluster IP: clients have no stable address")
 	}
 	if c.dep == nil || c.ctr == nil {
 		return
@@ -544,7 +550,7 @@ func (c *checker) services() {
 		if len(spec.Selector) == 0 {
 			c.add(s.File, "spec.selector", "empty: the Service would have no endpoints")
 		} else if !labels.SelectorFromSet(spec.Selector).Matches(c.podLabels()) {
-			c.add(s.File, "spec.selector", "%v does not select the Deployment's pods %v", spec.Selector, c.podLabels())
+			c.add(s.File, "spec.selector", "%v does not select the toolserver's pods %v", spec.Selector, c.podLabels())
 		}
 		if len(spec.Ports) == 0 {
 			c.add(s.File, "spec.ports", "empty")
@@ -569,12 +575,8 @@ func (c *checker) hpas() {
 	for _, h := range c.b.HPAs {
 		spec := h.Obj.Spec
 		ref := spec.ScaleTargetRef
-		if ref.APIVersion != "apps/v1" || ref.Kind != "Deployment" || (c.dep != nil && ref.Name != c.dep.Obj.Name) {
-			want := "?"
-			if c.dep != nil {
-				want = c.dep.Obj.Name
-			}
-			c.add(h.File, "spec.scaleTargetRef", "%s %s %q, want apps/v1 Deployment %q", ref.APIVersion, ref.Kind, ref.Name, want)
+		if c.dep != nil && (ref.APIVersion != "apps/v1" || ref.Kind != c.dep.Kind || ref.Name != c.dep.Name) {
+			c.add(h.File, "spec.scaleTargetRef", "%s %s %q, want apps/v1 %s %q", ref.APIVersion, ref.Kind, ref.Name, c.dep.Kind, c.dep.Name)
 		}
 		minR := int32(1)
 		if spec.MinReplicas != nil {
@@ -590,8 +592,14 @@ func (c *checker) hpas() {
 			}
 			field := fmt.Sprintf("spec.metrics[%d].pods", i)
 			name := m.Pods.Metric.Name
-			if strings.HasPrefix(name, "toolserver_") && name != inFlightGauge && name != queuedGauge {
-				c.add(h.File, field+".metric.name", "%q is not a toolserver gauge (%s, %s)", name, inFlightGauge, queuedGauge)
+			if strings.HasPrefix(name, "toolserver_") && name != inFlightGauge && name != queuedGauge && name != sessionsGauge {
+				c.add(h.File, field+".metric.name", "%q is not a toolserver gauge (%s, %s, %s)", name, inFlightGauge, queuedGauge, sessionsGauge)
+			}
+			if name == sessionsGauge && c.args != nil {
+				t := m.Pods.Target
+				if n := c.args.int("max-sessions"); t.AverageValue != nil && t.AverageValue.Cmp(*resource.NewQuantity(n, resource.DecimalSI)) > 0 {
+					c.add(h.File, field+".target.averageValue", "%s can never be reached: a pod holds at most -max-sessions=%d", t.AverageValue.String(), n)
+				}
 			}
 			if name != inFlightGauge {
 				continue
@@ -614,10 +622,10 @@ func (c *checker) hpas() {
 	}
 }
 
-// minReplicas is the autoscaler's floor for the Deployment, or 0.
+// minReplicas is the autoscaler's floor for the workload, or 0.
 func (c *checker) minReplicas() int {
 	for _, h := range c.b.HPAs {
-		if c.dep != nil && h.Obj.Spec.ScaleTargetRef.Name == c.dep.Obj.Name {
+		if c.dep != nil && h.Obj.Spec.ScaleTargetRef.Name == c.dep.Name {
 			if h.Obj.Spec.MinReplicas == nil {
 				return 1
 			}
@@ -638,7 +646,7 @@ func (c *checker) pdbs() {
 		} else if sel, err := metav1.LabelSelectorAsSelector(spec.Selector); err != nil {
 			c.add(p.File, "spec.selector", "%v", err)
 		} else if sel.Empty() || !sel.Matches(c.podLabels()) {
-			c.add(p.File, "spec.selector", "%s does not select the Deployment's pods %v", sel, c.podLabels())
+			c.add(p.File, "spec.selector", "%s does not select the toolserver's pods %v", sel, c.podLabels())
 		}
 		// At the autoscaler's floor, a drain must still be able to evict
 		// one pod, or it waits forever.
@@ -675,30 +683,23 @@ func (c *checker) networkPolicies() {
 			continue
 		}
 		if !sel.Matches(c.podLabels()) {
-			c.add(np.File, "spec.podSelector", "%s does not select the Deployment's pods %v", sel, c.podLabels())
+			c.add(np.File, "spec.podSelector", "%s does not select the toolserver's pods %v", sel, c.podLabels())
 			continue
 		}
 		ingress := len(spec.PolicyTypes) == 0 || slices.Contains(spec.PolicyTypes, "Ingress")
 		if ingress {
 			open := false
 			for _, rule := range spec.Ingress {
-				if len(rule.Ports) == 0 {
-					open = true
-				}
-				for _, p := range rule.Ports {
-					if p.Port == nil {
-						open = true
-					} else if n, ok := c.resolvePort(*p.Port); ok && n == c.port {
-						open = true
-					}
-				}
+				// The toolserver's own pods are its peers, not clients.
+				open = open || (c.admitsPort(rule.Ports) && !c.onlyPeers(rule.From))
 			}
 			if !open {
 				c.add(np.File, "spec.ingress", "no rule admits the toolserver's port %d: no client could reach it", c.port)
 			}
 		}
-		if slices.Contains(spec.PolicyTypes, "Egress") && len(spec.Egress) == 0 && c.args.value("egress") != "" {
-			c.add(np.File, "spec.egress", "allows nothing out, but -egress=%s lets runs ask for those hosts through the server, which dials them from the pod", c.args.value("egress"))
+		c.peerPolicies(&np)
+		if slices.Contains(spec.PolicyTypes, "Egress") && !slices.ContainsFunc(spec.Egress, leavesCluster) && c.args.value("egress") != "" {
+			c.add(np.File, "spec.egress", "allows nothing out of the cluster, but -egress=%s lets runs ask for those hosts through the server, which dials them from the pod", c.args.value("egress"))
 		}
 	}
 }
@@ -724,7 +725,7 @@ func (c *checker) kustomization() {
 	if c.ctr != nil {
 		for i, img := range k.Images {
 			if img.Name != imageName(c.ctr.Image) {
-				c.add(file, fmt.Sprintf("images[%d].name", i), "%q does not match the Deployment's image %q, so it would change nothing", img.Name, c.ctr.Image)
+				c.add(file, fmt.Sprintf("images[%d].name", i), "%q does not match the container's image %q, so it would change nothing", img.Name, c.ctr.Image)
 			}
 		}
 	}

@@ -39,6 +39,7 @@ func (p Problem) String() string {
 // nobody checks is a manifest that can break unnoticed.
 var kinds = map[string]func() any{
 	"apps/v1 Deployment":                     func() any { return new(appsv1.Deployment) },
+	"apps/v1 StatefulSet":                    func() any { return new(appsv1.StatefulSet) },
 	"v1 Service":                             func() any { return new(corev1.Service) },
 	"autoscaling/v2 HorizontalPodAutoscaler": func() any { return new(autoscalingv2.HorizontalPodAutoscaler) },
 	"policy/v1 PodDisruptionBudget":          func() any { return new(policyv1.PodDisruptionBudget) },

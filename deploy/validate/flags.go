@@ -45,6 +45,11 @@ var serverFlags = map[string]struct {
 	"pool":             {flagInt, "0"},
 	"log-format":       {flagString, "json"},
 	"shutdown-timeout": {flagDuration, "10s"},
+	"max-sessions":     {flagInt, "16"},
+	"max-idle-timeout": {flagDuration, "10m"},
+	"max-lifetime":     {flagDuration, "1h"},
+	"replica":          {flagString, ""},
+	"peer-url":         {flagString, ""},
 }
 
 // serverArgs are the toolserver's flags as a command line sets them.

@@ -47,6 +47,7 @@ type Bundle struct {
 	DockerfileFile string
 
 	Deployments     []Object[appsv1.Deployment]
+	StatefulSets    []Object[appsv1.StatefulSet]
 	Services        []Object[corev1.Service]
 	HPAs            []Object[autoscalingv2.HorizontalPodAutoscaler]
 	PDBs            []Object[policyv1.PodDisruptionBudget]
@@ -125,6 +126,8 @@ func Load(deployDir, repoRoot string) (*Bundle, []Problem) {
 			switch o := obj.(type) {
 			case *appsv1.Deployment:
 				b.Deployments = append(b.Deployments, Object[appsv1.Deployment]{f, o})
+			case *appsv1.StatefulSet:
+				b.StatefulSets = append(b.StatefulSets, Object[appsv1.StatefulSet]{f, o})
 			case *corev1.Service:
 				b.Services = append(b.Services, Object[corev1.Service]{f, o})
 			case *autoscalingv2.HorizontalPodAutoscaler:

@@ -3,6 +3,7 @@ package validate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -18,17 +19,18 @@ import (
 )
 
 // TestServerTakesTheManifest builds examples/toolserver and starts it, on
-// loopback, with the Deployment's arguments: the server must accept them,
-// answer the probes the Deployment points at, serve every metric the
-// autoscaler asks for as a gauge, and exit 0 on SIGTERM. The static checks
+// loopback, with the StatefulSet's arguments and POD_NAME as a pod's: the
+// server must accept them, answer the probes the StatefulSet points at,
+// serve every metric the autoscaler asks for as a gauge, name its sessions
+// after the pod, and exit 0 on SIGTERM. The static checks
 // hold the files to the agreed flags and names; this holds them to the
 // real server.
 func TestServerTakesTheManifest(t *testing.T) {
 	b, probs := Load(deployDir, repoRoot)
-	if len(b.Deployments) != 1 || len(b.Deployments[0].Obj.Spec.Template.Spec.Containers) == 0 {
-		t.Fatalf("no Deployment to take the arguments from: %v", probs)
+	if len(b.StatefulSets) != 1 || len(b.StatefulSets[0].Obj.Spec.Template.Spec.Containers) == 0 {
+		t.Fatalf("no StatefulSet to take the arguments from: %v", probs)
 	}
-	ctr := b.Deployments[0].Obj.Spec.Template.Spec.Containers[0]
+	ctr := b.StatefulSets[0].Obj.Spec.Template.Spec.Containers[0]
 
 	bin := filepath.Join(t.TempDir(), "toolserver")
 	build := exec.Command("go", "build", "-o", bin, "./examples/toolserver")
@@ -48,6 +50,8 @@ func TestServerTakesTheManifest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := exec.CommandContext(ctx, bin, args...)
+	const podName = "toolserver-0"
+	srv.Env = append(srv.Environ(), "POD_NAME="+podName)
 	var stderr syncBuffer
 	srv.Stderr = &stderr
 	if err := srv.Start(); err != nil {
@@ -83,7 +87,7 @@ func TestServerTakesTheManifest(t *testing.T) {
 			if strings.Contains(log, "cannot run sandboxes") {
 				t.Skipf("this host cannot run sandboxes, so the server will not start here:\n%s", log)
 			}
-			t.Fatalf("the server exited (%v) with the Deployment's arguments %q:\n%s", err, args, log)
+			t.Fatalf("the server exited (%v) with the StatefulSet's arguments %q:\n%s", err, args, log)
 		case <-ctx.Done():
 			t.Fatalf("no 200 from %s: %v\n%s", probe.HTTPGet.Path, err, stderr.String())
 		case <-time.After(100 * time.Millisecond):
@@ -113,6 +117,18 @@ func TestServerTakesTheManifest(t *testing.T) {
 				t.Errorf("%s: spec.metrics[%d].pods.metric.name %q: /metrics has no such gauge:\n%s", h.File, i, name, metrics.String())
 			}
 		}
+	}
+
+	// A session's id names the pod, which its peers reach it by.
+	resp, err := client.Post(base+"/v1/sessions", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sess struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&sess)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || !strings.HasPrefix(sess.ID, podName+".") {
+		t.Errorf("POST /v1/sessions: %s, id %q; want 201 and an id naming the pod %s", resp.Status, sess.ID, podName)
 	}
 
 	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {

@@ -3,9 +3,11 @@ package validate
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -28,7 +30,7 @@ func TestDeployFiles(t *testing.T) {
 	// The checks above pass vacuously on files that were not read: make
 	// sure every kind was.
 	counts := map[string]int{
-		"Deployment":              len(b.Deployments),
+		"StatefulSet":             len(b.StatefulSets),
 		"Service":                 len(b.Services),
 		"HorizontalPodAutoscaler": len(b.HPAs),
 		"PodDisruptionBudget":     len(b.PDBs),
@@ -50,7 +52,7 @@ func TestDeployFiles(t *testing.T) {
 func load(t *testing.T) *Bundle {
 	t.Helper()
 	b, probs := Load(deployDir, repoRoot)
-	if b.Dockerfile == nil || len(b.Deployments) != 1 || len(b.Services) == 0 || len(b.HPAs) == 0 ||
+	if b.Dockerfile == nil || len(b.StatefulSets) != 1 || len(b.Services) == 0 || len(b.HPAs) == 0 ||
 		len(b.PDBs) == 0 || len(b.NetworkPolicies) == 0 || b.Kustomization == nil {
 		t.Fatalf("the deployment files did not load: %v", probs)
 	}
@@ -74,14 +76,17 @@ func want(t *testing.T, probs []Problem, file, field string) {
 }
 
 const (
-	depFile = "kubernetes/deployment.yaml"
+	depFile = "kubernetes/statefulset.yaml"
 	ctr0    = "spec.template.spec.containers[0]"
 	podSC   = "spec.template.spec.securityContext"
 )
 
 func container(b *Bundle) *corev1.Container {
-	return &b.Deployments[0].Obj.Spec.Template.Spec.Containers[0]
+	return &pod(b).Containers[0]
 }
+
+// pod is the StatefulSet's pod spec.
+func pod(b *Bundle) *corev1.PodSpec { return &b.StatefulSets[0].Obj.Spec.Template.Spec }
 
 // setArg replaces the container argument for flag, or appends it.
 func setArg(b *Bundle, flag, arg string) {
@@ -95,6 +100,27 @@ func setArg(b *Bundle, flag, arg string) {
 	c.Args = append(c.Args, arg)
 }
 
+// dropArg removes the container argument for flag.
+func dropArg(b *Bundle, flag string) {
+	c := container(b)
+	c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "-"+flag+"=") || a == "-"+flag })
+}
+
+const peersFile = "kubernetes/peers-service.yaml"
+
+// peers is the StatefulSet's headless Service, clients the clients'.
+func peers(b *Bundle) *corev1.Service   { return service(b, peersFile) }
+func clients(b *Bundle) *corev1.Service { return service(b, "kubernetes/service.yaml") }
+
+func service(b *Bundle, file string) *corev1.Service {
+	for _, s := range b.Services {
+		if s.File == file {
+			return s.Obj
+		}
+	}
+	panic("no " + file)
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // TestChecksCatch breaks the loaded manifests one way at a time and
@@ -106,10 +132,10 @@ func TestChecksCatch(t *testing.T) {
 		file, field string
 	}{
 		{"service targetPort", func(b *Bundle) {
-			b.Services[0].Obj.Spec.Ports[0].TargetPort = intstr.FromInt32(9090)
+			clients(b).Spec.Ports[0].TargetPort = intstr.FromInt32(9090)
 		}, "kubernetes/service.yaml", "spec.ports[0].targetPort"},
 		{"service targetPort name", func(b *Bundle) {
-			b.Services[0].Obj.Spec.Ports[0].TargetPort = intstr.FromString("metrics")
+			clients(b).Spec.Ports[0].TargetPort = intstr.FromString("metrics")
 		}, "kubernetes/service.yaml", "spec.ports[0].targetPort"},
 		{"-addr port", func(b *Bundle) { setArg(b, "addr", "-addr=:9090") }, depFile, ctr0 + ".ports"},
 		{"-addr port not exposed", func(b *Bundle) { setArg(b, "addr", "-addr=:9090") }, "Dockerfile", "EXPOSE"},
@@ -119,7 +145,7 @@ func TestChecksCatch(t *testing.T) {
 		{"readiness port", func(b *Bundle) { container(b).ReadinessProbe.HTTPGet.Port = intstr.FromInt32(9999) }, depFile, ctr0 + ".readinessProbe.httpGet.port"},
 		{"no readiness probe", func(b *Bundle) { container(b).ReadinessProbe = nil }, depFile, ctr0 + ".readinessProbe"},
 		{"grace period", func(b *Bundle) {
-			b.Deployments[0].Obj.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr(int64(12))
+			pod(b).TerminationGracePeriodSeconds = ptr(int64(12))
 		}, depFile, "spec.template.spec.terminationGracePeriodSeconds"},
 		{"shutdown timeout", func(b *Bundle) { setArg(b, "shutdown-timeout", "-shutdown-timeout=40s") }, depFile, "spec.template.spec.terminationGracePeriodSeconds"},
 		{"hpa target", func(b *Bundle) { b.HPAs[0].Obj.Spec.ScaleTargetRef.Name = "other" }, "kubernetes/hpa.yaml", "spec.scaleTargetRef"},
@@ -132,28 +158,28 @@ func TestChecksCatch(t *testing.T) {
 		{"hpa target unreachable", func(b *Bundle) {
 			b.HPAs[0].Obj.Spec.Metrics[0].Pods.Target.AverageValue = ptr(resource.MustParse("10"))
 		}, "kubernetes/hpa.yaml", "spec.metrics[0].pods.target.averageValue"},
-		{"hostUsers true", func(b *Bundle) { b.Deployments[0].Obj.Spec.Template.Spec.HostUsers = ptr(true) }, depFile, "spec.template.spec.hostUsers"},
-		{"hostUsers unset", func(b *Bundle) { b.Deployments[0].Obj.Spec.Template.Spec.HostUsers = nil }, depFile, "spec.template.spec.hostUsers"},
+		{"hostUsers true", func(b *Bundle) { pod(b).HostUsers = ptr(true) }, depFile, "spec.template.spec.hostUsers"},
+		{"hostUsers unset", func(b *Bundle) { pod(b).HostUsers = nil }, depFile, "spec.template.spec.hostUsers"},
 		{"procMount Default", func(b *Bundle) {
 			container(b).SecurityContext.ProcMount = ptr(corev1.DefaultProcMount)
 		}, depFile, ctr0 + ".securityContext.procMount"},
 		{"seccomp RuntimeDefault", func(b *Bundle) {
-			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.SeccompProfile.Type = corev1.SeccompProfileTypeRuntimeDefault
+			pod(b).SecurityContext.SeccompProfile.Type = corev1.SeccompProfileTypeRuntimeDefault
 		}, depFile, podSC + ".seccompProfile.type"},
 		{"seccomp RuntimeDefault on the container", func(b *Bundle) {
 			container(b).SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 		}, depFile, ctr0 + ".securityContext.seccompProfile.type"},
 		{"seccomp unset", func(b *Bundle) {
-			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.SeccompProfile = nil
+			pod(b).SecurityContext.SeccompProfile = nil
 		}, depFile, podSC + ".seccompProfile"},
 		{"apparmor RuntimeDefault", func(b *Bundle) {
-			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.AppArmorProfile.Type = corev1.AppArmorProfileTypeRuntimeDefault
+			pod(b).SecurityContext.AppArmorProfile.Type = corev1.AppArmorProfileTypeRuntimeDefault
 		}, depFile, podSC + ".appArmorProfile.type"},
 		{"runAsNonRoot false", func(b *Bundle) {
-			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.RunAsNonRoot = ptr(false)
+			pod(b).SecurityContext.RunAsNonRoot = ptr(false)
 		}, depFile, podSC + ".runAsNonRoot"},
 		{"runAsUser not the image's", func(b *Bundle) {
-			b.Deployments[0].Obj.Spec.Template.Spec.SecurityContext.RunAsUser = ptr(int64(1000))
+			pod(b).SecurityContext.RunAsUser = ptr(int64(1000))
 		}, depFile, podSC + ".runAsUser"},
 		{"capabilities kept", func(b *Bundle) {
 			container(b).SecurityContext.Capabilities.Drop = []corev1.Capability{"NET_RAW"}
@@ -167,11 +193,11 @@ func TestChecksCatch(t *testing.T) {
 		{"writable root", func(b *Bundle) {
 			container(b).SecurityContext.ReadOnlyRootFilesystem = ptr(false)
 		}, depFile, ctr0 + ".securityContext.readOnlyRootFilesystem"},
-		{"deployment selector", func(b *Bundle) {
-			b.Deployments[0].Obj.Spec.Selector.MatchLabels = map[string]string{"app": "other"}
+		{"statefulset selector", func(b *Bundle) {
+			b.StatefulSets[0].Obj.Spec.Selector.MatchLabels = map[string]string{"app": "other"}
 		}, depFile, "spec.selector"},
 		{"service selector", func(b *Bundle) {
-			b.Services[0].Obj.Spec.Selector = map[string]string{"app": "other"}
+			clients(b).Spec.Selector = map[string]string{"app": "other"}
 		}, "kubernetes/service.yaml", "spec.selector"},
 		{"pdb selector", func(b *Bundle) {
 			b.PDBs[0].Obj.Spec.Selector.MatchLabels = map[string]string{"app": "other"}
@@ -193,7 +219,45 @@ func TestChecksCatch(t *testing.T) {
 			container(b).Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
 		}, depFile, ctr0 + ".resources.limits.cpu"},
 		{"no requests", func(b *Bundle) { container(b).Resources.Requests = nil }, depFile, ctr0 + ".resources.requests"},
-		{"replicas beside an hpa", func(b *Bundle) { b.Deployments[0].Obj.Spec.Replicas = ptr(int32(3)) }, depFile, "spec.replicas"},
+		{"replicas beside an hpa", func(b *Bundle) { b.StatefulSets[0].Obj.Spec.Replicas = ptr(int32(3)) }, depFile, "spec.replicas"},
+
+		// Sessions across pods.
+		{"sessions in a Deployment", func(b *Bundle) {
+			ss := b.StatefulSets[0]
+			b.Deployments = []Object[appsv1.Deployment]{{File: "kubernetes/deployment.yaml", Obj: &appsv1.Deployment{ObjectMeta: ss.Obj.ObjectMeta,
+				Spec: appsv1.DeploymentSpec{Selector: ss.Obj.Spec.Selector, Template: ss.Obj.Spec.Template}}}}
+			b.StatefulSets = nil
+			b.HPAs[0].Obj.Spec.ScaleTargetRef.Kind = "Deployment"
+		}, "kubernetes/deployment.yaml", "kind"},
+		{"pods one at a time", func(b *Bundle) { b.StatefulSets[0].Obj.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement }, depFile, "spec.podManagementPolicy"},
+		{"no serviceName", func(b *Bundle) { b.StatefulSets[0].Obj.Spec.ServiceName = "" }, depFile, "spec.serviceName"},
+		{"serviceName names nothing", func(b *Bundle) { b.StatefulSets[0].Obj.Spec.ServiceName = "toolserver-peer" }, depFile, "spec.serviceName"},
+		{"peers' Service not headless", func(b *Bundle) { peers(b).Spec.ClusterIP = "" }, peersFile, "spec.clusterIP"},
+		{"peers' Service hides draining pods", func(b *Bundle) { peers(b).Spec.PublishNotReadyAddresses = false }, peersFile, "spec.publishNotReadyAddresses"},
+		{"no -peer-url", func(b *Bundle) { dropArg(b, "peer-url") }, depFile, ctr0 + ".args"},
+		{"-peer-url another host", func(b *Bundle) { setArg(b, "peer-url", "-peer-url=http://{replica}.toolserver:8080") }, depFile, ctr0 + ".args["},
+		{"-peer-url the Service's port", func(b *Bundle) { setArg(b, "peer-url", "-peer-url=http://{replica}.toolserver-peers") }, depFile, ctr0 + ".args["},
+		{"-replica fixed", func(b *Bundle) { setArg(b, "replica", "-replica=toolserver") }, depFile, ctr0 + ".args["},
+		{"no POD_NAME", func(b *Bundle) { container(b).Env = nil }, depFile, ctr0 + ".env"},
+		{"POD_NAME not the pod's", func(b *Bundle) { container(b).Env[0].ValueFrom.FieldRef.FieldPath = "spec.nodeName" }, depFile, ctr0 + ".env[0]"},
+		{"peers not admitted", func(b *Bundle) {
+			np := &b.NetworkPolicies[0].Obj.Spec
+			np.Ingress = np.Ingress[:1]
+		}, "kubernetes/networkpolicy.yaml", "spec.ingress"},
+		{"peers not reached", func(b *Bundle) {
+			np := &b.NetworkPolicies[0].Obj.Spec
+			np.Egress = np.Egress[1:]
+		}, "kubernetes/networkpolicy.yaml", "spec.egress"},
+		{"no DNS", func(b *Bundle) {
+			np := &b.NetworkPolicies[0].Obj.Spec
+			np.Egress = np.Egress[:1]
+		}, "kubernetes/networkpolicy.yaml", "spec.egress"},
+		{"sessions target unreachable", func(b *Bundle) {
+			b.HPAs[0].Obj.Spec.Metrics[1].Pods.Target.AverageValue = ptr(resource.MustParse("5"))
+		}, "kubernetes/hpa.yaml", "spec.metrics[1].pods.target.averageValue"},
+		{"memory for the sessions", func(b *Bundle) { setArg(b, "max-sessions", "-max-sessions=8") }, depFile, ctr0 + ".resources.limits.memory"},
+		{"hpa on a Deployment", func(b *Bundle) { b.HPAs[0].Obj.Spec.ScaleTargetRef.Kind = "Deployment" }, "kubernetes/hpa.yaml", "spec.scaleTargetRef"},
+		{"no Service for clients", func(b *Bundle) { clients(b).Spec.ClusterIP = corev1.ClusterIPNone }, "kubernetes", ""},
 		{"flag misspelt", func(b *Bundle) { setArg(b, "max-concurrent", "-max-concurent=4") }, depFile, ctr0 + ".args["},
 		{"flag value", func(b *Bundle) { setArg(b, "max-timeout", "-max-timeout=sixty") }, depFile, ctr0 + ".args["},
 		{"no -max-concurrent", func(b *Bundle) {

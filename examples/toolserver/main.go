@@ -9,6 +9,9 @@
 //	curl -sN localhost:8080/v1/runs -H 'Content-Type: application/json' \
 //		-d '{"language":"python","code":"print(6*7)","stream":true}'
 //
+// openapi.yaml describes the whole HTTP API (clients in other languages can
+// be generated from it), and the tests in apitest/ hold the server to it.
+//
 // The request (see runRequest in request.go):
 //
 //	command       argv, e.g. ["sh","-c","ls"]; or:
@@ -54,7 +57,33 @@
 // Each run gets its own sandbox with an empty /workspace: requests share
 // nothing. GET /metrics serves Prometheus text metrics, GET /healthz and
 // GET /readyz serve probes, and SIGTERM or SIGINT kills the runs in flight,
-// answers them, closes every sandbox and exits 0.
+// answers them, ends every session, closes every sandbox and exits 0.
+//
+// # Sessions
+//
+// A session is a live sandbox kept across requests: its processes, /tmp
+// and /workspace last until it is deleted, has had no request for its
+// idle_timeout, reaches its max_lifetime, or the server shuts down.
+//
+//	POST   /v1/sessions                         create: limits, network, env, idle_timeout, max_lifetime
+//	GET    /v1/sessions/{id}                    describe; DELETE ends it, everything in it dead when it answers
+//	POST   /v1/sessions/{id}/runs               run and wait, as POST /v1/runs (streaming too)
+//	POST   /v1/sessions/{id}/processes          start in the background; its pid, its output's tail kept
+//	GET    /v1/sessions/{id}/processes[/{pid}]  list what is alive; one background process, its output, result
+//	POST   /v1/sessions/{id}/processes/{pid}/signal
+//	PUT    /v1/sessions/{id}/files?path=P       a file in; GET: out; GET dir?path=D: a listing
+//	GET    /v1/sessions/{id}/tar?path=D         a tar of a directory; PUT: a tar extracted
+//	POST   /v1/sessions/{id}/snapshots          snapshot; POST restore, POST reset; DELETE snapshots/{name}
+//	ANY    /v1/sessions/{id}/ports/{port}/{path...}  HTTP to a server on the session's loopback
+//
+// At most -max-sessions live at once (429 beyond, as for runs); a session's
+// idle_timeout and max_lifetime are at most -max-idle-timeout and
+// -max-lifetime. A session's id is "<replica>.<130 random bits>": it names
+// the replica (-replica, by default the pod's name) that holds it, and a
+// replica that gets a request for another's session forwards it there,
+// through -peer-url with {replica} replaced, so that any replica takes any
+// request. A session whose replica was drained or restarted has ended:
+// requests for it get 404 saying so.
 //
 // At start it runs "true" in a sandbox with the default limits, and fails if
 // that fails: on a host without a writable cgroup (an unprivileged user on a
@@ -93,6 +122,10 @@ type config struct {
 	pool                       int
 	logFormat                  string
 	shutdownTimeout            time.Duration
+	// Sessions (session.go) and replicas (peer.go).
+	maxSessions          int
+	maxIdle, maxLifetime time.Duration
+	replica, peerURL     string
 }
 
 func main() {
@@ -137,11 +170,19 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.pool, "pool", 0, "keep `N` sandboxes prepared for requests with the default limits")
 	fs.StringVar(&c.logFormat, "log-format", "json", "logs to stderr as `json` or text")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long to wait for the runs in flight to be killed and answered")
+	fs.IntVar(&c.maxSessions, "max-sessions", 16, "live sessions at once; beyond them POST /v1/sessions gets 429 (0: no sessions)")
+	fs.DurationVar(&c.maxIdle, "max-idle-timeout", 10*time.Minute, "the longest idle_timeout a session may ask for, and its default")
+	fs.DurationVar(&c.maxLifetime, "max-lifetime", time.Hour, "the longest max_lifetime a session may ask for, and its default")
+	fs.StringVar(&c.replica, "replica", "", "this replica's `NAME`, a DNS label that session ids carry (default: $POD_NAME, else $HOSTNAME, else the host name, up to its first dot)")
+	fs.StringVar(&c.peerURL, "peer-url", "", "`URL` of another replica, {replica} standing for its name, e.g. http://{replica}.toolserver-peers:8080: requests for its sessions are forwarded there (empty: such requests get 404)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: toolserver takes only flags", fs.Arg(0))
+	}
+	if c.replica == "" {
+		c.replica, _, _ = strings.Cut(strings.ToLower(defaultReplica()), ".")
 	}
 	return c, c.check()
 }
@@ -167,6 +208,15 @@ func (c *config) check() error {
 		return fmt.Errorf("-pool %d: must be from 0 to 64", c.pool)
 	case c.logFormat != "json" && c.logFormat != "text":
 		return fmt.Errorf("-log-format %q: want json or text", c.logFormat)
+	case c.maxSessions < 0:
+		return fmt.Errorf("-max-sessions %d: must not be negative", c.maxSessions)
+	case c.maxIdle < time.Second || c.maxLifetime < time.Second:
+		return errors.New("-max-idle-timeout and -max-lifetime must be at least 1s")
+	case !validReplica(c.replica):
+		return fmt.Errorf("-replica %q: want a DNS label (lower-case letters, digits and '-', at most 63), as a pod's name is; session ids carry it", c.replica)
+	}
+	if err := checkPeerURL(c.peerURL); err != nil {
+		return err
 	}
 	if len(c.egress) > 0 {
 		// The library checks the entries' syntax.
@@ -218,7 +268,7 @@ func serve(cfg *config, log *slog.Logger) error {
 	}
 	// Tests and scripts read the address here (with -addr 127.0.0.1:0).
 	log.Info("listening", "addr", ln.Addr().String(), "max_concurrent", cfg.maxConcurrent, "max_queue", cfg.maxQueue,
-		"best_effort", cfg.bestEffort, "pool", cfg.pool)
+		"best_effort", cfg.bestEffort, "pool", cfg.pool, "replica", cfg.replica, "max_sessions", cfg.maxSessions)
 	failed := make(chan error, 1)
 	go func() { failed <- srv.Serve(ln) }()
 	select {
@@ -229,14 +279,26 @@ func serve(cfg *config, log *slog.Logger) error {
 	stop() // a second signal kills the process at once
 	log.Info("shutting down", "in_flight", s.metrics.inFlight.Load(), "queued", s.metrics.queued.Load())
 
-	// Refuse new runs and cancel the ones in flight; Shutdown then waits
-	// for their handlers, which answer once their sandboxes are closed.
-	// The pooled Sandbox is closed last.
+	// Refuse new runs and cancel the ones in flight, end every session
+	// (its requests in flight end with it, and later ones get 404 saying
+	// the session ended with its replica); Shutdown then waits for the
+	// handlers, which answer once their sandboxes are closed. The pooled
+	// Sandbox is closed last.
 	s.drain()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		s.closeSessions(drained)
+	}()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: runs still in flight after -shutdown-timeout %s: %w", cfg.shutdownTimeout, err)
+	}
+	select {
+	case <-ended:
+	case <-sctx.Done():
+		return fmt.Errorf("shutdown: sessions still ending after -shutdown-timeout %s", cfg.shutdownTimeout)
 	}
 	s.close()
 	log.Info("stopped", "runs", s.metrics.total())

@@ -18,12 +18,14 @@ import (
 var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // rejectReasons label toolserver_rejected_total.
-var rejectReasons = []string{"full", "invalid", "shutting_down"}
+var rejectReasons = []string{"full", "invalid", "not_found", "shutting_down"}
 
 // metrics are the server's counters, in the Prometheus text format 0.0.4,
 // written by hand to keep the example free of dependencies.
 type metrics struct {
 	inFlight, queued atomic.Int64
+	// sessions live, and counted as they are created and end.
+	sessions, sessionsCreated, sessionsEnded atomic.Int64
 
 	mu       sync.Mutex
 	causes   []string         // every cause, in the order they are written
@@ -66,6 +68,9 @@ func (m *metrics) reject(reason string) {
 	m.rejected[reason]++
 }
 
+func (m *metrics) sessionCreated() { m.sessions.Add(1); m.sessionsCreated.Add(1) }
+func (m *metrics) sessionEnded()   { m.sessions.Add(-1); m.sessionsEnded.Add(1) }
+
 // total is the number of runs finished.
 func (m *metrics) total() int64 {
 	m.mu.Lock()
@@ -96,6 +101,12 @@ func (m *metrics) serve(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(&b, "toolserver_runs_in_flight %d\n", m.inFlight.Load())
 	header(&b, "toolserver_runs_queued", "gauge", "Requests waiting for a slot.")
 	fmt.Fprintf(&b, "toolserver_runs_queued %d\n", m.queued.Load())
+	header(&b, "toolserver_sessions", "gauge", "Live sessions.")
+	fmt.Fprintf(&b, "toolserver_sessions %d\n", m.sessions.Load())
+	header(&b, "toolserver_sessions_created_total", "counter", "Sessions created.")
+	fmt.Fprintf(&b, "toolserver_sessions_created_total %d\n", m.sessionsCreated.Load())
+	header(&b, "toolserver_sessions_ended_total", "counter", "Sessions ended: deleted, expired, or at shutdown.")
+	fmt.Fprintf(&b, "toolserver_sessions_ended_total %d\n", m.sessionsEnded.Load())
 
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write(b.Bytes())

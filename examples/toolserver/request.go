@@ -87,6 +87,7 @@ type runSpec struct {
 	limits   limitSet
 	egress   []string // nil: network "none"
 	stream   bool
+	session  string // the session's id, for a run in one
 }
 
 // apiError is a request the server refuses: the HTTP status, the request
@@ -103,31 +104,40 @@ func badField(field, format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, field: field, msg: field + ": " + fmt.Sprintf(format, args...)}
 }
 
-// decodeRequest reads a request body strictly: one JSON object, no unknown
-// fields, at most maxBody bytes (the caller wraps body in a MaxBytesReader).
+// decodeRequest reads a run's request body strictly: see decodeJSON.
 func decodeRequest(body io.Reader) (*runRequest, *apiError) {
+	var req runRequest
+	if aerr := decodeJSON(body, &req); aerr != nil {
+		return nil, aerr
+	}
+	return &req, nil
+}
+
+// decodeJSON reads a request body into v strictly: one JSON object, no
+// unknown fields, at most maxBody bytes (the caller wraps body in a
+// MaxBytesReader).
+func decodeJSON(body io.Reader, v any) *apiError {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
-	var req runRequest
-	err := dec.Decode(&req)
+	err := dec.Decode(v)
 	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
-		return nil, badField("body", "holds more than one JSON value")
+		return badField("body", "holds more than one JSON value")
 	}
 	var tooLarge *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case err == nil:
-		return &req, nil
+		return nil
 	case errors.As(err, &tooLarge):
-		return nil, &apiError{status: http.StatusRequestEntityTooLarge, field: "body",
+		return &apiError{status: http.StatusRequestEntityTooLarge, field: "body",
 			msg: fmt.Sprintf("body: larger than %d bytes", tooLarge.Limit)}
 	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return nil, badField(typeErr.Field, "want %s, not %s", jsonType(typeErr.Type.Kind().String()), typeErr.Value)
+		return badField(typeErr.Field, "want %s, not %s", jsonType(typeErr.Type.Kind().String()), typeErr.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		return nil, badField(name, "unknown field")
+		return badField(name, "unknown field")
 	}
-	return nil, badField("body", "not a JSON object: %v", err)
+	return badField("body", "not a JSON object: %v", err)
 }
 
 // jsonType names a Go kind as JSON calls it.
@@ -186,68 +196,85 @@ func (c *config) validate(req *runRequest, languages map[string]language) (*runS
 		spec.argv = append(slices.Clone(lang.argv), req.Code)
 		spec.language = req.Language
 	}
-	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(req.Env[k], 0) {
+	var err *apiError
+	if spec.env, err = envOf(req.Env); err != nil {
+		return nil, err
+	}
+	if spec.timeout, err = c.timeoutOf(req.Limits.Timeout); err != nil {
+		return nil, err
+	}
+	if spec.limits, spec.egress, err = c.sandboxOf(req.Limits, req.Network, req.Egress, req.SeccompKill); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// envOf checks a request's env and makes it a Cmd's or the Options' Env.
+func envOf(env map[string]string) ([]string, *apiError) {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(env[k], 0) {
 			return nil, badField("env", "%q: want a name without '=' or NUL and a value without NUL", k)
 		}
-		spec.env = append(spec.env, k+"="+req.Env[k])
+		out = append(out, k+"="+env[k])
 	}
+	return out, nil
+}
 
-	var err *apiError
-	l := req.Limits
-	if spec.timeout, err = c.timeoutOf(l.Timeout); err != nil {
-		return nil, err
+// sandboxOf resolves what a request asks of the sandbox itself, its limits
+// but the timeout and its network, against the server's maxima. egress is
+// nil for network "none".
+func (c *config) sandboxOf(l requestLimits, network string, reqEgress []string, seccompKill bool) (limits limitSet, egress []string, err *apiError) {
+	if limits.memory, err = sizeField("limits.memory", l.Memory, c.maxMemory, sandbox.MinMemory); err != nil {
+		return limitSet{}, nil, err
 	}
-	if spec.limits.memory, err = sizeField("limits.memory", l.Memory, c.maxMemory, sandbox.MinMemory); err != nil {
-		return nil, err
-	}
-	if spec.limits.output, err = sizeField("limits.output", l.Output, c.maxOutput, 1); err != nil {
-		return nil, err
+	if limits.output, err = sizeField("limits.output", l.Output, c.maxOutput, 1); err != nil {
+		return limitSet{}, nil, err
 	}
 	switch cpus := l.CPUs; {
 	case cpus == 0:
-		spec.limits.cpus = c.maxCPUs
+		limits.cpus = c.maxCPUs
 	case cpus < 0.01:
-		return nil, badField("limits.cpus", "%v: must be at least 0.01", cpus)
+		return limitSet{}, nil, badField("limits.cpus", "%v: must be at least 0.01", cpus)
 	case cpus > c.maxCPUs:
-		return nil, badField("limits.cpus", "%v is above the server's maximum %v", cpus, c.maxCPUs)
+		return limitSet{}, nil, badField("limits.cpus", "%v is above the server's maximum %v", cpus, c.maxCPUs)
 	default:
-		spec.limits.cpus = cpus
+		limits.cpus = cpus
 	}
 	switch pids := l.Pids; {
 	case pids == 0:
-		spec.limits.pids = c.maxPids
+		limits.pids = c.maxPids
 	case pids < 0:
-		return nil, badField("limits.pids", "%d: must be positive", pids)
+		return limitSet{}, nil, badField("limits.pids", "%d: must be positive", pids)
 	case pids > c.maxPids:
-		return nil, badField("limits.pids", "%d is above the server's maximum %d", pids, c.maxPids)
+		return limitSet{}, nil, badField("limits.pids", "%d is above the server's maximum %d", pids, c.maxPids)
 	default:
-		spec.limits.pids = pids
+		limits.pids = pids
 	}
-	spec.limits.seccompKill = req.SeccompKill
+	limits.seccompKill = seccompKill
 
-	switch req.Network {
+	switch network {
 	case "", "none":
-		if len(req.Egress) > 0 {
-			return nil, badField("egress", "needs network \"allow\"")
+		if len(reqEgress) > 0 {
+			return limitSet{}, nil, badField("egress", "needs network \"allow\"")
 		}
 	case "allow":
 		if len(c.egress) == 0 {
-			return nil, badField("network", "\"allow\" is not offered: the server has no -egress list")
+			return limitSet{}, nil, badField("network", "\"allow\" is not offered: the server has no -egress list")
 		}
-		if len(req.Egress) == 0 {
-			return nil, badField("egress", "missing: network \"allow\" needs the hosts to allow, from %s", strings.Join(c.egress, ","))
+		if len(reqEgress) == 0 {
+			return limitSet{}, nil, badField("egress", "missing: network \"allow\" needs the hosts to allow, from %s", strings.Join(c.egress, ","))
 		}
-		for i, e := range req.Egress {
+		for i, e := range reqEgress {
 			if !slices.Contains(c.egress, e) {
-				return nil, badField(fmt.Sprintf("egress[%d]", i), "%q is not in the server's -egress list %s", e, strings.Join(c.egress, ","))
+				return limitSet{}, nil, badField(fmt.Sprintf("egress[%d]", i), "%q is not in the server's -egress list %s", e, strings.Join(c.egress, ","))
 			}
 		}
-		spec.egress = req.Egress
+		egress = reqEgress
 	default:
-		return nil, badField("network", "%q: want \"none\" or \"allow\"", req.Network)
+		return limitSet{}, nil, badField("network", "%q: want \"none\" or \"allow\"", network)
 	}
-	return spec, nil
+	return limits, egress, nil
 }
 
 // timeoutOf resolves limits.timeout: a Go duration ("5s") or a number of

@@ -94,10 +94,11 @@ func (s *server) options(l limitSet, egress []string, log *slog.Logger) sandbox.
 	return o
 }
 
-// run runs a request that holds a slot, releases the slot, and answers:
+// run runs a request that holds a slot, in sess or, when sess is nil, in a
+// sandbox of its own; releases the slot, and answers:
 // with the Result as JSON, or, when streaming, with the output as it comes
 // and the Result as the last line.
-func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *runSpec) {
+func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *runSpec, sess *session) {
 	rc := http.NewResponseController(w)
 	rc.SetWriteDeadline(time.Now().Add(spec.timeout + writeGrace))
 
@@ -120,7 +121,13 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 	defer cancel()
 	defer context.AfterFunc(s.stopping, cancel)()
 	start := time.Now()
-	res, err := s.execute(ctx, id, spec, cmd)
+	var res *sandbox.Result
+	var err error
+	if sess != nil {
+		res, err = sess.run(ctx, cmd)
+	} else {
+		res, err = s.execute(ctx, id, spec, cmd)
+	}
 	elapsed := time.Since(start)
 	s.release()
 
@@ -139,6 +146,10 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 	case res != nil && res.Outcome == sandbox.Timeout:
 		resp.Error = fmt.Sprintf("the run was killed at its timeout of %s", spec.timeout)
 	case err == nil:
+	case sess != nil && sess.endedWhy() != "":
+		// The session ended while the run entered it (deleted, expired
+		// or shut down): that, not how the entry broke, is the answer.
+		resp.Error = fmt.Sprintf("session %s ended: %s; create a new session", sess.id, sess.endedWhy())
 	default:
 		resp.Error = err.Error()
 		if errors.Is(err, sandbox.ErrNoCgroup) {
@@ -156,6 +167,8 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 	case errors.Is(err, sandbox.ErrInvalidOption):
 		resp.Field = requestField(err, spec)
 		writeAnswer(w, http.StatusBadRequest, resp, nil, nil)
+	case sess != nil && sess.endedWhy() != "":
+		writeJSON(w, http.StatusNotFound, errorBody{ID: id, Error: resp.Error, Field: "id"})
 	default:
 		writeAnswer(w, http.StatusInternalServerError, resp, nil, nil)
 	}
@@ -199,6 +212,9 @@ func (s *server) execute(ctx context.Context, id string, spec *runSpec, cmd *san
 // logRun writes the one log event of a run.
 func (s *server) logRun(spec *runSpec, resp *runResponse, res *sandbox.Result) {
 	attrs := []slog.Attr{slog.String("id", resp.ID)}
+	if spec.session != "" {
+		attrs = append(attrs, slog.String("session", spec.session))
+	}
 	if spec.language != "" {
 		attrs = append(attrs, slog.String("language", spec.language), slog.Int("code_bytes", len(spec.argv[len(spec.argv)-1])))
 	} else {

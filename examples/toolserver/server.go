@@ -34,6 +34,8 @@ type server struct {
 	drain    context.CancelFunc
 	// pooled is the Sandbox of the default limits with -pool, else nil.
 	pooled *sandbox.Sandbox
+	// sessions are the live sandboxes clients keep across requests.
+	sessions sessionTable
 }
 
 var (
@@ -45,6 +47,8 @@ func newServer(cfg *config, log *slog.Logger) *server {
 	s := &server{cfg: cfg, log: log, metrics: newMetrics(), languages: hostLanguages(),
 		slots: make(chan struct{}, cfg.maxConcurrent), reading: make(chan struct{}, cfg.maxConcurrent+cfg.maxQueue)}
 	s.stopping, s.drain = context.WithCancel(context.Background())
+	s.sessions = sessionTable{byID: map[string]*session{}, ended: map[string]string{}}
+	go s.expireSessions(sessionTick)
 	for name, l := range s.languages {
 		if l.missing != "" {
 			log.Warn("language not available", "language", name, "reason", l.missing)
@@ -58,9 +62,10 @@ func newServer(cfg *config, log *slog.Logger) *server {
 	return s
 }
 
-// close closes the pooled Sandbox, if any, once no run uses it. A second
-// close does nothing.
+// close ends every session, and closes the pooled Sandbox, if any, once
+// no run uses it. A second close does nothing.
 func (s *server) close() {
+	s.closeSessions(drained)
 	if s.pooled != nil {
 		s.pooled.Close()
 	}
@@ -69,7 +74,7 @@ func (s *server) close() {
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	// Without a method in the pattern, so that a wrong method gets a
-	// JSON error like every other refusal.
+	// JSON error that says which method to use.
 	mux.HandleFunc("/v1/runs", s.handleRun)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -80,13 +85,40 @@ func (s *server) routes() http.Handler {
 		io.WriteString(w, "ready\n")
 	})
 	mux.HandleFunc("GET /metrics", s.metrics.serve)
-	return mux
+
+	// Sessions: live sandboxes kept across requests (session*.go).
+	mux.HandleFunc("POST /v1/sessions", s.createSession)
+	mux.HandleFunc("GET /v1/sessions/{id}", s.getSession)
+	mux.HandleFunc("DELETE /v1/sessions/{id}", s.deleteSession)
+	mux.HandleFunc("/v1/sessions/{id}/runs", s.runInSession)
+	mux.HandleFunc("POST /v1/sessions/{id}/processes", s.sessionRoute(s.startBackground))
+	mux.HandleFunc("GET /v1/sessions/{id}/processes", s.sessionRoute(s.listProcesses))
+	mux.HandleFunc("GET /v1/sessions/{id}/processes/{pid}", s.sessionRoute(s.getBackground))
+	mux.HandleFunc("POST /v1/sessions/{id}/processes/{pid}/signal", s.sessionRoute(s.signalProcess))
+	mux.HandleFunc("PUT /v1/sessions/{id}/files", s.sessionRoute(s.putFile))
+	mux.HandleFunc("GET /v1/sessions/{id}/files", s.sessionRoute(s.getFile))
+	mux.HandleFunc("GET /v1/sessions/{id}/dir", s.sessionRoute(s.listDir))
+	mux.HandleFunc("GET /v1/sessions/{id}/tar", s.sessionRoute(s.getTar))
+	mux.HandleFunc("PUT /v1/sessions/{id}/tar", s.sessionRoute(s.putTar))
+	mux.HandleFunc("POST /v1/sessions/{id}/snapshots", s.sessionRoute(s.takeSnapshot))
+	mux.HandleFunc("DELETE /v1/sessions/{id}/snapshots/{snapshot}", s.sessionRoute(s.deleteSnapshot))
+	mux.HandleFunc("POST /v1/sessions/{id}/restore", s.sessionRoute(s.restoreSnapshot))
+	mux.HandleFunc("POST /v1/sessions/{id}/reset", s.sessionRoute(s.resetSession))
+	mux.HandleFunc("/v1/sessions/{id}/ports/{port}/{path...}", s.sessionRoute(s.proxyPort))
+	return jsonMuxErrors(mux)
 }
 
 func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
+	s.serveRun(w, r, func(req *runRequest) (*runSpec, *apiError) { return s.cfg.validate(req, s.languages) }, nil)
+}
+
+// serveRun answers a request to run a program: it admits the request with
+// check, waits for a slot, and runs the program in sess, or in a sandbox
+// of its own when sess is nil.
+func (s *server) serveRun(w http.ResponseWriter, r *http.Request, check func(*runRequest) (*runSpec, *apiError), sess *session) {
 	id := rand.Text()
 	w.Header().Set("X-Run-Id", id)
-	spec, aerr := s.admit(w, r)
+	spec, aerr := s.admit(w, r, check)
 	if aerr != nil && aerr.status == http.StatusTooManyRequests {
 		// Refused before its body was read: closing the connection
 		// spares reading the body just to reuse it (net/http would
@@ -110,34 +142,25 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("request abandoned in the queue", "id", id, "err", err)
 		return
 	}
-	s.run(w, r, id, spec)
+	s.run(w, r, id, spec, sess)
 }
 
-// admit checks the method, the content type and the body of a request,
-// and that the server is not shutting down.
-func (s *server) admit(w http.ResponseWriter, r *http.Request) (*runSpec, *apiError) {
+// admit checks the method, the content type and the body of a request
+// (the body with check), and that the server is not shutting down.
+func (s *server) admit(w http.ResponseWriter, r *http.Request, check func(*runRequest) (*runSpec, *apiError)) (*runSpec, *apiError) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return nil, &apiError{status: http.StatusMethodNotAllowed, msg: r.Method + " " + r.URL.Path + ": only POST"}
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return nil, &apiError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
-			msg: "Content-Type: want application/json, not " + strings.TrimSpace(r.Header.Get("Content-Type"))}
+	if aerr := s.admitBody(w, r); aerr != nil {
+		return nil, aerr
 	}
-	if s.stopping.Err() != nil {
-		return nil, &apiError{status: http.StatusServiceUnavailable, msg: errShuttingDown.Error()}
-	}
-	select {
-	case s.reading <- struct{}{}:
-		defer func() { <-s.reading }()
-	default:
-		return nil, &apiError{status: http.StatusTooManyRequests, msg: errFull.Error()}
-	}
+	defer func() { <-s.reading }()
 	req, aerr := decodeRequest(http.MaxBytesReader(w, r.Body, maxBody))
 	if aerr != nil {
 		return nil, aerr
 	}
-	spec, aerr := s.cfg.validate(req, s.languages)
+	spec, aerr := check(req)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -145,6 +168,25 @@ func (s *server) admit(w http.ResponseWriter, r *http.Request) (*runSpec, *apiEr
 		spec.stream = true
 	}
 	return spec, nil
+}
+
+// admitBody checks a JSON request's content type and that the server is
+// not shutting down, and takes a place among the bodies being read, which
+// the caller gives back (<-s.reading) once it has read and checked it.
+func (s *server) admitBody(w http.ResponseWriter, r *http.Request) *apiError {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return &apiError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
+			msg: "Content-Type: want application/json, not " + strings.TrimSpace(r.Header.Get("Content-Type"))}
+	}
+	if s.stopping.Err() != nil {
+		return &apiError{status: http.StatusServiceUnavailable, msg: errShuttingDown.Error()}
+	}
+	select {
+	case s.reading <- struct{}{}:
+		return nil
+	default:
+		return &apiError{status: http.StatusTooManyRequests, msg: errFull.Error()}
+	}
 }
 
 // acquire takes a slot for a run, waiting in the queue if there is room
@@ -195,6 +237,8 @@ func (s *server) refuse(w http.ResponseWriter, id string, e *apiError) {
 		reason = "full"
 	case http.StatusServiceUnavailable:
 		reason = "shutting_down"
+	case http.StatusNotFound:
+		reason = "not_found"
 	}
 	s.metrics.reject(reason)
 	s.log.Info("rejected", "id", id, "reason", reason, "status", e.status, "field", e.field, "err", e.msg)
