@@ -25,8 +25,8 @@ type Process struct {
 	// timeout off while a Wait waits, until the release it returns.
 	holdIdle func() func()
 
-	pid    int    // inside the sandbox, once it runs
-	runID  uint64 // the spawner's id of the run
+	pid   int    // inside the sandbox, once it runs
+	runID uint64 // the spawner's id of the run
 	// hostPid is its pid on the host, for a live sandbox's init only:
 	// the live sandbox keeps a pidfd of it.
 	hostPid int
