@@ -82,6 +82,16 @@ type Options struct {
 	// run through one Sandbox. The file operations, Snapshot, Restore and
 	// Reset are then refused.
 	FreshWorkspace bool
+	// TrackChanges lists in each Run's Result.Changes the workspace
+	// paths the Run added, modified and deleted. It records the
+	// session workspace's entries when a Run starts and compares them
+	// when it ends, in the session's keeper process: a walk of the whole
+	// workspace twice per Run, about a microsecond per entry, and a small
+	// record per entry held while the Run lasts (see Sessions in the
+	// package documentation). Zero: no list, and no cost. It needs the
+	// session workspace: with Options.Workspace, Options.FreshWorkspace
+	// or Options.Live, New reports an *OptionError.
+	TrackChanges bool
 	// TmpSize caps /tmp and /dev/shm each, in bytes, and their files as
 	// WorkspaceSize does. Zero means DefaultTmpSize.
 	TmpSize int64

@@ -23,11 +23,13 @@ type keeper struct {
 	upper   int           // the layer that takes changes (flat: the workspace)
 	snaps   map[int][]int // snapshot -> its stack, top first; 0 is the initial content
 	snapID  int
+	marks   map[int]mark // the workspace as each run in flight found it
+	markID  int
 }
 
 // start makes the scratch directory and the initial workspace.
 func start(cfg wire.KeeperConfig) (*keeper, error) {
-	k := &keeper{cfg: cfg, snaps: map[int][]int{}, upper: -1}
+	k := &keeper{cfg: cfg, snaps: map[int][]int{}, marks: map[int]mark{}, upper: -1}
 	// The initial content is read before the scratch tmpfs hides /tmp.
 	var from *workspace.Root
 	if cfg.From != "" {

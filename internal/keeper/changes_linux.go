@@ -1,0 +1,160 @@
+// The workspace keeper process runs this file: what a run changed (a
+// record of the workspace at the run's start, compared with it at the
+// end) and what changed since a snapshot.
+
+package keeper
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fumehood/sandbox/internal/wire"
+	"github.com/fumehood/sandbox/internal/workspace"
+	"golang.org/x/sys/unix"
+)
+
+// mark is the workspace as a run found it.
+type mark struct {
+	tree workspace.Tree
+	racy int64 // the ctime from which a file's content was hashed
+}
+
+// racyBound is the ctime from which a file may change again without its
+// ctime moving: two ticks of the coarse clock the file system stamps
+// times with, before now.
+func racyBound() int64 {
+	tick := int64(10 * time.Millisecond)
+	var res unix.Timespec
+	if unix.ClockGetres(unix.CLOCK_REALTIME_COARSE, &res) == nil && res.Nano() > 0 {
+		tick = res.Nano()
+	}
+	return time.Now().UnixNano() - 2*tick
+}
+
+// scanWorkspace records the workspace's entries, hashing those changed
+// since racy (0: none).
+func scanWorkspace(racy int64) (workspace.Tree, error) {
+	r, err := workspace.Open("ws", -1, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Scan(racy)
+}
+
+// mark records the workspace for a run about to start and returns the
+// mark's id.
+func (k *keeper) mark() (int, error) {
+	racy := racyBound()
+	t, err := scanWorkspace(racy)
+	if err != nil {
+		return 0, fmt.Errorf("record the workspace: %w", err)
+	}
+	k.markID++
+	k.marks[k.markID] = mark{tree: t, racy: racy}
+	return k.markID, nil
+}
+
+// runChanges lists what changed since mark id, forgets the mark, and
+// returns a memfd holding the list.
+func (k *keeper) runChanges(id, limit int) (int, error) {
+	m, ok := k.marks[id]
+	if !ok {
+		return -1, fmt.Errorf("no mark %d", id)
+	}
+	delete(k.marks, id)
+	now, err := scanWorkspace(m.racy)
+	if err != nil {
+		return -1, fmt.Errorf("record the workspace: %w", err)
+	}
+	cs, dropped, err := workspace.Diff(m.tree, now, workspace.SameInPlace, limit)
+	if err != nil {
+		return -1, err
+	}
+	return changesFile(cs, dropped)
+}
+
+// changesSince lists what differs between snapshot id and the workspace,
+// and returns a memfd holding the list.
+func (k *keeper) changesSince(id, limit int) (int, error) {
+	stack, ok := k.snaps[id]
+	if !ok {
+		return -1, unsupported("snapshot %d was dropped", id)
+	}
+	dir := "empty"
+	switch {
+	case len(stack) == 0:
+	case !k.layered:
+		dir = fmt.Sprintf("L%d/u", stack[0])
+	default:
+		// The snapshot's stack, read-only, with the empty directory
+		// beneath so that there are always two lower layers.
+		dir = "cmp"
+		if err := unix.Mkdir(dir, 0o700); err != nil {
+			return -1, err
+		}
+		defer unix.Rmdir(dir)
+		dirs := make([]string, 0, len(stack)+1)
+		for _, l := range stack {
+			dirs = append(dirs, fmt.Sprintf("L%d/u", l))
+		}
+		opts := "lowerdir=" + strings.Join(append(dirs, "empty"), ":")
+		if k.cfg.UserNS {
+			opts += ",userxattr"
+		}
+		if err := unix.Mount("overlay", dir, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return -1, fmt.Errorf("mount snapshot %d: %w", id, err)
+		}
+		defer unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	old, err := workspace.Open(dir, -1, -1)
+	if err != nil {
+		return -1, err
+	}
+	defer old.Close()
+	cur, err := workspace.Open("ws", -1, -1)
+	if err != nil {
+		return -1, err
+	}
+	defer cur.Close()
+	ot, err := old.Scan(0)
+	if err != nil {
+		return -1, fmt.Errorf("record snapshot %d: %w", id, err)
+	}
+	nt, err := cur.Scan(0)
+	if err != nil {
+		return -1, fmt.Errorf("record the workspace: %w", err)
+	}
+	cs, dropped, err := workspace.Diff(ot, nt, workspace.SameContent(old, cur), limit)
+	if err != nil {
+		return -1, err
+	}
+	return changesFile(cs, dropped)
+}
+
+// changesFile writes the list to a memfd, read by the caller.
+func changesFile(cs []workspace.Change, dropped int) (int, error) {
+	out := wire.KeeperChanges{Changes: make([]wire.KeeperChange, len(cs)), Dropped: dropped}
+	for i, c := range cs {
+		out.Changes[i] = wire.KeeperChange{Path: []byte(c.Path), Kind: uint8(c.Kind), Size: c.Size, Mode: c.Mode}
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.MemfdCreate("workspace-changes", unix.MFD_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	for off := 0; off < len(data); {
+		n, err := unix.Write(fd, data[off:])
+		if err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+		off += n
+	}
+	return fd, nil
+}
