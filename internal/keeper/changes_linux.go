@@ -15,10 +15,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mark is the workspace as a run found it.
+// mark is the workspace as a run found it: where it is layered, its
+// upper layer, which holds all that differs from the stack beneath;
+// elsewhere the whole tree.
 type mark struct {
-	tree workspace.Tree
-	racy int64 // the ctime from which a file's content was hashed
+	tree  workspace.Tree
+	racy  int64 // the ctime from which a file's content was hashed
+	upper int   // the upper layer scanned, or -1 for the whole tree
 }
 
 // racyBound is the ctime from which a file may change again without its
@@ -33,27 +36,41 @@ func racyBound() int64 {
 	return time.Now().UnixNano() - 2*tick
 }
 
-// scanWorkspace records the workspace's entries, hashing those changed
-// since racy (0: none).
-func scanWorkspace(racy int64) (workspace.Tree, error) {
-	r, err := workspace.Open("ws", -1, -1)
+// scan records the upper layer up (-1: the whole workspace), hashing the
+// files changed since racy.
+func (k *keeper) scan(up int, racy int64) (workspace.Tree, error) {
+	dir, o := "ws", workspace.ScanOptions{Racy: racy}
+	if up >= 0 {
+		dir, o.Overlay = fmt.Sprintf("L%d/u", up), "trusted."
+		if k.cfg.UserNS {
+			o.Overlay = "user."
+		}
+	}
+	r, err := workspace.Open(dir, -1, -1)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	return r.Scan(racy)
+	t, err := r.Scan(".", o)
+	if err != nil {
+		return nil, fmt.Errorf("record the workspace: %w", err)
+	}
+	return t, nil
 }
 
 // mark records the workspace for a run about to start and returns the
 // mark's id.
 func (k *keeper) mark() (int, error) {
-	racy := racyBound()
-	t, err := scanWorkspace(racy)
-	if err != nil {
-		return 0, fmt.Errorf("record the workspace: %w", err)
+	m := mark{racy: racyBound(), upper: -1}
+	if k.layered {
+		m.upper = k.upper
+	}
+	var err error
+	if m.tree, err = k.scan(m.upper, m.racy); err != nil {
+		return 0, err
 	}
 	k.markID++
-	k.marks[k.markID] = mark{tree: t, racy: racy}
+	k.marks[k.markID] = m
 	return k.markID, nil
 }
 
@@ -65,15 +82,59 @@ func (k *keeper) runChanges(id, limit int) (int, error) {
 		return -1, fmt.Errorf("no mark %d", id)
 	}
 	delete(k.marks, id)
-	now, err := scanWorkspace(m.racy)
-	if err != nil {
-		return -1, fmt.Errorf("record the workspace: %w", err)
+	if m.upper >= 0 && m.upper != k.upper {
+		// Runs hold the workspace against a Restore or Snapshot.
+		return -1, fmt.Errorf("the workspace's upper layer was replaced during the run")
 	}
-	cs, dropped, err := workspace.Diff(m.tree, now, workspace.SameInPlace, limit)
+	now, err := k.scan(m.upper, m.racy)
+	if err != nil {
+		return -1, err
+	}
+	var cs []workspace.Change
+	var dropped int
+	if m.upper >= 0 {
+		var lower *workspace.Root
+		if lower, err = workspace.Open("lw", -1, -1); err != nil {
+			return -1, err
+		}
+		defer lower.Close()
+		cs, dropped, err = workspace.DiffUpper(m.tree, now, lower, limit)
+	} else {
+		cs, dropped, err = workspace.Diff(m.tree, now, workspace.SameInPlace, limit)
+	}
 	if err != nil {
 		return -1, err
 	}
 	return changesFile(cs, dropped)
+}
+
+// mountLowerView mounts the stack beneath the upper layer, read-only, at
+// lw, where a run's changes are looked up; with no layer beneath, lw is
+// an empty directory.
+func (k *keeper) mountLowerView() error {
+	unix.Unmount("lw", unix.MNT_DETACH)
+	if len(k.lowers) == 0 {
+		return nil
+	}
+	return k.mountStack("lw", k.lowers)
+}
+
+// mountStack mounts the layers of stack (top first) read-only at dir,
+// over the empty directory, so that an overlay has two lower layers
+// however few the stack holds.
+func (k *keeper) mountStack(dir string, stack []int) error {
+	dirs := make([]string, 0, len(stack)+1)
+	for _, l := range stack {
+		dirs = append(dirs, fmt.Sprintf("L%d/u", l))
+	}
+	opts := "lowerdir=" + strings.Join(append(dirs, "empty"), ":")
+	if k.cfg.UserNS {
+		opts += ",userxattr"
+	}
+	if err := unix.Mount("overlay", dir, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount a read-only stack: %w", err)
+	}
+	return nil
 }
 
 // changesSince lists what differs between snapshot id and the workspace,
@@ -96,16 +157,8 @@ func (k *keeper) changesSince(id, limit int) (int, error) {
 			return -1, err
 		}
 		defer unix.Rmdir(dir)
-		dirs := make([]string, 0, len(stack)+1)
-		for _, l := range stack {
-			dirs = append(dirs, fmt.Sprintf("L%d/u", l))
-		}
-		opts := "lowerdir=" + strings.Join(append(dirs, "empty"), ":")
-		if k.cfg.UserNS {
-			opts += ",userxattr"
-		}
-		if err := unix.Mount("overlay", dir, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-			return -1, fmt.Errorf("mount snapshot %d: %w", id, err)
+		if err := k.mountStack(dir, stack); err != nil {
+			return -1, fmt.Errorf("snapshot %d: %w", id, err)
 		}
 		defer unix.Unmount(dir, unix.MNT_DETACH)
 	}
@@ -119,11 +172,11 @@ func (k *keeper) changesSince(id, limit int) (int, error) {
 		return -1, err
 	}
 	defer cur.Close()
-	ot, err := old.Scan(0)
+	ot, err := old.Scan(".", workspace.ScanOptions{})
 	if err != nil {
 		return -1, fmt.Errorf("record snapshot %d: %w", id, err)
 	}
-	nt, err := cur.Scan(0)
+	nt, err := cur.Scan(".", workspace.ScanOptions{})
 	if err != nil {
 		return -1, fmt.Errorf("record the workspace: %w", err)
 	}

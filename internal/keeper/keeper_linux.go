@@ -48,7 +48,7 @@ func start(cfg wire.KeeperConfig) (*keeper, error) {
 	if err := unix.Chdir("/tmp"); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"ws", "empty"} {
+	for _, d := range []string{"ws", "empty", "lw"} {
 		if err := unix.Mkdir(d, 0o755); err != nil {
 			return nil, err
 		}

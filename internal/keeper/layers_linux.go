@@ -176,7 +176,7 @@ func (k *keeper) mountWorkspace() error {
 		if err := unix.Mount("overlay", "ws", "overlay", unix.MS_NOSUID|unix.MS_NODEV, k.overlayOpts(k.lowers, k.upper)); err != nil {
 			return fmt.Errorf("mount workspace overlay: %w", err)
 		}
-		return nil
+		return k.mountLowerView()
 	}
 	if err := unix.Mount(fmt.Sprintf("L%d/u", k.upper), "ws", "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind workspace: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"path"
@@ -21,8 +22,12 @@ type State struct {
 	Mtime int64 // nanoseconds since the epoch
 	Ctime int64 // likewise; no program can set it
 	// Sum is the content's SHA-256, kept only for a regular file whose
-	// ctime is at or after the scan's racy bound (see Scan).
+	// ctime is at or after the scan's racy bound (see ScanOptions).
 	Sum *[sha256.Size]byte
+	// Whiteout and Opaque describe an overlay's upper layer (see
+	// ScanOptions.Overlay): the entry hides the name beneath it, or the
+	// directory hides all that lies beneath it.
+	Whiteout, Opaque bool
 }
 
 func (s State) isDir() bool  { return s.Mode&unix.S_IFMT == unix.S_IFDIR }
@@ -33,17 +38,31 @@ func (s State) isLink() bool { return s.Mode&unix.S_IFMT == unix.S_IFLNK }
 // to the root.
 type Tree map[string]State
 
-// Scan records every entry below the root, following no symlink, holding
-// two descriptors at any depth. A regular file whose ctime is racy or
-// later (nanoseconds since the epoch; 0: none) is read and its content's
-// hash kept: the file system's clock ticks coarsely, so a file changed
-// again within the tick of a scan keeps its ctime, and only its content
-// can tell the change.
-func (r *Root) Scan(racy int64) (Tree, error) {
+// ScanOptions says what a Scan records beyond each entry's stat.
+type ScanOptions struct {
+	// Racy is the ctime (nanoseconds since the epoch; 0: none) from
+	// which a regular file's content is hashed: the file system's clock
+	// ticks coarsely, so a file changed again within the tick of a scan
+	// may keep its ctime, and only its content can tell the change.
+	Racy int64
+	// Overlay, if set, is the prefix of an overlay's xattrs ("trusted."
+	// or "user."): the tree is an upper layer, whose whiteouts and
+	// opaque directories the Scan marks.
+	Overlay string
+}
+
+// Scan records every entry below rel (not rel itself), by its path
+// relative to the root, following no symlink, holding two descriptors at
+// any depth.
+func (r *Root) Scan(rel string, o ScanOptions) (Tree, error) {
 	t := Tree{}
-	err := r.walk(".", func(dfd int, name string, rel []byte, _ Entry) error {
-		if len(rel) == 0 {
-			return nil // the root itself
+	prefix := ""
+	if rel != "." && rel != "" {
+		prefix = rel + "/"
+	}
+	err := r.walk(rel, func(dfd int, name string, p []byte, _ Entry) error {
+		if len(p) == 0 {
+			return nil // rel itself
 		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -53,14 +72,22 @@ func (r *Root) Scan(racy int64) (Tree, error) {
 			return err
 		}
 		s := State{Mode: st.Mode, Ino: st.Ino, Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}
-		if racy > 0 && s.isReg() && s.Ctime >= racy {
+		if o.Racy > 0 && s.isReg() && s.Ctime >= o.Racy {
 			sum, err := sumAt(dfd, name)
 			if err != nil {
 				return err
 			}
 			s.Sum = sum
 		}
-		t[string(rel)] = s
+		if o.Overlay != "" {
+			s.Whiteout = s.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
+			if s.isDir() {
+				var v [1]byte
+				n, err := unix.Lgetxattr(fmt.Sprintf("/proc/self/fd/%d/%s", dfd, name), o.Overlay+"overlay.opaque", v[:])
+				s.Opaque = err == nil && n == 1 && v[0] == 'y'
+			}
+		}
+		t[prefix+string(p)] = s
 		return nil
 	})
 	return t, err
