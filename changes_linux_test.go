@@ -54,7 +54,7 @@ func seedChanges(t *testing.T, s *Sandbox) {
 	}{
 		{"keep.txt", "kept", 0o644}, {"mod.txt", "old", 0o644}, {"del.txt", "gone", 0o644},
 		{"ren.txt", "moved", 0o644}, {"run.sh", "echo", 0o644}, {"hard.txt", "one inode", 0o644},
-		{"old/inner.txt", "inner", 0o644}, {"sub/stay.txt", "stay", 0o644},
+		{"old/inner.txt", "inner", 0o644}, {"sub/stay.txt", "stay", 0o644}, {"again/gone.txt", "gone", 0o644},
 	} {
 		if err := s.WriteFile(f.name, []byte(f.data), f.perm); err != nil {
 			t.Fatal(err)
@@ -64,52 +64,69 @@ func seedChanges(t *testing.T, s *Sandbox) {
 
 // TestChangesRun: a Run's Result lists, sorted by path, what the program
 // (sh in the sandbox) added, modified and deleted, in both workspace
-// layouts; what it left alone is not listed, nor what a removed
-// directory held.
+// layouts, with the files it changes in the layer that takes changes or
+// (after a Snapshot) beneath it; what it left alone is not listed, nor
+// what a removed directory held, and a directory removed and made again
+// is modified, with what it held deleted.
 func TestChangesRun(t *testing.T) {
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
-		s := newSession(Options{TrackChanges: true})
-		seedChanges(t, s)
-		res := runChanges(t, s, `cd /workspace
-			echo new > add.txt
-			echo changed and longer > mod.txt
-			rm del.txt
-			mv ren.txt renamed.txt
-			chmod 755 run.sh
-			ln -s add.txt sym
-			ln hard.txt hard2.txt
-			mkdir -p newdir && echo f > newdir/f
-			rm -r old
-			echo more > sub/new.txt`)
-		// hard.txt's ctime moved with its link count; whether that
-		// shows depends on the clock's tick, so it is not decided here.
-		got := changeLines(res.Changes, "hard.txt")
-		want := strings.Join([]string{
-			"added add.txt -rw-r--r-- 4",
-			"deleted del.txt -rw-r--r-- 4",
-			"added hard2.txt -rw-r--r-- 9",
-			"modified mod.txt -rw-r--r-- 19",
-			"added newdir drwxr-xr-x -",
-			"added newdir/f -rw-r--r-- 2",
-			"deleted old drwxr-xr-x -",
-			"deleted ren.txt -rw-r--r-- 5",
-			"added renamed.txt -rw-r--r-- 5",
-			"modified run.sh -rwxr-xr-x 4",
-			"added sub/new.txt -rw-r--r-- 5",
-			"added sym Lrwxrwxrwx 7",
-		}, "\n")
-		if got != want {
-			t.Errorf("Result.Changes:\n%s\nwant:\n%s", got, want)
-		}
-		if res.ChangesDropped != 0 {
-			t.Errorf("ChangesDropped = %d, want 0", res.ChangesDropped)
-		}
+		for _, snapshot := range []bool{false, true} {
+			t.Run(fmt.Sprintf("snapshot=%v", snapshot), func(t *testing.T) {
+				s := newSession(Options{TrackChanges: true})
+				seedChanges(t, s)
+				if snapshot {
+					if _, err := s.Snapshot(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				res := runChanges(t, s, `cd /workspace
+					echo new > add.txt
+					echo changed and longer > mod.txt
+					rm del.txt
+					mv ren.txt renamed.txt
+					chmod 755 run.sh
+					ln -s add.txt sym
+					ln hard.txt hard2.txt
+					mkdir -p newdir && echo f > newdir/f
+					rm -r old
+					echo more > sub/new.txt
+					rm -r again && mkdir -p again/deeper
+					cat keep.txt again/deeper/.. >/dev/null 2>&1; true`)
+				// hard.txt's ctime moved with its link count; whether
+				// that shows depends on the clock's tick, so it is not
+				// decided here.
+				got := changeLines(res.Changes, "hard.txt")
+				want := strings.Join([]string{
+					"added add.txt -rw-r--r-- 4",
+					"modified again drwxr-xr-x -",
+					"added again/deeper drwxr-xr-x -",
+					"deleted again/gone.txt -rw-r--r-- 4",
+					"deleted del.txt -rw-r--r-- 4",
+					"added hard2.txt -rw-r--r-- 9",
+					"modified mod.txt -rw-r--r-- 19",
+					"added newdir drwxr-xr-x -",
+					"added newdir/f -rw-r--r-- 2",
+					"deleted old drwxr-xr-x -",
+					"deleted ren.txt -rw-r--r-- 5",
+					"added renamed.txt -rw-r--r-- 5",
+					"modified run.sh -rwxr-xr-x 4",
+					"added sub/new.txt -rw-r--r-- 5",
+					"added sym Lrwxrwxrwx 7",
+				}, "\n")
+				if got != want {
+					t.Errorf("Result.Changes:\n%s\nwant:\n%s", got, want)
+				}
+				if res.ChangesDropped != 0 {
+					t.Errorf("ChangesDropped = %d, want 0", res.ChangesDropped)
+				}
 
-		// The next Run starts from what this one left: it sees only its
-		// own change, a file replaced by a directory.
-		res = runChanges(t, s, `cd /workspace && rm add.txt && mkdir add.txt && cat keep.txt >/dev/null`)
-		if got, want := changeLines(res.Changes), "modified add.txt drwxr-xr-x -"; got != want {
-			t.Errorf("second Run's Changes:\n%s\nwant:\n%s", got, want)
+				// The next Run starts from what this one left: it sees
+				// only its own change, a file replaced by a directory.
+				res = runChanges(t, s, `cd /workspace && rm add.txt && mkdir add.txt && cat keep.txt >/dev/null`)
+				if got, want := changeLines(res.Changes), "modified add.txt drwxr-xr-x -"; got != want {
+					t.Errorf("second Run's Changes:\n%s\nwant:\n%s", got, want)
+				}
+			})
 		}
 	})
 }
