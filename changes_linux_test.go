@@ -259,3 +259,38 @@ func TestChangesOptions(t *testing.T) {
 		t.Errorf("Changes with Options.FreshWorkspace: %v, want ErrInvalidOption", err)
 	}
 }
+
+// TestChangesConcurrent: Runs of one session share its workspace, so a
+// Run's Changes are what changed while it ran, whoever changed it: the
+// file another Run wrote meanwhile is in both lists, one the host wrote
+// meanwhile in the long Run's, and one the host wrote before the first
+// started in neither.
+func TestChangesConcurrent(t *testing.T) {
+	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
+		s := newSession(Options{TrackChanges: true})
+		if err := s.WriteFile("before.txt", []byte("b"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		cmd := Command("sh", "-c", "while [ ! -e /workspace/go.txt ]; do sleep 0.02; done; echo mine > /workspace/mine.txt")
+		p, err := s.Start(ctx, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := runChanges(t, s, "echo other > /workspace/other.txt")
+		// Only once the short Run's list is made does the long one go on.
+		if err := s.WriteFile("go.txt", nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		long, err := p.Wait()
+		if err != nil || !long.Success() {
+			t.Fatalf("%v %v %s", err, long.Outcome, long.Stderr)
+		}
+		if got, want := changeLines(long.Changes), "added go.txt -rw-r--r-- 0\nadded mine.txt -rw-r--r-- 5\nadded other.txt -rw-r--r-- 6"; got != want {
+			t.Errorf("the long Run's Changes:\n%s\nwant:\n%s", got, want)
+		}
+		if got, want := changeLines(other.Changes), "added other.txt -rw-r--r-- 6"; got != want {
+			t.Errorf("the short Run's Changes:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}
