@@ -115,11 +115,14 @@ func readChanges(f *os.File) ([]Change, int, error) {
 // runChanges records the workspace as a Run with Options.TrackChanges
 // finds it, and returns what lists the Run's changes once it is over and
 // what forgets the record if it was never listed. The session is
-// read-locked until then.
-func (s *Sandbox) runChanges(kc *keeperClient) (list func() ([]Change, int), forget func(), err error) {
+// read-locked until then. A record that fails (a workspace too large to
+// record, a directory another Run moved meanwhile) fails the list, not
+// the Run.
+func (s *Sandbox) runChanges(kc *keeperClient) (list func() ([]Change, int), forget func()) {
 	rep, _, err := kc.call(wire.KeeperRequest{Op: wire.KeeperMark})
 	if err != nil {
-		return nil, nil, &SetupError{Stage: "workspace", Op: "record the workspace for Options.TrackChanges", Err: err}
+		s.log.Warn("sandbox: the workspace could not be recorded for the run's changes", "error", err)
+		return func() ([]Change, int) { return nil, -1 }, func() {}
 	}
 	var once sync.Once
 	take := func() ([]Change, int, error) {
@@ -140,5 +143,5 @@ func (s *Sandbox) runChanges(kc *keeperClient) (list func() ([]Change, int), for
 		return cs, dropped
 	}
 	forget = func() { take() }
-	return list, forget, nil
+	return list, forget
 }

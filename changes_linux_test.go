@@ -294,3 +294,42 @@ func TestChangesConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// TestChangesTooLarge: a chain of directories whose paths add up to more
+// than the keeper records (9,000 levels: 80 MB of paths) costs the
+// caller no list: the Run succeeds with ChangesDropped -1, the next Run
+// too, and Sandbox.Changes says why it has no list; once the chain is
+// gone, lists come back.
+func TestChangesTooLarge(t *testing.T) {
+	requirePrograms(t, "python3")
+	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
+		s := newSession(Options{TrackChanges: true})
+		res, err := s.Run(context.Background(), Command("python3", "-c", `
+import os
+os.chdir("/workspace")
+for i in range(9000):
+    os.mkdir("d")
+    os.chdir("d")
+`))
+		if err != nil || !res.Success() {
+			t.Fatalf("chain: %v %v %s", err, res.Outcome, res.Stderr)
+		}
+		if res.Changes != nil || res.ChangesDropped != -1 {
+			t.Errorf("the chain's Run: %d changes, %d dropped; want none and -1", len(res.Changes), res.ChangesDropped)
+		}
+		res = runChanges(t, s, "echo x > /workspace/x")
+		if res.Changes != nil || res.ChangesDropped != -1 {
+			t.Errorf("the next Run: %d changes, %d dropped; want none and -1", len(res.Changes), res.ChangesDropped)
+		}
+		if _, _, err := s.Changes(nil); err == nil || !strings.Contains(err.Error(), "too large") {
+			t.Errorf("Changes(nil) = %v, want an error saying the workspace is too large to record", err)
+		}
+		if err := s.RemoveAll("d"); err != nil {
+			t.Fatal(err)
+		}
+		res = runChanges(t, s, "rm /workspace/x")
+		if got, want := changeLines(res.Changes), "deleted x -rw-r--r-- 2"; got != want || res.ChangesDropped != 0 {
+			t.Errorf("once the chain is gone: %q (%d dropped), want %q", got, res.ChangesDropped, want)
+		}
+	})
+}

@@ -113,12 +113,7 @@ func (s *Sandbox) forRun() (*os.File, func(), func() ([]Change, int), error) {
 		// The program has not started: the record is the workspace
 		// as the Run finds it. sessionMount started the keeper.
 		kc, _ := ss.keeper(&s.opts)
-		if list, forget, err = s.runChanges(kc); err != nil {
-			f.Close()
-			ss.mu.RUnlock()
-			after()
-			return nil, nil, nil, err
-		}
+		list, forget = s.runChanges(kc)
 	}
 	return f, func() {
 		forget()

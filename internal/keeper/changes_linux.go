@@ -15,6 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// maxRecord bounds the memory of one record of the workspace (a run's
+// mark, its comparison at the end, each side of changesSince): about
+// 200,000 entries of short paths, fewer of long ones.
+const maxRecord = 32 << 20
+
 // mark is the workspace as a run found it: where it is layered, its
 // upper layer, which holds all that differs from the stack beneath;
 // elsewhere the whole tree.
@@ -39,7 +44,7 @@ func racyBound() int64 {
 // scan records the upper layer up (-1: the whole workspace), hashing the
 // files changed since racy.
 func (k *keeper) scan(up int, racy int64) (workspace.Tree, error) {
-	dir, o := "ws", workspace.ScanOptions{Racy: racy}
+	dir, o := "ws", workspace.ScanOptions{Racy: racy, MaxBytes: maxRecord}
 	if up >= 0 {
 		dir, o.Overlay = fmt.Sprintf("L%d/u", up), "trusted."
 		if k.cfg.UserNS {
@@ -98,7 +103,7 @@ func (k *keeper) runChanges(id, limit int) (int, error) {
 			return -1, err
 		}
 		defer lower.Close()
-		cs, dropped, err = workspace.DiffUpper(m.tree, now, lower, limit)
+		cs, dropped, err = workspace.DiffUpper(m.tree, now, lower, limit, maxRecord)
 	} else {
 		cs, dropped, err = workspace.Diff(m.tree, now, workspace.SameInPlace, limit)
 	}
@@ -172,11 +177,11 @@ func (k *keeper) changesSince(id, limit int) (int, error) {
 		return -1, err
 	}
 	defer cur.Close()
-	ot, err := old.Scan(".", workspace.ScanOptions{})
+	ot, err := old.Scan(".", workspace.ScanOptions{MaxBytes: maxRecord})
 	if err != nil {
 		return -1, fmt.Errorf("record snapshot %d: %w", id, err)
 	}
-	nt, err := cur.Scan(".", workspace.ScanOptions{})
+	nt, err := cur.Scan(".", workspace.ScanOptions{MaxBytes: maxRecord})
 	if err != nil {
 		return -1, fmt.Errorf("record the workspace: %w", err)
 	}

@@ -49,7 +49,19 @@ type ScanOptions struct {
 	// or "user."): the tree is an upper layer, whose whiteouts and
 	// opaque directories the Scan marks.
 	Overlay string
+	// MaxBytes, if not 0, bounds the record's memory: its paths' bytes
+	// and StateBytes per entry. Past it the Scan stops with
+	// ErrRecordTooLarge (a chain of n directories has paths of n² bytes).
+	MaxBytes int64
 }
+
+// StateBytes is what an entry of a Tree costs beside its path, roughly:
+// the State and the map's share.
+const StateBytes = 128
+
+// ErrRecordTooLarge is the error of a Scan whose record would pass its
+// ScanOptions.MaxBytes.
+var ErrRecordTooLarge = errors.New("the tree is too large to record")
 
 // Scan records every entry below rel (not rel itself), by its path
 // relative to the root, following no symlink, holding two descriptors at
@@ -60,9 +72,13 @@ func (r *Root) Scan(rel string, o ScanOptions) (Tree, error) {
 	if rel != "." && rel != "" {
 		prefix = rel + "/"
 	}
+	var used int64
 	err := r.walk(rel, func(dfd int, name string, p []byte, _ Entry) error {
 		if len(p) == 0 {
 			return nil // rel itself
+		}
+		if used += int64(len(prefix)+len(p)) + StateBytes; o.MaxBytes > 0 && used > o.MaxBytes {
+			return ErrRecordTooLarge
 		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
