@@ -24,7 +24,9 @@ import (
 // regular files by size and modification time and, when those are equal,
 // by reading both (so it reads up to twice Options.WorkspaceSize). It
 // holds a small record per entry of the snapshot and the workspace, in
-// the session's keeper process, while it runs.
+// the session's keeper process, while it runs: a workspace whose record
+// would pass 32 MiB (see Sessions in the package documentation) gets an
+// error instead.
 //
 // With Options.Workspace (a host directory, which has no snapshots) it
 // returns an error matching ErrNotSupported; with Options.FreshWorkspace,

@@ -331,8 +331,13 @@
 // write in that tick is not missed. Runs of one session share its
 // workspace, so a Run's Changes are what changed while it ran, by
 // anyone: concurrent Runs and file operations included. The keeper holds
-// a small record (about 100 bytes and the path) per recorded entry of each Run in
-// flight, at most one per inode the workspace allows.
+// a record of about 128 bytes and the path per recorded entry for each
+// Run in flight, at most 32 MiB a record: a workspace past that (a
+// chain of thousands of directories has paths of its depth squared
+// bytes) gets no list, ChangesDropped -1, and its Runs run as ever. A
+// host directory (Options.Workspace) has neither a keeper nor snapshots:
+// New refuses TrackChanges with it, and Changes returns an error
+// matching [ErrNotSupported].
 //
 // [Options.Workspace] makes the workspace a host directory instead, kept
 // after Close (the command-line tool's --workspace); it has no size cap
