@@ -69,6 +69,12 @@ func (k *keeper) mark() (int, error) {
 	m := mark{racy: racyBound(), upper: -1}
 	if k.layered {
 		m.upper = k.upper
+		if k.lowerStale {
+			if err := k.mountLowerView(); err != nil {
+				return 0, err
+			}
+			k.lowerStale = false
+		}
 	}
 	var err error
 	if m.tree, err = k.scan(m.upper, m.racy); err != nil {
@@ -114,10 +120,9 @@ func (k *keeper) runChanges(id, limit int) (int, error) {
 }
 
 // mountLowerView mounts the stack beneath the upper layer, read-only, at
-// lw, where a run's changes are looked up; with no layer beneath, lw is
-// an empty directory.
+// lw (unmounted by mountWorkspace), where a run's changes are looked up;
+// with no layer beneath, lw is an empty directory.
 func (k *keeper) mountLowerView() error {
-	unix.Unmount("lw", unix.MNT_DETACH)
 	if len(k.lowers) == 0 {
 		return nil
 	}

@@ -25,6 +25,9 @@ type keeper struct {
 	snapID  int
 	marks   map[int]mark // the workspace as each run in flight found it
 	markID  int
+	// lowerStale says lw does not show the stack under the upper layer
+	// yet (mountLowerView).
+	lowerStale bool
 }
 
 // start makes the scratch directory and the initial workspace.
