@@ -315,6 +315,30 @@
 // about a second per 100 MB. They wait for Runs in flight; a Run sees one
 // workspace from start to end.
 //
+// What a run changed: with [Options.TrackChanges] each Run's
+// [Result.Changes] lists the workspace paths it added, modified and
+// deleted, sorted by path, at most [MaxChanges] of them (the rest counted
+// in ChangesDropped), and [Sandbox.Changes] lists what differs between a
+// snapshot, or the initial content, and now. The keeper records the
+// workspace as a Run starts and compares it when the Run ends. Where the
+// workspace is layered it records only the layer that takes changes,
+// which holds all that differs from the stack beneath: what lies beneath
+// a snapshot costs nothing per Run, and what lies in that layer about 5
+// µs per file and Run here; a flat workspace is recorded whole. Entries
+// are compared by inode, size, mode, modification time and inode change
+// time, which no program can set; a file whose ctime falls within the
+// file system's clock tick before the record is hashed too, so a second
+// write in that tick is not missed. Runs of one session share its
+// workspace, so a Run's Changes are what changed while it ran, by
+// anyone: concurrent Runs and file operations included. The keeper holds
+// a record of about 128 bytes and the path per recorded entry for each
+// Run in flight, at most 32 MiB a record: a workspace past that (a
+// chain of thousands of directories has paths of its depth squared
+// bytes) gets no list, ChangesDropped -1, and its Runs run as ever. A
+// host directory (Options.Workspace) has neither a keeper nor snapshots:
+// New refuses TrackChanges with it, and Changes returns an error
+// matching [ErrNotSupported].
+//
 // [Options.Workspace] makes the workspace a host directory instead, kept
 // after Close (the command-line tool's --workspace); it has no size cap
 // but [Options.MaxFileSize] per file ([DefaultMaxFileSize] unless set),

@@ -299,6 +299,42 @@ func ExampleSandbox_Snapshot() {
 	// <nil>
 }
 
+// With Options.TrackChanges each Result lists what the run changed in the
+// workspace; Sandbox.Changes lists what differs from a snapshot.
+func ExampleResult_changes() {
+	opts := anywhere
+	opts.TrackChanges = true
+	sb := sandbox.New(opts)
+	defer sb.Close()
+	if err := sb.WriteFile("old.txt", []byte("old\n"), 0o644); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	snap, err := sb.Snapshot()
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	res, err := sb.Run(context.Background(), sandbox.Command("sh", "-c",
+		"echo hello > new.txt; mkdir out; echo 42 > out/answer; rm old.txt"))
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	for _, c := range res.Changes {
+		fmt.Println(c.Kind, c.Path, c.Mode)
+	}
+	// Since the snapshot, which here is the same list.
+	changes, dropped, err := sb.Changes(snap)
+	fmt.Println(len(changes), dropped, err)
+	// Output:
+	// added new.txt -rw-r--r--
+	// deleted old.txt -rw-r--r--
+	// added out drwxr-xr-x
+	// added out/answer -rw-r--r--
+	// 4 0 <nil>
+}
+
 // Options.Logger hears of each run's start and end (at Debug) and of what
 // went wrong off a run's path, such as a spawner that died (at Warn).
 // Without one the library writes nothing.

@@ -71,6 +71,12 @@ func (o *Options) validate() error {
 		return optionErr("Options.FreshWorkspace", "true", "conflicts with Options.Workspace %s; set one", o.Workspace)
 	case o.Workspace != "" && o.WorkspaceFrom != "":
 		return optionErr("Options.WorkspaceFrom", o.WorkspaceFrom, "conflicts with Options.Workspace %s, which is used as it is", o.Workspace)
+	case o.TrackChanges && o.Workspace != "":
+		return optionErr("Options.TrackChanges", "true", "needs the session workspace; Options.Workspace %s is a host directory, where a Run's changes are not recorded", o.Workspace)
+	case o.TrackChanges && o.FreshWorkspace:
+		return optionErr("Options.TrackChanges", "true", "needs the session workspace; with Options.FreshWorkspace each Run's is gone when it ends")
+	case o.TrackChanges && o.Live:
+		return optionErr("Options.TrackChanges", "true", "is not available with Options.Live, whose calls share a workspace with the processes they leave running")
 	case o.FreshWorkspace && o.WorkspaceFrom != "":
 		return optionErr("Options.WorkspaceFrom", o.WorkspaceFrom, "seeds the session workspace, and Options.FreshWorkspace asks for none")
 	}

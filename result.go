@@ -92,6 +92,15 @@ type Result struct {
 	// 1,000 entries only ConnectionsDropped counts.
 	Connections        []Connection
 	ConnectionsDropped int
+
+	// Changes lists, with Options.TrackChanges, the workspace paths that
+	// differ between the Run's start and its end, sorted by path; past
+	// MaxChanges only ChangesDropped counts. Runs of one Sandbox share
+	// its workspace: a Run's Changes are what changed while it ran, by
+	// anyone (another Run, a file operation). ChangesDropped is -1 when
+	// the list could not be made (Options.Logger hears why).
+	Changes        []Change
+	ChangesDropped int
 }
 
 // Denial is one syscall the seccomp policy refused during a run.

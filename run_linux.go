@@ -72,7 +72,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		// Started by a call, which holds the session already.
 		wsMount, release, err = s.sessionMount()
 	default:
-		wsMount, release, err = s.forRun()
+		wsMount, release, r.changes, err = s.forRun()
 	}
 	if err != nil {
 		return err
@@ -173,8 +173,9 @@ type liveRun struct {
 	cfg     *wire.Config
 	st      *stdio
 	px      *runProxy
-	release func() // the run's hold on its session
-	enter   bool   // a call entering the Sandbox's live sandbox
+	release func()                 // the run's hold on its session
+	changes func() ([]Change, int) // with Options.TrackChanges: lists the run's changes, before release
+	enter   bool                   // a call entering the Sandbox's live sandbox
 	h       *launch.Handle
 	begin   time.Time
 
@@ -268,6 +269,9 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 	res.Violation = exit.Violation
 	if px != nil {
 		res.Connections, res.ConnectionsDropped = px.stop()
+	}
+	if r.changes != nil {
+		res.Changes, res.ChangesDropped = r.changes()
 	}
 	if r.proxyErr != nil {
 		return nil, r.proxyErr

@@ -92,24 +92,34 @@ func (ss *session) keeper(o *Options) (*keeperClient, error) {
 }
 
 // forRun read-locks the session for one Run and returns the mount the
-// Run's /workspace is to be (nil: the init makes its own) and the release
-// to call when the Run is over.
-func (s *Sandbox) forRun() (*os.File, func(), error) {
+// Run's /workspace is to be (nil: the init makes its own), the release
+// to call when the Run is over and, with Options.TrackChanges, what lists
+// the Run's changes before the release (else nil).
+func (s *Sandbox) forRun() (*os.File, func(), func() ([]Change, int), error) {
 	ss := s.ws
 	ss.mu.RLock()
 	if ss.closed {
 		ss.mu.RUnlock()
-		return nil, nil, fmt.Errorf("sandbox: run: %w", ErrClosed)
+		return nil, nil, nil, fmt.Errorf("sandbox: run: %w", ErrClosed)
 	}
 	f, after, err := s.sessionMount()
 	if err != nil {
 		ss.mu.RUnlock()
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	var list func() ([]Change, int)
+	forget := func() {}
+	if s.opts.TrackChanges && s.opts.kept() {
+		// The program has not started: the record is the workspace
+		// as the Run finds it. sessionMount started the keeper.
+		kc, _ := ss.keeper(&s.opts)
+		list, forget = s.runChanges(kc)
 	}
 	return f, func() {
+		forget()
 		ss.mu.RUnlock()
 		after()
-	}, nil
+	}, list, nil
 }
 
 // sessionMount returns the mount a sandbox's /workspace is to be (nil:

@@ -18,6 +18,11 @@
 // user namespace (tmpfs lacks user xattrs before Linux 6.6), the workspace
 // is one tmpfs and snapshots are copies ("flat").
 //
+// A run's changes are a record of the workspace at its start compared
+// with it at its end: where it is layered, of the upper layer only, which
+// holds all that differs from the stack beneath (mounted read-only at lw
+// for looking up what a change replaced); flat, of the whole tree.
+//
 // Each run gets a detached clone of the workspace mount (open_tree), which
 // its init attaches at /workspace: the same files, in the run's own mount
 // namespace. The caller gets a directory fd of the workspace for the file

@@ -23,11 +23,16 @@ type keeper struct {
 	upper   int           // the layer that takes changes (flat: the workspace)
 	snaps   map[int][]int // snapshot -> its stack, top first; 0 is the initial content
 	snapID  int
+	marks   map[int]mark // the workspace as each run in flight found it
+	markID  int
+	// lowerStale says lw does not show the stack under the upper layer
+	// yet (mountLowerView).
+	lowerStale bool
 }
 
 // start makes the scratch directory and the initial workspace.
 func start(cfg wire.KeeperConfig) (*keeper, error) {
-	k := &keeper{cfg: cfg, snaps: map[int][]int{}, upper: -1}
+	k := &keeper{cfg: cfg, snaps: map[int][]int{}, marks: map[int]mark{}, upper: -1}
 	// The initial content is read before the scratch tmpfs hides /tmp.
 	var from *workspace.Root
 	if cfg.From != "" {
@@ -46,7 +51,7 @@ func start(cfg wire.KeeperConfig) (*keeper, error) {
 	if err := unix.Chdir("/tmp"); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"ws", "empty"} {
+	for _, d := range []string{"ws", "empty", "lw"} {
 		if err := unix.Mkdir(d, 0o755); err != nil {
 			return nil, err
 		}

@@ -176,6 +176,10 @@ func (k *keeper) mountWorkspace() error {
 		if err := unix.Mount("overlay", "ws", "overlay", unix.MS_NOSUID|unix.MS_NODEV, k.overlayOpts(k.lowers, k.upper)); err != nil {
 			return fmt.Errorf("mount workspace overlay: %w", err)
 		}
+		// The read-only view of the stack is mounted when a run's
+		// changes first need it, not on every Restore.
+		unix.Unmount("lw", unix.MNT_DETACH)
+		k.lowerStale = true
 		return nil
 	}
 	if err := unix.Mount(fmt.Sprintf("L%d/u", k.upper), "ws", "", unix.MS_BIND, ""); err != nil {

@@ -79,6 +79,15 @@ func (k *keeper) handle(req wire.KeeperRequest) (wire.KeeperReply, int, error) {
 			k.collect()
 		}
 		return wire.KeeperReply{}, -1, nil
+	case wire.KeeperMark:
+		id, err := k.mark()
+		return wire.KeeperReply{ID: id}, -1, err
+	case wire.KeeperRunChanges:
+		fd, err := k.runChanges(req.ID, req.Limit)
+		return wire.KeeperReply{}, fd, err
+	case wire.KeeperChangesSince:
+		fd, err := k.changesSince(req.ID, req.Limit)
+		return wire.KeeperReply{}, fd, err
 	}
 	return wire.KeeperReply{}, -1, fmt.Errorf("unknown request %q", req.Op)
 }

@@ -31,14 +31,25 @@ package wire
 //	KeeperRequest{KeeperDrop, ID}       →  forgets snapshot ID (never 0), frees
 //	                                       the layers nothing else holds
 //	                                    ←  KeeperReply{}
+//	KeeperRequest{KeeperMark}           →  records the workspace's entries (a
+//	                                       run about to start)
+//	                                    ←  KeeperReply{ID}
+//	KeeperRequest{KeeperRunChanges,     →  lists what changed since mark ID, and
+//	  ID, Limit}                           forgets the mark
+//	                                    ←  KeeperReply{} + SCM_RIGHTS(a memfd
+//	                                       holding KeeperChanges)
+//	KeeperRequest{KeeperChangesSince,   →  lists what differs between snapshot
+//	  ID, Limit}                           ID and the workspace
+//	                                    ←  KeeperReply{} + SCM_RIGHTS(a memfd
+//	                                       holding KeeperChanges)
 //	a request that fails                ←  KeeperReply{Err, Errno, Unsupported},
 //	                                       no fd; the keeper serves the next one
 //	close (Close, or the caller dies)   →  exits; its mount namespace, and
 //	                                       every layer with it, is gone (Close
 //	                                       kills a keeper not gone in 5 s)
 //
-// Only the keeper sends fds, and only in the replies to KeeperMount and
-// KeeperRoot that succeed.
+// Only the keeper sends fds, and only in the replies to KeeperMount,
+// KeeperRoot, KeeperRunChanges and KeeperChangesSince that succeed.
 
 // KeeperOp names what a KeeperRequest asks the keeper for.
 type KeeperOp string
@@ -59,6 +70,16 @@ const (
 	KeeperRestore KeeperOp = "restore"
 	// KeeperDrop frees snapshot ID; ID 0 is never dropped.
 	KeeperDrop KeeperOp = "drop"
+	// KeeperMark records the workspace's entries as they are now, for
+	// a KeeperRunChanges once a run is over; the reply's ID names the
+	// mark.
+	KeeperMark KeeperOp = "mark"
+	// KeeperRunChanges lists what changed since mark ID, at most Limit
+	// changes, and forgets the mark.
+	KeeperRunChanges KeeperOp = "run-changes"
+	// KeeperChangesSince lists what differs between snapshot ID (0: the
+	// initial content) and the workspace, at most Limit changes.
+	KeeperChangesSince KeeperOp = "changes-since"
 )
 
 // KeeperConfig is the keeper's first message: the workspace it is to hold.
@@ -77,14 +98,32 @@ type KeeperConfig struct {
 
 // KeeperRequest asks the keeper for one thing.
 type KeeperRequest struct {
-	Op KeeperOp
-	ID int // the snapshot of KeeperRestore and KeeperDrop
+	Op    KeeperOp
+	ID    int // the snapshot of KeeperRestore, KeeperDrop and KeeperChangesSince; the mark of KeeperRunChanges
+	Limit int // the most changes KeeperRunChanges and KeeperChangesSince list
+}
+
+// KeeperChanges is what the memfd of a KeeperRunChanges or
+// KeeperChangesSince reply holds, as JSON: the changes sorted by path,
+// and how many more there were past the request's Limit.
+type KeeperChanges struct {
+	Changes []KeeperChange
+	Dropped int
+}
+
+// KeeperChange is one path that changed. Path is bytes, not a string, so
+// that a name that is not UTF-8 crosses JSON unchanged.
+type KeeperChange struct {
+	Path []byte // relative to the workspace
+	Kind uint8  // 1 added, 2 modified, 3 deleted
+	Size int64
+	Mode uint32 // st_mode
 }
 
 // KeeperReply answers the KeeperConfig and then each KeeperRequest, in
 // order. Err is empty when the request was served.
 type KeeperReply struct {
-	ID    int // the snapshot KeeperSnapshot made
+	ID    int // the snapshot KeeperSnapshot made, the mark KeeperMark made
 	Err   string
 	Errno int // the system call error in Err's chain, or 0
 	// Unsupported says the workspace cannot serve the request at all
