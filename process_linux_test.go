@@ -271,8 +271,21 @@ time.sleep(100)`)
 			if err := p.Signal(syscall.SIGTERM); err != nil {
 				t.Fatalf("Signal: %v", err)
 			}
-			if got, err := lines.ReadString('\n'); got != "got 15\n" {
-				t.Errorf("read %q, %v; want the handler's line", got, err)
+			gotc := make(chan string, 1)
+			go func() { got, _ := lines.ReadString('\n'); gotc <- got }()
+			select {
+			case got := <-gotc:
+				if got != "got 15\n" {
+					t.Errorf("read %q; want the handler's line", got)
+				}
+			case <-time.After(10 * time.Second):
+				// What the program was doing, for the failure to say.
+				for _, pid := range hostProcesses("SBXTEST_MARK=" + t.Name()) {
+					status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+					wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+					t.Logf("host pid %d, waiting in %q:\n%s", pid, wchan, status)
+				}
+				t.Errorf("no line from the handler 10 s after the signal")
 			}
 			w := <-waited
 			res, err := w.res, w.err
