@@ -27,12 +27,11 @@ type liveSandbox struct {
 	// Its init on the host, for Processes and Signal: a pidfd that keeps
 	// its pid from naming anything else while it lives, and its PID
 	// namespace, which names the processes in the sandbox.
-	initPid int
-	pidfd   int // -1 when there is none
-	pidNS   nsID
-	ended   error // why it ended, once it has; every later call fails with it
-	idle    *time.Timer
-	life    *time.Timer
+	pidfd int // -1 when there is none
+	pidNS nsID
+	ended error // why it ended, once it has; every later call fails with it
+	idle  *time.Timer
+	life  *time.Timer
 }
 
 // beginCall readies the live sandbox for one call, starting it if it is
@@ -147,7 +146,7 @@ func (l *liveSandbox) ensure(ctx context.Context, s *Sandbox) error {
 		return fmt.Errorf("sandbox: start the live sandbox: %w", err)
 	}
 	l.init, l.sp = p, sp
-	l.id, l.initPid, l.pidfd, l.pidNS = p.runID, p.hostPid, pidfd, ns
+	l.id, l.pidfd, l.pidNS = p.runID, pidfd, ns
 	if d := idleTimeout(&s.opts); d > 0 {
 		l.idle = time.AfterFunc(d, func() { l.expire(s, "idle for "+d.String()+" (Options.IdleTimeout)", true) })
 		l.idle.Stop() // armed when its calls are over
