@@ -200,7 +200,9 @@ func reapsOrphan(t *testing.T, nsenter string, pid int) {
 	deadline := time.Now().Add(reportWait)
 	for {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", orphan))
-		if errors.Is(err, os.ErrNotExist) {
+		// A process being released still has its /proc directory for a
+		// moment, but reading it then fails with ESRCH.
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			break
 		}
 		if err != nil {
