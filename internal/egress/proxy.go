@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -121,6 +122,15 @@ type Proxy struct {
 	// Zero or less means no budget.
 	CPUs float64
 
+	// Secrets are added to the requests sent to their hosts (see
+	// "Secrets" in the package documentation). CONNECTs to their hosts
+	// are terminated with Authority, which Serve requires then, and go
+	// on to the real server over TLS verified against UpstreamRoots
+	// (nil: the system's roots).
+	Secrets       []Secret
+	Authority     *Authority
+	UpstreamRoots *x509.CertPool
+
 	cpu *cpuBudget // the work budget; nil without CPUs
 
 	// hostAddrs lists the host's addresses; nil means its interfaces'.
@@ -185,6 +195,9 @@ func (p *Proxy) Serve(l net.Listener) error {
 	p.init()
 	if p.Rules == nil {
 		return errors.New("egress: Proxy.Rules is nil")
+	}
+	if err := p.checkSecrets(); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	if p.closed {

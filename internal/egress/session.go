@@ -32,6 +32,13 @@ type session struct {
 	bw     *bufio.Writer // writes client; nil when nothing is being written
 	served int           // requests read
 
+	// buffers lends the buffers reads go into: the Proxy's budget, or
+	// for a session inside a terminated TLS tunnel, one of its own.
+	buffers *bufferBudget
+	// via is the upstream of a session inside a terminated TLS tunnel,
+	// which serves its request there; nil otherwise.
+	via *interception
+
 	mu       sync.Mutex
 	closed   bool
 	upstream net.Conn // the current upstream connection, if any
@@ -42,7 +49,7 @@ type session struct {
 const writeBufSize = 4 << 10
 
 func newSession(p *Proxy, c net.Conn) *session {
-	s := &session{p: p}
+	s := &session{p: p, buffers: p.buffers}
 	s.act.touch()
 	s.client = newMeterConn(c, &s.act, p.idleTimeout())
 	s.in.r = s.client
@@ -123,6 +130,11 @@ func (s *session) finish(a *attempt) {
 	a.BytesUp = s.consumed() - a.up0
 	a.BytesDown = s.client.written.Load() - a.down0
 	a.Duration = time.Since(a.Start)
+	if len(s.p.Secrets) > 0 {
+		// An upstream's text (a malformed response quoted in an error)
+		// may hold a value the proxy sent it.
+		a.Reason, a.Error = s.p.scrubText(a.Reason), s.p.scrubText(a.Error)
+	}
 	s.p.record(a.Connection)
 }
 
@@ -207,11 +219,11 @@ func (s *session) serveOne() bool {
 // checks its size and field count, and parses it. The request's body
 // reads from s.br; endRequest ends that.
 func (s *session) readRequest() (*http.Request, error) {
-	buf, err := s.p.buffers.get(s.p.ctx)
+	buf, err := s.buffers.get(s.p.ctx)
 	if err != nil {
 		return nil, net.ErrClosed
 	}
-	defer s.p.buffers.put(buf)
+	defer s.buffers.put(buf)
 	end, n, err := readHeader(&s.in, (*buf)[:maxHeaderBytes], maxHeaderFields)
 	if err != nil {
 		// What was read is the request's, counted but not kept.
@@ -340,9 +352,17 @@ func (s *session) open(a *attempt, host string, port int) *meterConn {
 // connect serves a CONNECT: check, dial, answer 200, then relay bytes both
 // ways until both sides are done or either fails.
 func (s *session) connect(a *attempt, req *http.Request) {
+	if s.via != nil {
+		s.refuse(a, http.StatusBadRequest, "CONNECT inside a tunnel the proxy terminated")
+		return
+	}
 	host, port, _, why := splitHostPort(req.Host, 0)
 	if why != "" {
 		s.refuse(a, http.StatusBadRequest, fmt.Sprintf("bad CONNECT target %q: %s", req.Host, why))
+		return
+	}
+	if s.p.secretHost(host, port) {
+		s.intercept(a, host, port)
 		return
 	}
 	up := s.open(a, host, port)
@@ -420,6 +440,9 @@ func removeHopHeaders(h http.Header) {
 // upstream connection, send the request, relay the response. It reports
 // whether the client connection may carry another request.
 func (s *session) forward(a *attempt, req *http.Request) bool {
+	if s.via != nil {
+		return s.forwardVia(a, req)
+	}
 	u := req.URL
 	if u == nil || !u.IsAbs() || u.Host == "" {
 		s.refuse(a, http.StatusBadRequest, "this is a proxy: send absolute http:// URLs, or CONNECT host:port for TLS")
@@ -432,6 +455,12 @@ func (s *session) forward(a *attempt, req *http.Request) bool {
 	host, port, explicit, why := splitHostPort(u.Host, 80)
 	if why != "" {
 		s.refuse(a, http.StatusBadRequest, fmt.Sprintf("bad host %q: %s", u.Host, why))
+		return false
+	}
+	bound, refusal := s.p.putSecrets(req.Header, req.RequestURI, host, port)
+	if refusal != "" {
+		a.Host, a.Port = host, port
+		s.refuse(a, http.StatusForbidden, refusal)
 		return false
 	}
 	up := s.open(a, host, port)
@@ -449,7 +478,14 @@ func (s *session) forward(a *attempt, req *http.Request) bool {
 	if explicit {
 		authority += ":" + strconv.Itoa(port)
 	}
+	return s.relay(a, req, up, authority, bound)
+}
 
+// relay sends req to up, an upstream connection made for it, as a request
+// for authority, and relays the response. With scrub, the response's
+// header and body have every secret's value replaced by its placeholder.
+// It reports whether the client connection may carry another request.
+func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority string, scrub bool) bool {
 	// The sandbox may wait for "100 Continue" before sending the body;
 	// the proxy says it itself when it starts reading the body.
 	body := io.Reader(req.Body)
@@ -498,6 +534,21 @@ func (s *session) forward(a *attempt, req *http.Request) bool {
 		resp.Header.Add("Connection", v)
 	}
 	respBody := s.bodyReader(resp.Body, up, func() int { return upBR.Buffered() + len(upIn.carry) })
+	if scrub {
+		// A body encoded (compressed) against the request's wish
+		// could hide a value from the scrubber.
+		if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+			resp.Body.Close()
+			return s.fail(a, "read response", fmt.Errorf("the response to a request of a secret host is encoded (%.40s), though identity was asked for: it cannot be checked for the secret's value", ce), true)
+		}
+		sc := s.p.newScrubber()
+		sc.header(s.p, resp)
+		respBody.scrub = sc
+		// Scrubbing changes the body's length: it is sent chunked, or
+		// until the close.
+		resp.ContentLength = -1
+		resp.TransferEncoding = []string{"chunked"}
+	}
 	keep, err := writeResponse(s.writer(), resp, respBody, req)
 	resp.Body.Close()
 	if err != nil {
@@ -552,11 +603,11 @@ func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reade
 			return nil, nil, nil, err
 		}
 	}
-	buf, err := s.p.buffers.get(s.p.ctx)
+	buf, err := s.buffers.get(s.p.ctx)
 	if err != nil {
 		return nil, nil, nil, net.ErrClosed
 	}
-	defer s.p.buffers.put(buf)
+	defer s.buffers.put(buf)
 	end, n, err := readHeader(upIn, (*buf)[:maxHeaderBytes], maxHeaderFields)
 	switch {
 	case errors.Is(err, errHeaderTooLarge):
@@ -577,8 +628,8 @@ func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reade
 // it waits until r has data, holding no buffer, so the copy takes one from
 // the budget only once there is something to put in it. buffered is how
 // much r holds already.
-func (s *session) bodyReader(r io.Reader, conn *meterConn, buffered func() int) io.Reader {
-	return &waitingReader{r: r, conn: conn, buffered: buffered, p: s.p}
+func (s *session) bodyReader(r io.Reader, conn *meterConn, buffered func() int) *waitingReader {
+	return &waitingReader{r: r, conn: conn, buffered: buffered, p: s.p, buffers: s.buffers}
 }
 
 // waitingReader is a body that can be waited on; see bodyReader.
@@ -587,6 +638,8 @@ type waitingReader struct {
 	conn     *meterConn
 	buffered func() int
 	p        *Proxy
+	buffers  *bufferBudget
+	scrub    *scrubber // replaces secrets' values in what is read; nil: none
 }
 
 // take waits until the body has data (or has ended: then io.EOF) and
@@ -595,7 +648,7 @@ func (w *waitingReader) take() (*[]byte, error) {
 	if err := w.wait(); err != nil {
 		return nil, err
 	}
-	buf, err := w.p.buffers.get(w.p.ctx)
+	buf, err := w.buffers.get(w.p.ctx)
 	if err != nil {
 		return nil, net.ErrClosed
 	}
@@ -605,7 +658,7 @@ func (w *waitingReader) take() (*[]byte, error) {
 // give gives back a buffer from take; nil w or buf is allowed.
 func (w *waitingReader) give(buf *[]byte) {
 	if w != nil && buf != nil {
-		w.p.buffers.put(buf)
+		w.buffers.put(buf)
 	}
 }
 
@@ -633,7 +686,7 @@ func (s *session) pipe(dst io.Writer, src *meterConn) error {
 	var buf *[]byte
 	defer func() {
 		if buf != nil {
-			s.p.buffers.put(buf)
+			s.buffers.put(buf)
 		}
 	}()
 	for {
@@ -642,7 +695,7 @@ func (s *session) pipe(dst io.Writer, src *meterConn) error {
 				return err
 			}
 			var err error
-			if buf, err = s.p.buffers.get(s.p.ctx); err != nil {
+			if buf, err = s.buffers.get(s.p.ctx); err != nil {
 				return net.ErrClosed
 			}
 		}
@@ -652,7 +705,7 @@ func (s *session) pipe(dst io.Writer, src *meterConn) error {
 			_, werr = dst.Write((*buf)[:n])
 		}
 		if n < len(*buf) {
-			s.p.buffers.put(buf)
+			s.buffers.put(buf)
 			buf = nil
 		}
 		switch {
@@ -829,8 +882,25 @@ func writeResponse(w *bufio.Writer, resp *http.Response, body io.Reader, req *ht
 func copyFlush(w *bufio.Writer, src io.Reader, chunked bool) (int64, error) {
 	wr, _ := src.(*waitingReader)
 	var own []byte
+	var sc *scrubber
 	if wr == nil {
 		own = make([]byte, bufSize)
+	} else {
+		sc = wr.scrub
+	}
+	// put writes one piece of the body as it goes out.
+	put := func(p []byte) error {
+		if len(p) == 0 {
+			return nil
+		}
+		if chunked {
+			fmt.Fprintf(w, "%x\r\n", len(p))
+		}
+		w.Write(p)
+		if chunked {
+			w.WriteString("\r\n")
+		}
+		return nil
 	}
 	var total int64
 	for {
@@ -839,17 +909,20 @@ func copyFlush(w *bufio.Writer, src io.Reader, chunked bool) (int64, error) {
 		if wr != nil {
 			buf, err = wr.take()
 		}
-		var n int
+		var n, carried int
 		if err == nil {
-			n, err = src.Read(*buf)
+			if sc != nil {
+				// What was held back goes in front, to be
+				// scanned with what follows it.
+				carried = copy(*buf, sc.carry)
+			}
+			n, err = src.Read((*buf)[carried:])
 		}
 		if n > 0 {
-			if chunked {
-				fmt.Fprintf(w, "%x\r\n", n)
-			}
-			w.Write((*buf)[:n])
-			if chunked {
-				w.WriteString("\r\n")
+			if sc != nil {
+				sc.write((*buf)[:carried+n], put)
+			} else {
+				put((*buf)[:n])
 			}
 			werr := w.Flush()
 			total += int64(n)
@@ -860,6 +933,10 @@ func copyFlush(w *bufio.Writer, src io.Reader, chunked bool) (int64, error) {
 		}
 		wr.give(buf)
 		if err == io.EOF {
+			if sc != nil {
+				// What was held back holds no whole value.
+				put(sc.carry)
+			}
 			if chunked {
 				w.WriteString("0\r\n\r\n")
 			}

@@ -1,0 +1,394 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Secrets: the proxy puts a secret's value in place of its placeholder in
+// the headers of requests to the secret's hosts, over plain HTTP and in
+// TLS it terminates, and the sandbox's side never sees the value.
+
+const (
+	testValue       = "sk-live-0123456789abcdef-the-real-key"
+	testPlaceholder = "sandbox-secret-API_KEY-00112233445566778899aabbccddeeff"
+)
+
+// upstreamCA is a CA of the test's that signs its upstream servers.
+type upstreamCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newUpstreamCA(t testing.TB) *upstreamCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upstream test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &upstreamCA{cert: cert, key: key}
+}
+
+func (ca *upstreamCA) leaf(t testing.TB, names ...string) tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func (ca *upstreamCA) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// echoHeaders answers with the Authorization header it got, in a header
+// and in the body, and what it was asked to add to the body.
+var echoHeaders = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	got := r.Header.Get("Authorization")
+	w.Header().Set("X-Echo", got)
+	w.Header().Set("X-Accept-Encoding", r.Header.Get("Accept-Encoding"))
+	fmt.Fprintf(w, "got %q; %s", got, r.URL.Query().Get("more"))
+})
+
+// secretProxy starts a proxy for hosts (each to 127.0.0.1), with one
+// secret bound to bound, and upstream servers verified against ca.
+func secretProxy(t *testing.T, ca *upstreamCA, rules, bound []string) *testProxy {
+	t.Helper()
+	hosts := map[string][]string{}
+	for _, h := range []string{"api.secret.test", "other.allowed.test", "second.secret.test"} {
+		hosts[h] = []string{"127.0.0.1"}
+	}
+	br, err := ParseRules(bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br2, _ := ParseRules([]string{"second.secret.test:1-65535"})
+	secrets := []Secret{
+		{Name: "API_KEY", Placeholder: testPlaceholder, Value: testValue, Hosts: br},
+		{Name: "OTHER_KEY", Placeholder: "sandbox-secret-OTHER_KEY-ffeeddccbbaa99887766554433221100", Value: "other-value-42", Hosts: br2},
+	}
+	auth, err := NewAuthority(secrets, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(auth.Close)
+	return startProxy(t, rules, hosts, func(p *Proxy) {
+		p.Secrets, p.Authority = secrets, auth
+		if ca != nil {
+			p.UpstreamRoots = ca.pool()
+		}
+	})
+}
+
+// sandboxClient is an HTTP client through tp that trusts tp's authority.
+func sandboxClient(tp *testProxy) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AddCert(tp.Authority.Certificate())
+	c, _ := tp.client(&tls.Config{RootCAs: pool})
+	c.Transport.(*http.Transport).DisableKeepAlives = true
+	return c
+}
+
+func getWith(t *testing.T, c *http.Client, url, auth string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+auth)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: body: %v", url, err)
+	}
+	return resp, string(body)
+}
+
+func TestSecretAdded(t *testing.T) {
+	ca := newUpstreamCA(t)
+	plain := httptest.NewServer(echoHeaders)
+	defer plain.Close()
+	tlsSrv := httptest.NewUnstartedServer(echoHeaders)
+	tlsSrv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "api.secret.test")}}
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	pp, tp := port(t, plain.URL), port(t, tlsSrv.URL)
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	c := sandboxClient(tpx)
+	// The value is asked back in the body too, split in two: the
+	// scrubber must find it whole.
+	more := "?more=" + testValue[:10] + testValue[10:]
+	for _, url := range []string{"http://api.secret.test:" + pp + "/" + more, "https://api.secret.test:" + tp + "/" + more} {
+		resp, body := getWith(t, c, url, testPlaceholder)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
+		}
+		want := fmt.Sprintf("got %q; %s", "Bearer "+testPlaceholder, testPlaceholder)
+		if body != want || resp.Header.Get("X-Echo") != "Bearer "+testPlaceholder {
+			t.Errorf("%s: the sandbox saw %q, X-Echo %q; want the server to have got the value, and the sandbox the placeholder: %q",
+				url, body, resp.Header.Get("X-Echo"), want)
+		}
+		if ae := resp.Header.Get("X-Accept-Encoding"); ae != "identity" {
+			t.Errorf("%s: the server was asked for encoding %q, want identity", url, ae)
+		}
+	}
+	// The plain request, the CONNECT, and the request inside it.
+	rep := waitReport(t, tpx.Proxy, 3)
+	terminated := 0
+	for _, r := range rep {
+		line := fmt.Sprintf("%+v", r)
+		if strings.Contains(line, testValue) {
+			t.Errorf("a record holds the value: %s", line)
+		}
+		if !r.Allowed || r.Status != 200 {
+			t.Errorf("record %s", line)
+		}
+		if strings.Contains(r.Reason, "TLS terminated") {
+			terminated++
+		}
+	}
+	if terminated != 2 {
+		t.Errorf("%d records say TLS was terminated, want 2 (the CONNECT and its request): %+v", terminated, rep)
+	}
+}
+
+// TestSecretServerSawValue checks from the server's side that what
+// arrived was the value, not the placeholder.
+func TestSecretServerSawValue(t *testing.T) {
+	ca := newUpstreamCA(t)
+	got := make(chan string, 2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.Header.Get("Authorization") })
+	plain := httptest.NewServer(h)
+	defer plain.Close()
+	tlsSrv := httptest.NewUnstartedServer(h)
+	tlsSrv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "api.secret.test")}}
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	c := sandboxClient(tpx)
+	for _, url := range []string{"http://api.secret.test:" + port(t, plain.URL) + "/", "https://api.secret.test:" + port(t, tlsSrv.URL) + "/"} {
+		getWith(t, c, url, testPlaceholder)
+		if a := <-got; a != "Bearer "+testValue {
+			t.Errorf("%s: the server got %q, want the value", url, a)
+		}
+	}
+}
+
+func TestSecretRefusedElsewhere(t *testing.T) {
+	ca := newUpstreamCA(t)
+	plain := httptest.NewServer(echoHeaders)
+	defer plain.Close()
+	second := httptest.NewUnstartedServer(echoHeaders)
+	second.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "second.secret.test")}}
+	second.StartTLS()
+	defer second.Close()
+	tpx := secretProxy(t, ca, []string{"*.secret.test:1-65535", "other.allowed.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	c := sandboxClient(tpx)
+	for _, url := range []string{
+		"http://other.allowed.test:" + port(t, plain.URL) + "/",
+		"http://127.0.0.1:" + port(t, plain.URL) + "/",
+		"https://second.secret.test:" + port(t, second.URL) + "/",
+	} {
+		resp, body := getWith(t, c, url, testPlaceholder)
+		if resp.StatusCode != 403 || !strings.Contains(body, "secret API_KEY") || strings.Contains(body, testValue) {
+			t.Errorf("%s: %d %q, want 403 naming the secret", url, resp.StatusCode, body)
+		}
+	}
+	// The report names the secret for each, never its value.
+	var refused int
+	for _, r := range waitReport(t, tpx.Proxy, 4) {
+		if strings.Contains(fmt.Sprintf("%+v", r), testValue) {
+			t.Errorf("a record holds the value: %+v", r)
+		}
+		if r.Status == 403 && !r.Allowed && strings.Contains(r.Reason, "placeholder of secret API_KEY") {
+			refused++
+		}
+	}
+	if refused != 3 {
+		t.Errorf("%d refusals naming the secret recorded, want 3: %+v", refused, tpx.Report())
+	}
+}
+
+// TestTunnelUntouched: a CONNECT to a host no secret is bound to reaches
+// the real server's certificate.
+func TestTunnelUntouched(t *testing.T) {
+	ca := newUpstreamCA(t)
+	srv := httptest.NewUnstartedServer(echoHeaders)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "other.allowed.test")}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the test hangs up after the handshake
+	srv.StartTLS()
+	defer srv.Close()
+	tpx := secretProxy(t, ca, []string{"*.allowed.test:1-65535", "api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	c, err := net.Dial("tcp", tpx.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT other.allowed.test:%s HTTP/1.1\r\n\r\n", port(t, srv.URL))
+	br := bufio.NewReader(c)
+	if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: "other.allowed.test", RootCAs: ca.pool()})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if got := tc.ConnectionState().PeerCertificates[0]; !bytes.Equal(got.Raw, srv.TLS.Certificates[0].Certificate[0]) {
+		t.Errorf("the tunnel to a host without secrets showed %q issued by %q, not the server's own", got.Subject, got.Issuer)
+	}
+}
+
+// TestInterceptSignsOnlyItsHost: inside a tunnel to a secret host, a TLS
+// handshake for another name gets no certificate.
+func TestInterceptSignsOnlyItsHost(t *testing.T) {
+	ca := newUpstreamCA(t)
+	srv := httptest.NewUnstartedServer(echoHeaders)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "api.secret.test")}}
+	srv.StartTLS()
+	defer srv.Close()
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	c, err := net.Dial("tcp", tpx.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT api.secret.test:%s HTTP/1.1\r\n\r\n", port(t, srv.URL))
+	if resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: "www.bank.test", InsecureSkipVerify: true})
+	if err := tc.Handshake(); err == nil {
+		t.Errorf("a handshake for www.bank.test inside a tunnel to api.secret.test got certificate %q", tc.ConnectionState().PeerCertificates[0].DNSNames)
+	}
+	rep := waitReport(t, tpx.Proxy, 1)
+	if !strings.Contains(rep[0].Error, "www.bank.test") {
+		t.Errorf("record %+v does not say what was asked", rep[0])
+	}
+	if _, _, err := tpx.Authority.leaf("www.bank.test"); err == nil {
+		t.Error("the authority made a leaf for www.bank.test")
+	}
+}
+
+func TestAuthorityConstraints(t *testing.T) {
+	exact, _ := ParseRules([]string{"api.example.com", "api.example.com:8443"})
+	wild, _ := ParseRules([]string{"*.svc.example.org"})
+	a, err := NewAuthority([]Secret{{Name: "A", Hosts: exact}, {Name: "B", Hosts: wild}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := a.Certificate()
+	if got := strings.Join(cert.PermittedDNSDomains, " "); got != "api.example.com .svc.example.org" || !cert.PermittedDNSDomainsCritical {
+		t.Errorf("permitted %q critical %v", got, cert.PermittedDNSDomainsCritical)
+	}
+	if len(cert.ExcludedIPRanges) != 2 || !cert.IsCA || !cert.MaxPathLenZero || cert.PublicKeyAlgorithm != x509.ECDSA {
+		t.Errorf("certificate: excluded %v CA %v pathlen0 %v key %v", cert.ExcludedIPRanges, cert.IsCA, cert.MaxPathLenZero, cert.PublicKeyAlgorithm)
+	}
+	if d := time.Until(cert.NotAfter); d > time.Hour || d < 50*time.Minute {
+		t.Errorf("valid for %v more, want about an hour", d)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	for name, ok := range map[string]bool{"api.example.com": true, "a.svc.example.org": true, "x.y.svc.example.org": true,
+		"svc.example.org": false, "example.com": false, "evil.test": false, "api.example.com.evil.test": false} {
+		l, _, err := a.leaf(name)
+		if (err == nil) != ok {
+			t.Errorf("leaf(%s): %v, want made %v", name, err, ok)
+		}
+		// A certificate the key signed by mistake for a name outside
+		// the constraints still verifies for none.
+		key := a.leafKey
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(9), DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Minute),
+			NotAfter: time.Now().Add(time.Minute), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, cert, &key.PublicKey, a.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged, _ := x509.ParseCertificate(der)
+		if _, err := forged.Verify(x509.VerifyOptions{DNSName: name, Roots: pool}); (err == nil) != ok {
+			t.Errorf("a certificate for %s verified: %v, want %v", name, err, ok)
+		}
+		if ok {
+			leaf, _ := x509.ParseCertificate(l.Certificate[0])
+			if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: pool}); err != nil {
+				t.Errorf("leaf for %s: %v", name, err)
+			}
+		}
+	}
+	other, _ := NewAuthority([]Secret{{Name: "A", Hosts: exact}}, time.Hour)
+	if bytes.Equal(other.Certificate().RawSubjectPublicKeyInfo, cert.RawSubjectPublicKeyInfo) {
+		t.Error("two authorities share a key")
+	}
+	a.Close()
+	if _, _, err := a.leaf("api.example.com"); err == nil {
+		t.Error("a closed authority made a leaf")
+	}
+	nets, _ := ParseRules([]string{"10.0.0.0/8"})
+	if _, err := NewAuthority([]Secret{{Name: "N", Hosts: nets}}, time.Hour); err == nil {
+		t.Error("an authority for an address range was made")
+	}
+}
+
+// TestScrubberSplits: a value is found whatever the reads cut it into,
+// and the bytes around it pass unchanged.
+func TestScrubberSplits(t *testing.T) {
+	p := &Proxy{Secrets: []Secret{{Value: "SECRET-VALUE", Placeholder: "<ph1>"}, {Value: "xy", Placeholder: "<ph2-long>"}}}
+	in := "aSECRET-VALUESECRET-VALUExSECRET-VALxy SECRET-VALUE" + strings.Repeat("z", 40) + "SECRET-VALUE"
+	want := "a<ph1><ph1>xSECRET-VAL<ph2-long> <ph1>" + strings.Repeat("z", 40) + "<ph1>"
+	for size := 1; size <= len(in); size++ {
+		sc := p.newScrubber()
+		var out bytes.Buffer
+		emit := func(b []byte) error { out.Write(b); return nil }
+		for i := 0; i < len(in); i += size {
+			piece := append(append([]byte{}, sc.carry...), in[i:min(i+size, len(in))]...)
+			sc.write(piece, emit)
+		}
+		out.Write(sc.carry)
+		if out.String() != want {
+			t.Errorf("pieces of %d: %q, want %q", size, out.String(), want)
+		}
+	}
+}
+
+func TestUncovered(t *testing.T) {
+	r, _ := ParseRules([]string{"api.example.com", "*.example.org", "x.example.net:8000-8100"})
+	for entry, ok := range map[string]bool{"api.example.com": true, "api.example.com:443": true, "api.example.com:8443": false,
+		"*.example.org": true, "*.a.example.org": true, "b.example.org": true, "example.org": false, "*.example.com": false,
+		"x.example.net:8050": true, "x.example.net:7999-8000": false, "10.0.0.1": false} {
+		o, err := ParseRules([]string{entry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why := r.Uncovered(o); (why == "") != ok {
+			t.Errorf("%s: %q, want covered %v", entry, why, ok)
+		}
+	}
+}
