@@ -333,7 +333,7 @@ func (o *Options) program(cmd *Cmd) wire.Program {
 	defaults := defaultEnv
 	// Node trusts only the certificates built into it; this points it at
 	// the store's bundle too.
-	if bundle := recipe.TrustBundleIn(o.Rootfs, len(o.TrustedCAs) > 0); bundle != "" {
+	if bundle := recipe.TrustBundleIn(o.Rootfs, len(o.TrustedCAs) > 0 || len(o.Secrets) > 0); bundle != "" {
 		defaults = append(slices.Clip(defaults), "NODE_EXTRA_CA_CERTS="+bundle)
 	}
 	if o.Network == NetworkAllow {

@@ -34,6 +34,10 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	}
 	r := &liveRun{ctx: ctx, s: s, cmd: cmd, cfg: s.opts.config(cmd, s.filter)}
 	r.cfg.Hold = cmd.hold
+	secrets, err := s.secrets.forRun(r.cfg, cmd, s.live != nil, s.opts.MaxLifetime)
+	if err != nil {
+		return err
+	}
 	// A call of a live Sandbox enters its running sandbox (liveSandbox).
 	r.enter = s.live != nil && !cmd.hold
 	pool := s.opts.Pool
@@ -47,7 +51,6 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		// pty is made with the program, cold.
 		pool = 0
 	}
-	var err error
 	if r.st, err = newStdio(cmd, orDefault(s.opts.OutputLimit, DefaultOutputLimit)); err != nil {
 		return err
 	}
@@ -87,6 +90,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 			return err
 		}
 		extra.ProxyChan = r.px.child
+		secrets.serve(r.px.proxy)
 	}
 
 	r.begin = time.Now()

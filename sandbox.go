@@ -300,6 +300,15 @@ type Options struct {
 	// net.DefaultResolver. Tests point it at their own servers.
 	EgressResolver Resolver
 
+	// Secrets are values the program never holds (see Secret and
+	// "Secrets" in the package documentation): its environment holds a
+	// placeholder for each, and the egress proxy puts the value in the
+	// headers of requests to the secret's Hosts, terminating HTTPS to
+	// them with a certificate authority made for the Sandbox, which the
+	// trust store includes. They need Network: NetworkAllow, and every
+	// host must be allowed by Egress. Nil means none.
+	Secrets []Secret
+
 	// Logger, if set, receives the library's own events: each run's start
 	// and end (at Debug), a spawner that died or was restarted, pool
 	// preparations that failed and cleanup that could not be finished (at
@@ -419,6 +428,10 @@ type Sandbox struct {
 	filter *compiledFilter // nil with NoSeccomp
 	egress *egress.Rules   // the parsed Options.Egress; nil unless NetworkAllow
 	log    *slog.Logger    // Options.Logger, or one that discards
+
+	// secrets holds Options.Secrets, their placeholders and the proxy's
+	// authority; nil without secrets.
+	secrets *secretSet
 }
 
 // New returns a Sandbox for opts. It checks opts at once; if they are wrong,
@@ -434,6 +447,9 @@ func New(opts Options) *Sandbox {
 	s.err = s.opts.validate()
 	if s.err == nil {
 		s.egress, s.err = s.opts.checkNetwork()
+	}
+	if s.err == nil {
+		s.secrets, s.err = s.opts.checkSecrets(s.egress)
 	}
 	if s.err == nil {
 		s.filter, s.err = opts.seccompFilter()

@@ -141,6 +141,13 @@ func (a *Authority) Close() {
 	a.key, a.leafKey, a.leaves = nil, nil, nil
 }
 
+// Closed reports whether Close dropped the authority's keys.
+func (a *Authority) Closed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.key == nil
+}
+
 // permits says whether name (normalized) lies under the authority's
 // constraints, as a verifier applies them.
 func (a *Authority) permits(name string) bool {
