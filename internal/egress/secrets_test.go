@@ -392,3 +392,25 @@ func TestUncovered(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretNotInRecords: an upstream that sends the value back in a
+// malformed response, which the proxy's error quotes, leaves only the
+// placeholder in the record.
+func TestSecretNotInRecords(t *testing.T) {
+	srv := serveTCP(t, func(c net.Conn) {
+		defer c.Close()
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err == nil {
+			io.WriteString(c, req.Header.Get("Authorization")+"\r\n\r\n")
+		}
+	})
+	tpx := secretProxy(t, nil, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	resp, body := getWith(t, sandboxClient(tpx), "http://api.secret.test:"+port(t, srv.Addr().String())+"/", testPlaceholder)
+	if resp.StatusCode != 502 || strings.Contains(body, testValue) {
+		t.Errorf("%d %q, want 502 without the value", resp.StatusCode, body)
+	}
+	rep := waitReport(t, tpx.Proxy, 1)
+	if !strings.Contains(rep[0].Error, "malformed") || !strings.Contains(rep[0].Error, testPlaceholder) || strings.Contains(fmt.Sprintf("%+v", rep[0]), testValue) {
+		t.Errorf("record %+v: want the upstream's malformed answer quoted with the placeholder, not the value", rep[0])
+	}
+}
