@@ -19,15 +19,17 @@ import (
 // are put in and values scrubbed out.
 
 // Costs of interception for the CPU budget (see budget.go), measured as
-// the others were (BenchmarkIntercept), rounded up.
+// the others were (BenchmarkInterceptHandshakes and BenchmarkLeaf, CPU
+// time on a busy 2-core x86-64 host), rounded up.
 const (
-	// handshakeCost is the two handshakes of one terminated tunnel: the
-	// sandbox's with the proxy's leaf, and the proxy's with the server,
-	// verifying its chain (about 0.6 ms measured together).
+	// handshakeCost is the proxy's two handshakes of one terminated
+	// tunnel: the sandbox's, signed with the proxy's leaf, and the
+	// proxy's with the server, verifying its chain (about 1.2 ms
+	// measured together).
 	handshakeCost = 1_500_000
 	// leafCost is signing a leaf for a host not asked for before (about
-	// 40 µs measured).
-	leafCost = 200_000
+	// 150 µs measured).
+	leafCost = 300_000
 	// tlsByteCost is one byte of TLS records either way on the sandbox's
 	// side: decrypting and encrypting it there and again upstream.
 	tlsByteCost = 4
@@ -38,7 +40,16 @@ const (
 // read buffer of its own (it never borrows the Proxy's), the headers and
 // framing of its one request, and, while a response is scrubbed, the
 // bytes held back (at most MaxSecretBytes).
-const MaxInterceptMemory = 224 << 10
+const MaxInterceptMemory = 160 << 10
+
+// MaxSecretsProxyMemory bounds the memory one Proxy with Secrets holds at
+// the defaults: MaxProxyMemory, every connection a terminated tunnel, and
+// the Authority's leaves.
+const MaxSecretsProxyMemory = MaxProxyMemory + DefaultMaxConns*MaxInterceptMemory + maxLeaves*leafMemory
+
+// leafMemory bounds one leaf the Authority keeps: its certificate, parsed
+// and not.
+const leafMemory = 4 << 10
 
 // interception is the upstream of a session inside a terminated tunnel.
 type interception struct {
@@ -81,7 +92,9 @@ func (s *session) intercept(a *attempt, host string, port int) {
 		return
 	}
 	a.Reason += "; TLS terminated by the proxy (a secret host)"
+	// Paid before it is done: a sandbox in debt starts no handshake.
 	s.p.cpu.charge(handshakeCost)
+	s.p.cpu.wait(s.client.closed)
 	ctx, cancel := context.WithTimeout(s.p.ctx, headerTimeout)
 	defer cancel()
 	upTLS := tls.Client(&tlsSide{Conn: up.Conn, m: up}, &tls.Config{

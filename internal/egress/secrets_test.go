@@ -80,7 +80,7 @@ var echoHeaders = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 
 // secretProxy starts a proxy for hosts (each to 127.0.0.1), with one
 // secret bound to bound, and upstream servers verified against ca.
-func secretProxy(t *testing.T, ca *upstreamCA, rules, bound []string) *testProxy {
+func secretProxy(t *testing.T, ca *upstreamCA, rules, bound []string, opts ...func(*Proxy)) *testProxy {
 	t.Helper()
 	hosts := map[string][]string{}
 	for _, h := range []string{"api.secret.test", "other.allowed.test", "second.secret.test"} {
@@ -104,6 +104,9 @@ func secretProxy(t *testing.T, ca *upstreamCA, rules, bound []string) *testProxy
 		p.Secrets, p.Authority = secrets, auth
 		if ca != nil {
 			p.UpstreamRoots = ca.pool()
+		}
+		for _, o := range opts {
+			o(p)
 		}
 	})
 }
@@ -412,5 +415,151 @@ func TestSecretNotInRecords(t *testing.T) {
 	rep := waitReport(t, tpx.Proxy, 1)
 	if !strings.Contains(rep[0].Error, "malformed") || !strings.Contains(rep[0].Error, testPlaceholder) || strings.Contains(fmt.Sprintf("%+v", rep[0]), testValue) {
 		t.Errorf("record %+v: want the upstream's malformed answer quoted with the placeholder, not the value", rep[0])
+	}
+}
+
+// TestInterceptMemory: a terminated tunnel holds at most MaxConnMemory and
+// MaxInterceptMemory, whether it waits for its request or streams a
+// scrubbed response that stalls.
+func TestInterceptMemory(t *testing.T) {
+	const conns = 12
+	ca := newUpstreamCA(t)
+	stall := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10000000")
+		w.Write(bytes.Repeat([]byte("b"+testValue), 4000))
+		w.(http.Flusher).Flush()
+		<-stall
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "api.secret.test")}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	defer close(stall) // before the server's Close, which waits for its handlers
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	tpx.MaxConns = 3 * conns
+	pool := x509.NewCertPool()
+	pool.AddCert(tpx.Authority.Certificate())
+	var cs []net.Conn
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	// The first leaf is made before measuring: it is the Authority's,
+	// not a connection's.
+	if _, _, err := tpx.Authority.leaf("api.secret.test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, state := range []string{"waiting for its request", "scrubbing a stalled response"} {
+		before := liveBytes()
+		for range conns {
+			c, err := net.Dial("tcp", tpx.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, c)
+			fmt.Fprintf(c, "CONNECT api.secret.test:%s HTTP/1.1\r\n\r\n", port(t, srv.URL))
+			br := bufio.NewReader(c)
+			if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("CONNECT: %v %v", resp, err)
+			}
+			tc := tls.Client(c, &tls.Config{ServerName: "api.secret.test", RootCAs: pool})
+			if err := tc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, tc)
+			if state == "scrubbing a stalled response" {
+				fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: api.secret.test\r\nAuthorization: %s\r\n\r\n", testPlaceholder)
+				tc.SetReadDeadline(time.Now().Add(10 * time.Second))
+				if _, err := io.ReadFull(tc, make([]byte, 50000)); err != nil {
+					t.Fatalf("response: %v", err)
+				}
+			}
+		}
+		waitSessions(t, tpx.Proxy, len(cs)/2)
+		time.Sleep(100 * time.Millisecond)
+		per := (liveBytes() - before) / conns
+		t.Logf("%s: %d bytes per connection; bound %d", state, per, MaxConnMemory+MaxInterceptMemory)
+		if per > MaxConnMemory+MaxInterceptMemory {
+			t.Errorf("%s: %d bytes per connection, over MaxConnMemory+MaxInterceptMemory (%d)", state, per, MaxConnMemory+MaxInterceptMemory)
+		}
+	}
+}
+
+// BenchmarkInterceptHandshakes measures the handshakes of one terminated
+// tunnel: the sandbox's with a leaf of the Authority, and the proxy's
+// with a server whose chain it verifies. Both ends of each run here, so
+// the proxy's share (handshakeCost) is about half of each op.
+func BenchmarkInterceptHandshakes(b *testing.B) {
+	ca := newUpstreamCA(b)
+	hosts, _ := ParseRules([]string{"api.secret.test"})
+	auth, err := NewAuthority([]Secret{{Name: "K", Hosts: hosts}}, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	leaf, _, _ := auth.leaf("api.secret.test")
+	up := ca.leaf(b, "api.secret.test")
+	sandboxRoots := x509.NewCertPool()
+	sandboxRoots.AddCert(auth.Certificate())
+	pair := func(cert *tls.Certificate, roots *x509.CertPool) {
+		c, s := net.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- tls.Server(s, &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"http/1.1"}}).Handshake()
+		}()
+		if err := tls.Client(c, &tls.Config{ServerName: "api.secret.test", RootCAs: roots, NextProtos: []string{"http/1.1"}}).Handshake(); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+		s.Close()
+	}
+	cpu0 := cpuNow()
+	for b.Loop() {
+		pair(leaf, sandboxRoots)
+		pair(&up, ca.pool())
+	}
+	b.ReportMetric(float64(cpuNow()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkLeaf measures signing a leaf for a new host (leafCost).
+func BenchmarkLeaf(b *testing.B) {
+	hosts, _ := ParseRules([]string{"*.secret.test"})
+	auth, err := NewAuthority([]Secret{{Name: "K", Hosts: hosts}}, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	cpu0 := cpuNow()
+	for b.Loop() {
+		i++
+		if _, _, err := auth.leaf(fmt.Sprintf("h%d.secret.test", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuNow()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// TestInterceptCharged: a terminated tunnel's handshakes and its leaf are
+// charged to the CPU budget.
+func TestInterceptCharged(t *testing.T) {
+	ca := newUpstreamCA(t)
+	srv := httptest.NewUnstartedServer(echoHeaders)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "api.secret.test")}}
+	srv.StartTLS()
+	defer srv.Close()
+	// A budget that refills too slowly to matter during the test.
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"},
+		func(p *Proxy) { p.CPUs = 1e-6 })
+	getWith(t, sandboxClient(tpx), "https://api.secret.test:"+port(t, srv.URL)+"/", testPlaceholder)
+	waitReport(t, tpx.Proxy, 2)
+	tpx.cpu.mu.Lock()
+	spent := float64(CPUBurst) - tpx.cpu.tokens
+	tpx.cpu.mu.Unlock()
+	if min := float64(handshakeCost + leafCost + acceptCost + 2*requestCost); spent < min {
+		t.Errorf("the budget was charged %.0f ns for a terminated tunnel, want at least %.0f", spent, min)
 	}
 }
