@@ -265,6 +265,62 @@
 // services, metadata service and abstract sockets included; it is for
 // trusted code only.
 //
+// # Secrets
+//
+// [Options.Secrets] keeps API keys and tokens out of the sandbox: the
+// program holds a placeholder, and the egress proxy, in the caller's
+// process, puts the real value in its place on the way out, only to the
+// hosts the secret names:
+//
+//	sb := sandbox.New(sandbox.Options{
+//		Network: sandbox.NetworkAllow,
+//		Egress:  []string{"api.example.com"},
+//		Secrets: []sandbox.Secret{{Name: "API_KEY", Value: key, Hosts: []string{"api.example.com"}}},
+//	})
+//	// inside: curl -H "Authorization: Bearer $API_KEY" https://api.example.com/v1/...
+//
+// With the first run each secret gets a placeholder, "sandbox-secret-",
+// its Name, "-" and 128 random bits in hex, the same for every run of the
+// Sandbox, which the program's environment holds as Name. The proxy
+// replaces the placeholder wherever it appears in the value of any
+// request header sent to the secret's hosts, over plain HTTP and over
+// HTTPS, which it terminates for those hosts only: a CONNECT to one is
+// answered with TLS of the proxy's own (HTTP/1.1 by ALPN, one request per
+// tunnel), signed by a certificate authority made for the Sandbox at its
+// first run (ECDSA P-256, in the caller's memory only, valid for 7 days,
+// or a live sandbox's Options.MaxLifetime where that is longer; a Sandbox
+// that is not live makes a new one a day before it ends), and the proxy makes its
+// own TLS connection to the real server, verified against the system's
+// roots and [Options.TrustedCAs] as any client would. The authority's
+// certificate is added to the sandbox's trust store as TrustedCAs are;
+// it is constrained (critical name constraints) to exactly the secrets'
+// host names and no IP address, and the proxy signs a leaf only for the
+// host a CONNECT names, and only for a TLS handshake that asks for that
+// host. CONNECTs to every other host stay untouched tunnels. [Sandbox.Close]
+// drops the authority's key; a new Sandbox has a new authority.
+//
+// A request that carries a placeholder (in a header or its target) to a
+// host its secret is not bound to is refused with 403 and listed in
+// [Result.Connections] with a reason naming the secret by Name. Where the
+// proxy cannot see, inside TLS to a host no secret is bound to, the
+// program can send a placeholder anywhere the allowlist lets it go; that
+// leaks only the placeholder, which is worth nothing outside the
+// sandbox's proxy. Only headers are rewritten: a placeholder in a URL or
+// a body goes out as it is.
+//
+// The value never reaches the sandbox: requests to a secret's hosts ask
+// for an unencoded response (Accept-Encoding: identity; a response
+// encoded anyway is refused with 502), and every value is replaced by its
+// placeholder in the status line, header values and body of their
+// responses (a scrubbed body is re-framed chunked). A host that hands the
+// value back transformed (base64, split, compressed despite the request)
+// is beyond what the scrubber can recognise; bind a secret only to hosts
+// you trust with it. The value is never put in a Result, error or log.
+// Terminating TLS costs the caller: each terminated tunnel's handshakes
+// are charged to the run's proxy CPU budget, and it holds at most about
+// 160 KiB more than a plain connection (egress.MaxInterceptMemory; about
+// 19 MiB in all at the proxy's 64 connections).
+//
 // # Sessions
 //
 // A Sandbox is a session: successive Runs share its /workspace, and

@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"syscall"
@@ -438,4 +441,45 @@ while True:
 	}
 	// Not run by go test: it needs python3 in the sandbox, which a host
 	// may lack. TestLiveDialContext runs the same.
+}
+
+// loopbackResolver resolves every name to 127.0.0.1, where ExampleSecret's
+// server listens; a real program leaves Options.EgressResolver nil.
+type loopbackResolver struct{}
+
+func (loopbackResolver) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	return []net.IPAddr{{IP: net.IPv4(127, 0, 0, 1)}}, nil
+}
+
+func ExampleSecret() {
+	// A stand-in for an API on the host's loopback: it says what it was
+	// sent, and answers with it.
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("the API got:", r.Header.Get("Authorization"))
+		fmt.Fprintln(w, r.Header.Get("Authorization"))
+	}))
+	defer api.Close()
+	_, port, _ := net.SplitHostPort(api.Listener.Addr().String())
+
+	opts := anywhere
+	opts.Network = sandbox.NetworkAllow
+	// The name, and the loopback address it resolves to here.
+	opts.Egress = []string{"api.example.test:" + port, "127.0.0.1:" + port}
+	opts.EgressResolver = loopbackResolver{}
+	opts.Secrets = []sandbox.Secret{{Name: "API_KEY", Value: "sk-the-real-key", Hosts: []string{"api.example.test:" + port}}}
+	sb := sandbox.New(opts)
+	defer sb.Close()
+	// The program holds only the placeholder, and sees only it, even in
+	// what the API sends back.
+	script := `wget -q -O - --header "Authorization: Bearer $API_KEY" http://api.example.test:` + port + `/ |
+sed 's/sandbox-secret-API_KEY-[0-9a-f]*/<placeholder>/'`
+	res, err := sb.Run(context.Background(), sandbox.Command("sh", "-c", script))
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("the program saw: %s", res.Stdout)
+	// Output:
+	// the API got: Bearer sk-the-real-key
+	// the program saw: Bearer <placeholder>
 }

@@ -23,8 +23,9 @@ const (
 
 	// NetworkAllow adds one way out: an HTTP proxy at ProxyAddr inside
 	// the run, served by the process that called Run, which reaches only
-	// the hosts Options.Egress allows. CONNECT carries TLS untouched;
-	// plain http:// requests are forwarded. The run still has no DNS: the
+	// the hosts Options.Egress allows. CONNECT carries TLS untouched
+	// (but to the hosts of Options.Secrets, see Secret); plain http://
+	// requests are forwarded. The run still has no DNS: the
 	// proxy resolves a name once the allowlist allowed it, and refuses
 	// loopback, private, link-local (the cloud metadata service) and the
 	// other special ranges on the resolved address unless a rule names

@@ -11,8 +11,8 @@
 // the host's namespace. The program finds the proxy through
 // HTTP_PROXY/HTTPS_PROXY (and their lower-case forms). The proxy speaks
 // HTTP/1.1: CONNECT host:port opens a tunnel (TLS passes through
-// untouched; nothing is intercepted), and absolute-form plain HTTP
-// requests (GET http://host/path) are forwarded. Every attempt is recorded
+// untouched, but to the hosts of secrets: see Secrets), and absolute-form
+// plain HTTP requests (GET http://host/path) are forwarded. Every attempt is recorded
 // with its decision and byte counts ([Proxy.Report]).
 //
 //	rules, err := egress.ParseRules([]string{"pypi.org", "*.pythonhosted.org"})
@@ -160,11 +160,53 @@
 // back to a pool shared by all proxies, which the garbage collector
 // empties when they are not used.
 //
-// The proxy does not see inside TLS: a tunnel to an allowed name reaches
-// that name's addresses, but what the TLS session then asks for (SNI, the
-// Host header) is not checked, so on a shared front end (a CDN) the
-// program may reach other sites served from the same addresses ("domain
-// fronting"). Plain HTTP is forwarded one request per upstream connection,
+// # Secrets
+//
+// [Proxy.Secrets] are values the sandbox never holds: it holds each one's
+// placeholder, and the proxy puts the value in its place in the header
+// values of requests to the secret's hosts (names, matched as Rules
+// match them). A plain HTTP request is rewritten as it is forwarded. A
+// CONNECT to a secret's host is terminated: the proxy dials and checks as
+// for any CONNECT, completes TLS with the server (verified against
+// [Proxy.UpstreamRoots], ALPN http/1.1), answers 200, then completes the
+// sandbox's handshake with a leaf of [Proxy.Authority] for exactly the
+// CONNECT's host (a handshake asking for another name gets none), and
+// serves one HTTP/1.1 request inside through the same bounded code as
+// plain forwarding; the response says Connection: close. The Authority's
+// certificate is name-constrained (critical) to the secrets' names and
+// excludes every IP address; it signs a leaf for a host only when a
+// CONNECT to it arrives, and keeps at most 64.
+//
+// A request carrying a placeholder (in a header, or its target) to a host
+// its secret is not bound to is refused with 403, its record's Reason
+// naming the secret (never its value). Requests to a secret's host ask
+// for Accept-Encoding: identity; their responses have every secret's
+// value replaced by its placeholder in the status line, header values and
+// body, streamed with the last len(value)-1 bytes of each piece held back
+// (the body is re-framed chunked, or until the close for HTTP/1.0); a
+// response encoded anyway is refused with 502. A server that returns the
+// value transformed (base64, say) defeats the scrubber. Record texts are
+// scrubbed too.
+//
+// Interception costs the proxy's process, within the bounds: each
+// terminated tunnel's two handshakes (handshakeCost, about 1.2 ms
+// measured) and each new leaf (leafCost) are charged to the CPU budget
+// before they are done, and each byte of TLS records on the sandbox's
+// side (tlsByteCost) besides the relay's cost; a tunnel holds at most
+// [MaxInterceptMemory] (160 KiB: two TLS connections' state and record
+// buffers, a 32 KiB read buffer of its own, so it never waits holding one
+// of the Proxy's, its request's headers and the bytes held back while
+// scrubbing) beyond MaxConnMemory, and no more descriptors. A Proxy with
+// secrets holds at most [MaxSecretsProxyMemory] (about 19 MiB) at the
+// defaults.
+//
+// The proxy does not see inside TLS but to the hosts of secrets: a tunnel
+// to another allowed name reaches that name's addresses, but what the
+// TLS session then asks for (SNI, the Host header) is not checked, so on
+// a shared front end (a CDN) the program may reach other sites served
+// from the same addresses ("domain fronting"); and a placeholder sent
+// inside it is not seen, which leaks only the placeholder, worth nothing
+// outside the proxy. Plain HTTP is forwarded one request per upstream connection,
 // without protocol upgrades, 1xx interim responses or trailers; programs
 // that need WebSockets or HTTP/2 use CONNECT. Only TCP is relayed: no UDP,
 // so no QUIC (HTTP/3 clients fall back to TCP).

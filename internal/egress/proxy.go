@@ -80,8 +80,9 @@ type Resolver interface {
 }
 
 // Proxy is an HTTP/1.1 forward proxy that lets a sandbox reach the hosts
-// its Rules allow and nothing else. It serves CONNECT tunnels (no TLS
-// interception) and absolute-form plain HTTP requests. Set the fields
+// its Rules allow and nothing else. It serves CONNECT tunnels (TLS is
+// terminated only to the hosts of Secrets) and absolute-form plain HTTP
+// requests. Set the fields
 // before the first Serve and do not change them after; a Proxy must not be
 // copied after first use.
 type Proxy struct {
