@@ -124,10 +124,8 @@ func (s *session) intercept(a *attempt, host string, port int) {
 	}
 
 	a.Status = http.StatusOK
-	if _, err := s.writer().WriteString("HTTP/1.1 200 Connection established\r\n\r\n"); err == nil {
-		err = s.writer().Flush()
-	}
-	if err != nil {
+	s.writer().WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
+	if err := s.writer().Flush(); err != nil {
 		a.Error = "write to sandbox: " + err.Error()
 		s.close()
 		s.finish(a)

@@ -436,8 +436,8 @@ func TestInterceptMemory(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	defer close(stall) // before the server's Close, which waits for its handlers
-	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
-	tpx.MaxConns = 3 * conns
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"},
+		func(p *Proxy) { p.MaxConns = 3 * conns })
 	pool := x509.NewCertPool()
 	pool.AddCert(tpx.Authority.Certificate())
 	var cs []net.Conn
