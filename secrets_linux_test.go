@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -473,6 +474,7 @@ func TestSecretLive(t *testing.T) {
 	ss := newSecretSetup(t)
 	opts := ss.opts
 	opts.Live = true
+	serving := proxiesServing()
 	s := newTest(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -489,12 +491,30 @@ func TestSecretLive(t *testing.T) {
 	if got := ss.apiSeen.list(); len(got) != 2 || got[0] != "Bearer "+ss.value || got[1] != got[0] {
 		t.Errorf("the server got %q, want the value twice", got)
 	}
+	if n := proxiesServing(); n != serving+1 {
+		t.Errorf("%d proxies serve for the live sandbox, want its one", n-serving)
+	}
 	s.secrets.mu.Lock()
 	auth := s.secrets.auth
 	s.secrets.mu.Unlock()
 	s.Close()
 	if auth == nil || !auth.Closed() {
 		t.Error("the live sandbox's authority outlived Close")
+	}
+	if !waitFor(func() bool { return proxiesServing() == serving }) {
+		t.Errorf("the live sandbox's proxy still serves after Close")
+	}
+}
+
+// proxiesServing counts the egress proxies this process serves.
+func proxiesServing() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "egress.(*Proxy).Serve(")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
 
