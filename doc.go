@@ -293,15 +293,17 @@
 // own TLS connection to the real server, verified against the system's
 // roots and [Options.TrustedCAs] as any client would. The authority's
 // certificate is added to the sandbox's trust store as TrustedCAs are;
-// it is constrained (critical name constraints) to exactly the secrets'
-// host names and no IP address, and the proxy signs a leaf only for the
+// it is constrained (critical name constraints) to the secrets' host
+// names (and, as DNS name constraints work, names beneath them) and no IP
+// address, and the proxy signs a leaf only for the
 // host a CONNECT names, and only for a TLS handshake that asks for that
 // host. CONNECTs to every other host stay untouched tunnels. [Sandbox.Close]
 // drops the authority's key; a new Sandbox has a new authority.
 //
 // A request that carries a placeholder (in a header or its target) to a
 // host its secret is not bound to is refused with 403 and listed in
-// [Result.Connections] with a reason naming the secret by Name. Where the
+// [Result.Connections] with a reason naming the secret by Name (a live
+// sandbox's calls have no Connections: its proxy serves them all). Where the
 // proxy cannot see, inside TLS to a host no secret is bound to, the
 // program can send a placeholder anywhere the allowlist lets it go; that
 // leaks only the placeholder, which is worth nothing outside the
@@ -311,7 +313,7 @@
 // The value never reaches the sandbox: requests to a secret's hosts ask
 // for an unencoded response (Accept-Encoding: identity; a response
 // encoded anyway is refused with 502), and every value is replaced by its
-// placeholder in the status line, header values and body of their
+// placeholder in the status line, header names and values and body of their
 // responses (a scrubbed body is re-framed chunked). A host that hands the
 // value back transformed (base64, split, compressed despite the request)
 // is beyond what the scrubber can recognise; bind a secret only to hosts
@@ -473,7 +475,9 @@
 //     limit ([Options.CPUs]) over the run's wall time: past that, it reads
 //     from the run only as fast as that allows (a 1-CPU run's tunnel then
 //     moves about 28 MB/s). Everything it held is released when the run
-//     ends.
+//     ends. With [Options.Secrets], a tunnel it terminates holds at most
+//     160 KiB more, about 19 MiB in all (egress.MaxSecretsProxyMemory),
+//     and its handshakes are charged to the same CPU time.
 //   - Output: at most [Options.OutputLimit] bytes a stream
 //     ([DefaultOutputLimit]).
 //   - The workspace calls: a bounded number of descriptors at any depth,

@@ -22,10 +22,11 @@ import (
 // the proxy terminates TLS to the hosts its secrets are bound to. Its key
 // is made in memory and never leaves it; its certificate is what the
 // sandbox's trust store adds. The certificate is name-constrained
-// (critical) to exactly the secrets' host names and excludes every IP
-// address, so even a leaf it signed by mistake would verify for no other
-// host; and the Authority itself signs a leaf only for a name its
-// constraints permit, only when a CONNECT to that name arrives.
+// (critical) to the secrets' host names (a DNS constraint admits the
+// names beneath it too) and excludes every IP address, so even a leaf it
+// signed by mistake would verify for no other host; and the proxy asks it
+// for a leaf only for a host a secret is bound to, when a CONNECT to that
+// host arrives.
 type Authority struct {
 	cert    *x509.Certificate
 	pem     []byte

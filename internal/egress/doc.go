@@ -174,14 +174,16 @@
 // serves one HTTP/1.1 request inside through the same bounded code as
 // plain forwarding; the response says Connection: close. The Authority's
 // certificate is name-constrained (critical) to the secrets' names and
-// excludes every IP address; it signs a leaf for a host only when a
+// excludes every IP address (a DNS constraint also admits the names
+// beneath it: the Authority itself signs none of those unless a secret's
+// rule matches them); it signs a leaf for a host only when a
 // CONNECT to it arrives, and keeps at most 64.
 //
 // A request carrying a placeholder (in a header, or its target) to a host
 // its secret is not bound to is refused with 403, its record's Reason
 // naming the secret (never its value). Requests to a secret's host ask
 // for Accept-Encoding: identity; their responses have every secret's
-// value replaced by its placeholder in the status line, header values and
+// value replaced by its placeholder in the status line, header names and values and
 // body, streamed with the last len(value)-1 bytes of each piece held back
 // (the body is re-framed chunked, or until the close for HTTP/1.0); a
 // response encoded anyway is refused with 502. A server that returns the

@@ -95,6 +95,31 @@ func (p *Proxy) scrubText(s string) string {
 	return s
 }
 
+// scrubName replaces every secret's value in a header name, in any case:
+// names are canonicalized as they are parsed.
+func (p *Proxy) scrubName(k string) string {
+	for i := range p.Secrets {
+		sec := &p.Secrets[i]
+		lower, value := strings.ToLower(k), strings.ToLower(sec.Value)
+		if len(lower) != len(k) || !strings.Contains(lower, value) {
+			continue
+		}
+		var b strings.Builder
+		for from := 0; ; {
+			j := strings.Index(lower[from:], value)
+			if j < 0 {
+				b.WriteString(k[from:])
+				break
+			}
+			b.WriteString(k[from : from+j])
+			b.WriteString(sec.Placeholder)
+			from += j + len(value)
+		}
+		k = b.String()
+	}
+	return k
+}
+
 // scrubber replaces secrets' values with their placeholders in a stream,
 // keeping back the last bytes of each piece that may begin a value the
 // next piece completes.
@@ -113,12 +138,16 @@ func (p *Proxy) newScrubber() *scrubber {
 	return sc
 }
 
-// header scrubs a response's status text and header values.
+// header scrubs a response's status text and header names and values.
 func (sc *scrubber) header(p *Proxy, resp *http.Response) {
 	resp.Status = p.scrubText(resp.Status)
-	for _, vs := range resp.Header {
+	for k, vs := range resp.Header {
 		for j, v := range vs {
 			vs[j] = p.scrubText(v)
+		}
+		if clean := p.scrubName(k); clean != k {
+			delete(resp.Header, k)
+			resp.Header[clean] = append(resp.Header[clean], vs...)
 		}
 	}
 }

@@ -75,6 +75,9 @@ var echoHeaders = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 	got := r.Header.Get("Authorization")
 	w.Header().Set("X-Echo", got)
 	w.Header().Set("X-Accept-Encoding", r.Header.Get("Accept-Encoding"))
+	if m := r.URL.Query().Get("more"); m != "" {
+		w.Header().Set("X-Named-"+m, "1")
+	}
 	fmt.Fprintf(w, "got %q; %s", got, r.URL.Query().Get("more"))
 })
 
@@ -159,6 +162,9 @@ func TestSecretAdded(t *testing.T) {
 		if body != want || resp.Header.Get("X-Echo") != "Bearer "+testPlaceholder {
 			t.Errorf("%s: the sandbox saw %q, X-Echo %q; want the server to have got the value, and the sandbox the placeholder: %q",
 				url, body, resp.Header.Get("X-Echo"), want)
+		}
+		if resp.Header.Get("X-Named-"+testPlaceholder) != "1" || resp.Header.Get("X-Named-"+testValue) != "" {
+			t.Errorf("%s: a header named after the value reached the sandbox: %v", url, resp.Header)
 		}
 		if ae := resp.Header.Get("X-Accept-Encoding"); ae != "identity" {
 			t.Errorf("%s: the server was asked for encoding %q, want identity", url, ae)
@@ -561,5 +567,24 @@ func TestInterceptCharged(t *testing.T) {
 	tpx.cpu.mu.Unlock()
 	if min := float64(handshakeCost + leafCost + acceptCost + 2*requestCost); spent < min {
 		t.Errorf("the budget was charged %.0f ns for a terminated tunnel, want at least %.0f", spent, min)
+	}
+}
+
+// TestScrubShortValue: a value that the placeholders themselves contain is
+// replaced once, not again inside the placeholder put in its place.
+func TestScrubShortValue(t *testing.T) {
+	p := &Proxy{Secrets: []Secret{{Value: "secret", Placeholder: "sandbox-secret-K-00"}}}
+	if got := p.scrubName("X-Secret-Secret"); got != "X-sandbox-secret-K-00-sandbox-secret-K-00" {
+		t.Errorf("name: %q", got)
+	}
+	if got := p.scrubText("a secret"); got != "a sandbox-secret-K-00" {
+		t.Errorf("text: %q", got)
+	}
+	sc := p.newScrubber()
+	var out bytes.Buffer
+	sc.write([]byte("secretsecret"), func(b []byte) error { out.Write(b); return nil })
+	out.Write(sc.carry)
+	if out.String() != "sandbox-secret-K-00sandbox-secret-K-00" {
+		t.Errorf("body: %q", out.String())
 	}
 }
