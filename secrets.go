@@ -31,12 +31,17 @@ type Secret struct {
 	// Hosts are where Value may be sent: host names in Options.Egress's
 	// syntax ("api.example.com", "*.example.com", "api.example.com:8443"),
 	// each allowed by Options.Egress on all of its ports. Address ranges
-	// are refused: the proxy's authority signs names only.
+	// are refused: the proxy's authority signs names only. A name without
+	// a port means ports 80 and 443, and on port 80 the value travels in
+	// plain HTTP: give "api.example.com:443" to send it over TLS only.
 	Hosts []string
 }
 
 // MaxSecretBytes bounds a Secret's Value.
-const MaxSecretBytes = egress.MaxSecretBytes - 64
+const MaxSecretBytes = egress.MaxSecretBytes
+
+// maxSecretName bounds a Secret's Name, which its placeholder holds.
+const maxSecretName = 256
 
 // placeholderPrefix begins every placeholder; the secret's name and 128
 // random bits follow.
@@ -93,6 +98,8 @@ func (o *Options) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 			return nil, optionErr(field+".Name", "", "is empty: name the environment variable that is to hold the placeholder")
 		case !validEnvName(sec.Name):
 			return nil, optionErr(field+".Name", sec.Name, "is not a valid environment variable name: use letters, digits and _, not starting with a digit")
+		case len(sec.Name) > maxSecretName:
+			return nil, optionErr(field+".Name", sec.Name[:32]+"...", "is longer than %d bytes", maxSecretName)
 		case env[sec.Name]:
 			return nil, optionErr(field+".Name", sec.Name, "is also set by Options.Env; the secret's placeholder is to be its value: remove one")
 		case sec.Value == "":

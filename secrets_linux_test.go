@@ -26,6 +26,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fumehood/sandbox/internal/egress"
 )
 
 // Secrets the program never holds: a test server on loopback gets the
@@ -574,4 +576,53 @@ func TestSecretOptionsRefused(t *testing.T) {
 	if _, err := s.Run(context.Background(), cmd); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("Cmd.Env setting a secret's variable: %v", err)
 	}
+}
+
+// TestSecretAuthorityRenewed: the placeholders last as long as the
+// Sandbox; a Sandbox that is not live makes a new authority for a run
+// when its own has less than a day left, while a live one keeps its own.
+func TestSecretAuthorityRenewed(t *testing.T) {
+	o := Options{Network: NetworkAllow, Egress: []string{"api.example.com"},
+		Secrets: []Secret{{Name: "API_KEY", Value: "v", Hosts: []string{"api.example.com"}}}}
+	rules, err := o.checkNetwork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := o.checkSecrets(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOnce := func(live bool) runSecrets {
+		t.Helper()
+		rs, err := ss.forRun(o.config(Command("true"), nil), Command("true"), live, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	first := runOnce(false)
+	if d := time.Until(first.auth.Expires()); d < authorityLifetime-time.Minute || d > authorityLifetime {
+		t.Errorf("a new authority ends in %v", d)
+	}
+	if again := runOnce(false); again.auth != first.auth || again.secrets[0].Placeholder != first.secrets[0].Placeholder {
+		t.Error("a second run got another authority or placeholder")
+	}
+	// One that ends within a day.
+	old, err := egressAuthority(first, authorityRenew-time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss.auth = old
+	if live := runOnce(true); live.auth != old {
+		t.Error("a live sandbox's authority was replaced")
+	}
+	renewed := runOnce(false)
+	if renewed.auth == old || renewed.secrets[0].Placeholder != first.secrets[0].Placeholder {
+		t.Errorf("a run met an authority ending within a day (renewed %v), or the placeholder changed", renewed.auth != old)
+	}
+}
+
+// egressAuthority makes an authority for rs's secrets that ends in d.
+func egressAuthority(rs runSecrets, d time.Duration) (*egress.Authority, error) {
+	return egress.NewAuthority(rs.secrets, d)
 }

@@ -74,6 +74,8 @@ func (p *Proxy) checkSecrets() error {
 			return fmt.Errorf("egress: secret %s has no hosts", s.Name)
 		case s.Value == "" || len(s.Placeholder) < 16:
 			return fmt.Errorf("egress: secret %s needs a value and a placeholder of at least 16 bytes", s.Name)
+		case len(s.Value) > MaxSecretBytes || len(s.Placeholder) > MaxSecretBytes:
+			return fmt.Errorf("egress: secret %s: its value or placeholder is longer than %d bytes", s.Name, MaxSecretBytes)
 		case strings.ContainsAny(s.Value, "\r\n\x00"):
 			return fmt.Errorf("egress: secret %s: its value holds CR, LF or NUL", s.Name)
 		}

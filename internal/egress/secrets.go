@@ -18,7 +18,8 @@ type Secret struct {
 }
 
 // MaxSecretBytes bounds a secret's value and placeholder: they travel in
-// a request header, which is at most 32 KiB.
+// a request header, which is at most 32 KiB, and a scrubbed response
+// holds back at most this much.
 const MaxSecretBytes = 8 << 10
 
 // secretHost says whether a secret is bound to host (a name or an IP
