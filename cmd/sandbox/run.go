@@ -185,7 +185,7 @@ func parseRun(args []string) (*runConfig, error) {
 		json:    f.json,
 		verbose: f.verbose,
 		binds:   f.binds.specs,
-		given:   f.given(),
+		given:   givenFlags(f.fs),
 		seccomp: f.seccomp,
 		tty:     tty,
 	}, nil
@@ -220,11 +220,11 @@ func (f *runFlags) options() sandbox.Options {
 	}
 }
 
-// given returns the limit flags and --ca-certs as they were typed, by
-// name, for messages about them.
-func (f *runFlags) given() map[string]string {
+// givenFlags returns the limit flags and --ca-certs set in fs as they
+// were typed, by name, for messages about them.
+func givenFlags(fs *flag.FlagSet) map[string]string {
 	given := map[string]string{}
-	f.fs.Visit(func(fl *flag.Flag) {
+	fs.Visit(func(fl *flag.Flag) {
 		if slices.Contains(limitFlags, fl.Name) || fl.Name == "ca-certs" {
 			given[fl.Name] = fl.Value.String()
 		}
