@@ -716,3 +716,145 @@ func requireNode(t *testing.T) {
 		t.Skip("node is not installed: run_code's node needs it in the sandbox (apt-get install nodejs)")
 	}
 }
+
+// TestMCPTypeScriptClient drives "sandbox mcp --live" with a client nobody
+// here wrote: the TypeScript SDK's (@modelcontextprotocol/sdk, pinned in
+// testdata/mcpclient/package-lock.json), installed from the npm registry
+// with npm ci, and run by Node over stdio and over streamable HTTP. The
+// script (testdata/mcpclient/client.mjs) lists the tools and calls each;
+// the SDK checks each structured result against the tool's output schema.
+func TestMCPTypeScriptClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs an npm package and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	dir := installTSClient(t)
+	bin := cliBinary(t)
+	node := func(t *testing.T, args ...string) tsOutput {
+		t.Helper()
+		cmd := exec.Command("node", append([]string{filepath.Join(dir, "client.mjs")}, args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("node client.mjs %q: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
+		}
+		var out tsOutput
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+			t.Fatalf("node client.mjs %q printed %q: %v\nstderr:\n%s", args, stdout.String(), err, stderr.String())
+		}
+		return out
+	}
+	t.Run("stdio", func(t *testing.T) {
+		checkTSOutput(t, node(t, append([]string{"stdio", bin}, mcpArgs("--live")[1:]...)...))
+	})
+	t.Run("http", func(t *testing.T) {
+		url, stderr, cmd := startHTTP(t, bin, "--live")
+		before := descendants(cmd.Process.Pid)
+		checkTSOutput(t, node(t, "http", url))
+		// The script ended its session: nothing of it is left.
+		after := waitGone(func() map[int]string {
+			d := descendants(cmd.Process.Pid)
+			for pid := range before {
+				delete(d, pid)
+			}
+			return d
+		}())
+		if len(after) > 0 {
+			t.Errorf("processes of the session the TypeScript client ended still run: %v\nstderr:\n%s", after, stderr)
+		}
+	})
+}
+
+// tsOutput is what client.mjs prints.
+type tsOutput struct {
+	Tools []string `json:"tools"`
+	Calls []struct {
+		Tool       string          `json:"tool"`
+		IsError    bool            `json:"isError"`
+		Text       string          `json:"text"`
+		Structured json.RawMessage `json:"structured"`
+	} `json:"calls"`
+}
+
+func checkTSOutput(t *testing.T, out tsOutput) {
+	t.Helper()
+	if want := slices.Sorted(slices.Values(append(slices.Clone(mcpTools), mcpLiveTools...))); !slices.Equal(out.Tools, want) {
+		t.Errorf("tools listed %q, want %q", out.Tools, want)
+	}
+	called := map[string]bool{}
+	for _, c := range out.Calls {
+		called[c.Tool] = true
+	}
+	for _, name := range out.Tools {
+		if !called[name] {
+			t.Errorf("tool %s was not called", name)
+		}
+	}
+	if len(out.Calls) != 16 {
+		t.Fatalf("%d calls, want 16: %+v", len(out.Calls), out.Calls)
+	}
+	for i, want := range []struct {
+		isError bool
+		text    string // in the text content
+		field   string // in the structured content
+	}{
+		{false, "wrote notes/a.txt (16 bytes)", `"size":16`},
+		{false, "from typescript\n", `"content":"from typescript\n"`},
+		{false, "file 0644 16 a.txt", `"name":"a.txt"`},
+		{false, "exited with code 0", `"stdout":"from typescript\n"`},
+		{true, "exited with code 7", `"stderr":"bad\n"`},
+		{false, "45", `"stdout":"45\n"`},
+		{false, "snapshot ts taken", `"snapshot":"ts"`},
+		{false, "deleted notes/a.txt", `"done"`},
+		{false, "restored to snapshot ts", `"done"`},
+		{false, "from typescript\n", `"encoding":"utf-8"`},
+		{false, "workspace emptied", `"done"`},
+		{false, ". is empty", `"entries":[]`},
+		{false, "started pid", `"argv":["sleep","3611"]`},
+		{false, "sleep 3611", `"running":true`},
+		{false, "sent SIGKILL", `"signal":"SIGKILL"`},
+		{false, "", `"running":false`},
+	} {
+		c := out.Calls[i]
+		if c.IsError != want.isError || !strings.Contains(c.Text, want.text) || !strings.Contains(string(c.Structured), want.field) {
+			t.Errorf("call %d, %s: isError %v, text %q, structured %s; want isError %v, text with %q, structured with %s",
+				i, c.Tool, c.IsError, c.Text, c.Structured, want.isError, want.text, want.field)
+		}
+	}
+}
+
+// installTSClient copies testdata/mcpclient to a temporary directory and
+// installs its locked dependencies there with npm ci. Without node and npm,
+// or without the registry, it skips, but under CI=true, where make test
+// installs them, it fails.
+func installTSClient(t *testing.T) string {
+	t.Helper()
+	skip := t.Skipf
+	if os.Getenv("CI") == "true" {
+		skip = t.Fatalf
+	}
+	for _, prog := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			skip("%s is not installed, and the TypeScript client needs it (make test installs nodejs and npm as root): %v", prog, err)
+		}
+	}
+	if out, err := exec.Command("node", "-e", "process.exit(Number(process.versions.node.split('.')[0]) >= 18 ? 0 : 1)").CombinedOutput(); err != nil {
+		skip("node older than 18, which @modelcontextprotocol/sdk needs: %v %s", err, out)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"package.json", "package-lock.json", "client.mjs"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "mcpclient", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		skip("npm ci of the TypeScript MCP SDK failed (is the npm registry reachable?): %v\n%s", err, out)
+	}
+	return dir
+}
