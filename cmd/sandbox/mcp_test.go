@@ -676,10 +676,14 @@ func TestMCPBadFlags(t *testing.T) {
 		var made map[int]string
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
+		deadline := time.After(30 * time.Second)
 		for waiting := true; waiting; {
 			select {
 			case <-done:
 				waiting = false
+			case <-deadline:
+				cmd.Process.Kill()
+				t.Errorf("sandbox mcp %q still runs after 30 s, want it refused at once", tc.args)
 			case <-time.After(5 * time.Millisecond):
 				// What it started, if anything, while it ran.
 				maps := descendants(pid)
