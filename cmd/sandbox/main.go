@@ -33,6 +33,13 @@
 // control. The tool's terminal is raw meanwhile and is put back exactly as
 // it was.
 //
+// "sandbox mcp" serves the Model Context Protocol, over stdio or, with
+// --http ADDR, streamable HTTP: each MCP session gets a sandbox session of
+// its own, whose tools run commands and code, read and write its
+// workspace, take and restore snapshots and, with --live, start, list and
+// signal background processes. It takes run's limit, network and seccomp
+// flags; "sandbox help mcp" lists its tools and flags.
+//
 // The exit status of "sandbox run" is the program's own exit status; 128+N
 // when a signal N killed it; 137 (128+SIGKILL) when the OOM killer ended it
 // at the --memory limit; 159 (128+SIGSYS) when --seccomp-kill ended it at a

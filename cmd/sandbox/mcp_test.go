@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -862,3 +863,63 @@ func installTSClient(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestMCPHelp checks that "sandbox help mcp" lists every tool the server
+// offers, with --live and without, and the flags it shares with run.
+func TestMCPHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := cli([]string{"help", "mcp"}, streams{stdout: &stdout, stderr: &stderr}); code != 0 {
+		t.Fatalf("sandbox help mcp: exit status %d, stderr %q", code, stderr.String())
+	}
+	help := stdout.String()
+	for _, live := range []bool{false, true} {
+		args := []string{}
+		if live {
+			args = append(args, "--live")
+		}
+		mc, err := parseMCP(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := newMCPServer(mc, discardLog, discardLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := srv.server.Connect(context.Background(), st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "help-test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := toolNames(t, cs)
+		cs.Close()
+		ss.Close()
+		want := mcpTools
+		if live {
+			want = slices.Sorted(slices.Values(append(slices.Clone(mcpTools), mcpLiveTools...)))
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("tools with --live=%v: %q, want %q", live, names, want)
+		}
+		for _, name := range names {
+			if !regexp.MustCompile(`(?m)^  ` + name + ` +\S`).MatchString(help) {
+				t.Errorf("sandbox help mcp does not list tool %s:\n%s", name, help)
+			}
+		}
+	}
+	for _, name := range append(slices.Clone(mcpRunFlags), "http", "http-allow-remote", "live", "max-sessions", "session-timeout", "timeout", "max-timeout", "output-limit") {
+		if !strings.Contains(help, "  --"+name+" ") && !strings.Contains(help, "  --"+name+"\n") {
+			t.Errorf("sandbox help mcp does not list --%s", name)
+		}
+	}
+	stdout.Reset()
+	cli([]string{"help"}, streams{stdout: &stdout, stderr: &stderr})
+	if !strings.Contains(stdout.String(), "sandbox mcp [flags]") || !strings.Contains(stdout.String(), "signal_process") {
+		t.Errorf("sandbox help does not tell of sandbox mcp and its tools:\n%s", stdout.String())
+	}
+}
+
+var discardLog = slog.New(slog.DiscardHandler)
