@@ -176,6 +176,9 @@ func parseMCP(args []string) (*mcpConfig, error) {
 func (f *mcpFlags) sessionOptions() sandbox.Options {
 	opts := f.run.options()
 	opts.OutputLimit = f.outputLimit
+	// Every run of every session starts with --env's variables; a
+	// sandbox run line's are its one command's.
+	opts.Env = f.run.env
 	// A server lives long and serves many runs: they start from the
 	// spawner, which a live sandbox needs anyway.
 	opts.InProcess = false
@@ -272,6 +275,10 @@ func (mc *mcpConfig) selfTest() error {
 	defer cancel()
 	_, err := sb.Run(ctx, sandbox.Command("true"))
 	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		// The sandbox was built and started; its root just has no
+		// "true" on its PATH (a --rootfs, an --env PATH).
+		return nil
 	case cgroupRefused(err):
 		return &cgroupRefusal{err: err}
 	case err != nil:

@@ -923,3 +923,33 @@ func TestMCPHelp(t *testing.T) {
 }
 
 var discardLog = slog.New(slog.DiscardHandler)
+
+// TestMCPSessionFlags checks what the flags give every session: --env's
+// variables, --output-limit's cap, and a run_code whose interpreter the
+// sandbox lacks (PATH points nowhere) is an error naming it.
+func TestMCPSessionFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	bin := cliBinary(t)
+	cs, stderr, _ := connectStdio(t, bin, "--env", "GREETING=hello", "--env", "PATH=/nowhere", "--output-limit", "1K")
+	var run runOutput
+	callOK(t, cs, "run", map[string]any{"argv": []string{"/bin/sh", "-c", "echo $GREETING from $PATH"}}, &run)
+	if run.Stdout != "hello from /nowhere\n" {
+		t.Errorf("--env: stdout %q, want hello from /nowhere", run.Stdout)
+	}
+	callErr(t, cs, "run_code", map[string]any{"language": "python", "code": "print(1)"},
+		"language python needs python3, which is not installed in the sandbox's root")
+	callErr(t, cs, "run_code", map[string]any{"language": "node", "code": "1"}, "language node needs node")
+
+	callOK(t, cs, "run", map[string]any{"argv": []string{"/bin/sh", "-c", "/usr/bin/head -c 5000 /dev/zero | /usr/bin/tr '\\0' x; /usr/bin/head -c 5000 /dev/zero > big"}}, &run)
+	if !run.StdoutTruncated || run.StdoutBytes != 5000 || len(run.Stdout) > 1100 || !strings.HasPrefix(run.Stdout, "xxx") || !strings.HasSuffix(run.Stdout, "xxx") {
+		t.Errorf("5000 bytes of output with --output-limit 1K: truncated %v, %d bytes written, %d kept; want 1K kept of 5000",
+			run.StdoutTruncated, run.StdoutBytes, len(run.Stdout))
+	}
+	callErr(t, cs, "read_file", map[string]any{"path": "big"}, "big is 5000 bytes, more than the 1024 this tool returns (--output-limit)")
+	if t.Failed() {
+		t.Logf("server's stderr:\n%s", stderr)
+	}
+}

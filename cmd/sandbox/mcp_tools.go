@@ -291,7 +291,7 @@ func (srv *mcpServer) runCmd(ctx context.Context, s *mcpSession, cmd *sandbox.Cm
 	case errors.Is(err, sandbox.ErrNotFound) && language != "":
 		return nil, nil, fmt.Errorf("language %s needs %s, which is not installed in the sandbox's root (not found on its PATH)", language, cmd.Path)
 	case errors.Is(err, sandbox.ErrNotFound):
-		return nil, nil, fmt.Errorf("%s: not found in the sandbox (a name is looked up on its PATH, /usr/local/bin:/usr/bin:/bin)", cmd.Path)
+		return nil, nil, fmt.Errorf("%s: not found in the sandbox (a name is looked up on the sandbox's PATH; give a path to run a file)", cmd.Path)
 	case err != nil:
 		return nil, nil, srv.cfg.cfg.explain(err)
 	}
@@ -436,7 +436,7 @@ func (srv *mcpServer) startProcessTool(ctx context.Context, s *mcpSession, in ru
 	b, err := s.startBackground(cmd)
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
-		return nil, nil, fmt.Errorf("%s: not found in the sandbox (a name is looked up on its PATH, /usr/local/bin:/usr/bin:/bin)", cmd.Path)
+		return nil, nil, fmt.Errorf("%s: not found in the sandbox (a name is looked up on the sandbox's PATH; give a path to run a file)", cmd.Path)
 	case err != nil:
 		return nil, nil, srv.cfg.cfg.explain(err)
 	}
