@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -949,6 +951,50 @@ func TestMCPSessionFlags(t *testing.T) {
 			run.StdoutTruncated, run.StdoutBytes, len(run.Stdout))
 	}
 	callErr(t, cs, "read_file", map[string]any{"path": "big"}, "big is 5000 bytes, more than the 1024 this tool returns (--output-limit)")
+	if t.Failed() {
+		t.Logf("server's stderr:\n%s", stderr)
+	}
+}
+
+// TestMCPNetwork checks that --net allow reaches a run, and that its result
+// lists the connections allowed and refused, in structured content and text.
+func TestMCPNetwork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	bin := cliBinary(t)
+	// On 127.0.0.2: the sandbox's programs reach 127.0.0.1 and localhost
+	// directly (NO_PROXY), on the sandbox's own loopback.
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	web := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from the host") }))
+	web.Listener.Close()
+	web.Listener = ln
+	web.Start()
+	defer web.Close()
+	hostPort := strings.TrimPrefix(web.URL, "http://")
+	port, _ := strconv.Atoi(hostPort[strings.LastIndexByte(hostPort, ':')+1:])
+	cs, stderr, _ := connectStdio(t, bin, "--net", "allow:"+hostPort)
+	code := fmt.Sprintf(`import urllib.request as u
+print(u.urlopen("%s/x").read().decode())
+try: u.urlopen("http://evil.example.net/")
+except Exception as e: print(e)`, web.URL)
+	var run runOutput
+	res := callOK(t, cs, "run_code", map[string]any{"language": "python", "code": code}, &run)
+	if run.Stdout != "hello from the host\nHTTP Error 403: Forbidden\n" {
+		t.Errorf("stdout %q, stderr %q; want the page and a refusal", run.Stdout, run.Stderr)
+	}
+	if len(run.Connections) != 2 ||
+		!(run.Connections[0].Allowed && run.Connections[0].Host == "127.0.0.2" && run.Connections[0].Port == port && run.Connections[0].Status == 200) ||
+		!(!run.Connections[1].Allowed && run.Connections[1].Host == "evil.example.net") {
+		t.Errorf("connections %+v, want 127.0.0.2:%d allowed (200) and evil.example.net refused", run.Connections, port)
+	}
+	if text := textOf(res); !strings.Contains(text, "network: refused GET evil.example.net:80") || !strings.Contains(text, fmt.Sprintf("network: GET 127.0.0.2:%d allowed", port)) {
+		t.Errorf("text %q, want both connections", text)
+	}
 	if t.Failed() {
 		t.Logf("server's stderr:\n%s", stderr)
 	}
