@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -294,13 +293,10 @@ func (srv *mcpServer) serveStdio(ctx context.Context, s streams) error {
 	if s.stdin != nil {
 		in = s.stdin
 	}
-	out, ok := s.stdout.(io.WriteCloser)
-	if !ok {
-		out = nopWriteCloser{s.stdout}
-	}
-	err := srv.server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: out})
+	// Neither is closed when the session ends: the tool's own streams.
+	err := srv.server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{s.stdout}})
 	srv.closeAll()
-	if err != nil && strings.Contains(err.Error(), "EOF") {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil // the client closed stdin: the session is over
 	}
 	return err

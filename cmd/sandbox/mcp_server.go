@@ -27,9 +27,10 @@ type mcpServer struct {
 	sessions map[*mcp.ServerSession]*mcpSession
 	closed   bool // closeAll ran: no new sessions
 
-	// opening is held while an HTTP request that may open a session is
-	// served, so that counting the sessions and opening one is atomic.
-	opening sync.Mutex
+	// opening counts the HTTP requests being served that may each open
+	// a session, so that those and the open sessions stay within
+	// --max-sessions however many arrive at once.
+	opening int
 }
 
 // statefulVersions are the protocol versions the server speaks: those
@@ -107,12 +108,15 @@ func (srv *mcpServer) limitSessions(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		srv.opening.Lock()
-		defer srv.opening.Unlock()
-		open := 0
+		srv.mu.Lock()
+		open := srv.opening
 		for range srv.server.Sessions() {
 			open++
 		}
+		if open < srv.cfg.maxSessions {
+			srv.opening++
+		}
+		srv.mu.Unlock()
 		if open >= srv.cfg.maxSessions {
 			msg := fmt.Sprintf("sandbox mcp: all %d sessions are in use (--max-sessions %d): end a session "+
 				"(its client disconnects, or it idles for --session-timeout %s) or start the server with a higher --max-sessions",
@@ -126,6 +130,11 @@ func (srv *mcpServer) limitSessions(next http.Handler) http.Handler {
 			w.Write(body)
 			return
 		}
+		defer func() {
+			srv.mu.Lock()
+			srv.opening--
+			srv.mu.Unlock()
+		}()
 		next.ServeHTTP(w, r)
 	})
 }
