@@ -999,3 +999,45 @@ except Exception as e: print(e)`, web.URL)
 		t.Logf("server's stderr:\n%s", stderr)
 	}
 }
+
+// TestMCPRunEndings checks that a run the seccomp policy or the OOM killer
+// ended is a tool error that says so.
+func TestMCPRunEndings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	bin := cliBinary(t)
+	cs, stderr, _ := connectStdio(t, bin, "--seccomp-kill", "--memory", "48M")
+	var run runOutput
+	res := callErr(t, cs, "run_code", map[string]any{"language": "python",
+		"code": "import ctypes; ctypes.CDLL(None).unshare(0x10000000); print('not reached')"},
+		"killed at syscall unshare, which the sandbox's seccomp policy refuses")
+	decode(t, res, &run)
+	if run.Outcome != "seccomp kill" || run.Violation != "unshare" || run.Stdout != "" {
+		t.Errorf("seccomp kill: %+v, want outcome seccomp kill at unshare", run)
+	}
+	if canCreateCgroups() {
+		res = callErr(t, cs, "run_code", map[string]any{"language": "python", "code": "b = bytearray(256 << 20); print('not reached')"},
+			"killed: out of memory at the sandbox's 48M limit")
+		decode(t, res, &run)
+		if run.Outcome != "out of memory" {
+			t.Errorf("a run past --memory: %+v, want outcome out of memory", run)
+		}
+	}
+	if t.Failed() {
+		t.Logf("server's stderr:\n%s", stderr)
+	}
+}
+
+// decode decodes a result's structured content into out.
+func decode(t *testing.T, res *mcp.CallToolResult, out any) {
+	t.Helper()
+	b, err := json.Marshal(res.StructuredContent)
+	if err == nil {
+		err = json.Unmarshal(b, out)
+	}
+	if err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+}
