@@ -32,7 +32,7 @@ type runOutput struct {
 	Error              string           `json:"error,omitempty"`
 
 	timeout time.Duration // the call's, for the summary
-	memory  int64         // the session's limit, for the summary
+	memory  int64         // the session's memory limit, for the summary; 0 if none
 }
 
 // changeInfo is a sandbox.Change.
@@ -69,11 +69,6 @@ func newRunOutput(res *sandbox.Result, timeout time.Duration, live bool) *runOut
 	}
 	for _, c := range res.Changes {
 		out.Changes = append(out.Changes, changeInfo{Path: c.Path, Kind: c.Kind.String(), Size: c.Size, Mode: c.Mode.String()})
-	}
-	for _, l := range res.Limits {
-		if l.Name == "memory" {
-			fmt.Sscanf(l.Value, "%d bytes", &out.memory)
-		}
 	}
 	return out
 }

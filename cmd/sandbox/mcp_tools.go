@@ -296,6 +296,12 @@ func (srv *mcpServer) runCmd(ctx context.Context, s *mcpSession, cmd *sandbox.Cm
 		return nil, nil, srv.cfg.cfg.explain(err)
 	}
 	out := newRunOutput(res, timeout, srv.cfg.live)
+	switch m := srv.cfg.cfg.opts.Memory; {
+	case m == 0:
+		out.memory = sandbox.DefaultMemory
+	case m > 0:
+		out.memory = m
+	}
 	return &mcp.CallToolResult{IsError: !res.Success(), Content: []mcp.Content{&mcp.TextContent{Text: out.summary(srv.cfg)}}}, out, nil
 }
 
