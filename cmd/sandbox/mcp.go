@@ -97,8 +97,8 @@ func newMCPFlags() *mcpFlags {
 	f := &mcpFlags{fs: flag.NewFlagSet("mcp", flag.ContinueOnError), run: newRunFlags(), outputLimit: defaultMCPOutput}
 	f.fs.SetOutput(io.Discard)
 	f.fs.Usage = func() {}
-	f.fs.StringVar(&f.http, "http", "", "serve streamable HTTP on `ADDR` (e.g. 127.0.0.1:8765) instead of stdio;\n"+
-		"the endpoint is http://ADDR/mcp (and /)")
+	f.fs.StringVar(&f.http, "http", "", "serve streamable HTTP on `ADDR` (e.g. 127.0.0.1:8765) instead of stdio, at\n"+
+		"http://ADDR/mcp; port 0 picks a free one, which the log on stderr gives")
 	f.fs.BoolVar(&f.allowRemote, "http-allow-remote", false,
 		"let --http listen on an address other than loopback: whoever reaches it runs\n"+
 			"programs here, and the MCP endpoint has no authentication of its own, so put it\n"+
@@ -314,7 +314,9 @@ func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
 	}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: srv.cfg.sessionTimeout, Logger: srv.sdkLog})
-	hs := &http.Server{Handler: srv.limitSessions(handler), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.limitSessions(handler))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	srv.log.Info("sandbox mcp: serving streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
