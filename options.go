@@ -310,6 +310,8 @@ func (o *Options) spec(f *compiledFilter) wire.Spec {
 	sp.MaxFileSize = limit(o.MaxFileSize, max(DefaultMaxFileSize, sp.TmpSize, sp.WorkspaceSize))
 	if f != nil {
 		sp.Seccomp, sp.SeccompListen, sp.SeccompKill = f.prog, f.notify, o.SeccompKill
+		// The audit trail lists each refusal (Options.Audit).
+		sp.SeccompEvents = f.notify && o.Audit != nil
 	}
 	switch o.Network {
 	case NetworkAllow:

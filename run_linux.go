@@ -87,6 +87,9 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 			return err
 		}
 		extra.ProxyChan = r.px.child
+		if p.audit != nil {
+			r.px.proxy.OnRecord = p.audit.connection
+		}
 	}
 
 	r.begin = time.Now()
@@ -156,6 +159,8 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	handed = true
 	go func() {
 		res, err := r.finish(p)
+		// Before the run lets go of its session, which Close waits for.
+		p.audit.end(res, err, r.audited)
 		r.cleanUp()
 		p.end(res, err)
 	}()
@@ -181,6 +186,7 @@ type liveRun struct {
 
 	se                *wire.SetupError // the start's failure, when it failed
 	proxyErr, termErr error
+	audited           runFacts // what the run's audit reports of its end besides the Result
 }
 
 // cancel kills the run for its ctx's end.
@@ -267,6 +273,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 		res.Denials = append(res.Denials, Denial{Syscall: d.Syscall, Errno: syscall.Errno(d.Errno), Count: d.Count})
 	}
 	res.Violation = exit.Violation
+	r.audited = auditFacts(exit)
 	if px != nil {
 		res.Connections, res.ConnectionsDropped = px.stop()
 	}

@@ -329,7 +329,7 @@ func (c *spawnerClient) send(req wire.Request, fds []int) error {
 
 // readLoop delivers the spawner's replies until it goes away.
 func (c *spawnerClient) readLoop() error {
-	buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(4))
+	buf, oob := make([]byte, wire.MaxReply), make([]byte, unix.CmsgSpace(4))
 	for {
 		var n, oobn int
 		var rerr error

@@ -214,7 +214,7 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 			if cfg.SeccompKill {
 				kill = h.Kill
 			}
-			sv = supervise(l, cfg.Seccomp, kill)
+			sv = supervise(l, cfg.Seccomp, kill, cfg.SeccompEvents)
 		}
 		if se != nil {
 			recipe.NameProgram(se, &cfg.Program)

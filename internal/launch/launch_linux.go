@@ -180,7 +180,7 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 				if cfg.SeccompKill {
 					kill = h.Kill
 				}
-				sv = supervise(l, cfg.Seccomp, kill)
+				sv = supervise(l, cfg.Seccomp, kill, cfg.SeccompEvents)
 			}
 			recipe.NameProgram(se, given)
 		}

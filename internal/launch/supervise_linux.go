@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/fumehood/sandbox/internal/seccomp"
 	"github.com/fumehood/sandbox/internal/wire"
@@ -29,16 +30,21 @@ type supervisor struct {
 	l    *seccomp.Listener
 	prog []byte
 	kill func() // ends the run; nil unless SeccompKill
+	// listed: each refusal is also listed one by one (Spec.SeccompEvents)
+	listed bool
 
-	mu        sync.Mutex
-	counts    map[uint32]*wire.Denial
-	violation string
-	done      chan struct{}
+	mu            sync.Mutex
+	counts        map[uint32]*wire.Denial
+	events        []wire.DenialEvent
+	eventsDropped int
+	violation     string
+	done          chan struct{}
 }
 
-// supervise serves l until the run ends and stop is called.
-func supervise(l *seccomp.Listener, prog []byte, kill func()) *supervisor {
-	s := &supervisor{l: l, prog: prog, kill: kill, counts: map[uint32]*wire.Denial{}, done: make(chan struct{})}
+// supervise serves l until the run ends and stop is called; with listed,
+// it lists every refusal as well as counting it.
+func supervise(l *seccomp.Listener, prog []byte, kill func(), listed bool) *supervisor {
+	s := &supervisor{l: l, prog: prog, kill: kill, listed: listed, counts: map[uint32]*wire.Denial{}, done: make(chan struct{})}
 	go s.serve()
 	return s
 }
@@ -61,7 +67,7 @@ func (s *supervisor) serve() {
 			}
 		}
 		if s.kill != nil {
-			s.count(n.Data.Nr, errno, true)
+			s.count(n, errno, true)
 			s.kill() // the stopped syscall dies with its process
 			continue
 		}
@@ -72,13 +78,20 @@ func (s *supervisor) serve() {
 		// an accepted refusal is a delivered one. Before Linux 5.19 a
 		// signal in that window can still make one call count twice.
 		if s.l.Refuse(n.ID, errno) == nil {
-			s.count(n.Data.Nr, errno, false)
+			s.count(n, errno, false)
 		}
 	}
 }
 
-// count adds one refusal of nr; with violation, the first one ends the run.
-func (s *supervisor) count(nr uint32, errno syscall.Errno, violation bool) {
+// count adds one refusal of n; with violation, the first one ends the run.
+func (s *supervisor) count(n seccomp.Notification, errno syscall.Errno, violation bool) {
+	nr := n.Data.Nr
+	var ev wire.DenialEvent
+	if s.listed && len(s.events) < wire.MaxDenialEvents {
+		// Read outside the lock; the list is the serving goroutine's
+		// alone until stop.
+		ev = wire.DenialEvent{int64(nr), int64(errno), int64(innerPid(int(n.Pid))), time.Now().UnixNano()}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.counts[nr]
@@ -87,6 +100,13 @@ func (s *supervisor) count(nr uint32, errno syscall.Errno, violation bool) {
 		s.counts[nr] = d
 	}
 	d.Count++
+	switch {
+	case !s.listed:
+	case ev[3] != 0:
+		s.events = append(s.events, ev)
+	default:
+		s.eventsDropped++
+	}
 	if violation && s.violation == "" {
 		s.violation = d.Syscall
 	}
@@ -104,4 +124,5 @@ func (s *supervisor) stop(exit *wire.Exit) {
 	}
 	sort.Slice(exit.Denials, func(i, j int) bool { return exit.Denials[i].Syscall < exit.Denials[j].Syscall })
 	exit.Violation = s.violation
+	exit.DenialEvents, exit.DenialEventsDropped = s.events, s.eventsDropped
 }

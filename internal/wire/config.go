@@ -90,6 +90,10 @@ type Spec struct {
 	Seccomp       []byte
 	SeccompListen bool
 	SeccompKill   bool
+	// SeccompEvents makes the supervisor also list each refusal it
+	// answers, with its time and process (Exit.DenialEvents), for the
+	// caller's audit trail.
+	SeccompEvents bool
 
 	// HostNetwork keeps the launcher's network namespace (NetworkHostUnsafe).
 	HostNetwork bool
@@ -126,6 +130,7 @@ func (s *Spec) Equal(t *Spec) bool {
 		s.CgroupParent == t.CgroupParent && s.BestEffort == t.BestEffort && s.MaxFileSize == t.MaxFileSize &&
 		s.IOReadBPS == t.IOReadBPS && s.IOWriteBPS == t.IOWriteBPS &&
 		sameBytes(s.Seccomp, t.Seccomp) && s.SeccompListen == t.SeccompListen && s.SeccompKill == t.SeccompKill &&
+		s.SeccompEvents == t.SeccompEvents &&
 		s.HostNetwork == t.HostNetwork && s.ProxyPort == t.ProxyPort &&
 		(s.Terminal == nil) == (t.Terminal == nil) && (s.Terminal == nil || *s.Terminal == *t.Terminal) &&
 		sameBytes(s.TrustedCAs, t.TrustedCAs)

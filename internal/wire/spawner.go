@@ -150,7 +150,25 @@ type Exit struct {
 	// Violation names the one that ended the run under SeccompKill.
 	Denials   []Denial `json:",omitempty"`
 	Violation string   `json:",omitempty"`
+
+	// DenialEvents lists, with Spec.SeccompEvents, each refusal in the
+	// order the supervisor answered it, up to MaxDenialEvents;
+	// DenialEventsDropped counts those past it.
+	DenialEvents        []DenialEvent `json:",omitempty"`
+	DenialEventsDropped int           `json:",omitempty"`
 }
+
+// MaxDenialEvents is the most refusals one Exit lists one by one. An
+// event is four numbers, under 50 bytes in JSON, so that the list keeps
+// an Exit below MaxReply whatever the program does (it chooses no text
+// of it).
+const MaxDenialEvents = 1000
+
+// DenialEvent is one refused syscall: its number, the errno it got, the
+// process that made it (its pid in the sandbox's PID namespace; 0 if it
+// was gone before it was read), and when the supervisor took it, in Unix
+// nanoseconds.
+type DenialEvent [4]int64
 
 // Denial is one refused syscall and how often it was refused.
 type Denial struct {
@@ -169,6 +187,12 @@ type Limit struct {
 
 // MaxMessage is the largest message on the spawner's socket.
 const MaxMessage = 1 << 20
+
+// MaxReply is the largest Reply: what the caller reads each into. It is
+// below the send buffer the spawner's socket has at Linux's default
+// (net.core.wmem_default, 208 KiB), and above the largest Exit (its
+// refusals listed to MaxDenialEvents).
+const MaxReply = 128 << 10
 
 // SpawnerConnFd is the spawner's end of its socket pair with the caller.
 const SpawnerConnFd = 3
