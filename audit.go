@@ -247,15 +247,7 @@ func (a *auditor) beginRun(id uint64, cmd *Cmd, o *Options, ctx context.Context)
 	a.runs++
 	a.mu.Unlock()
 	ra := &runAudit{a: a, id: id, live: cmd.hold, begin: time.Now()}
-	attrs := []slog.Attr{
-		slog.Bool("live", o.Live),
-		slog.String("network", o.Network.String()),
-		slog.Group("limits",
-			slog.Int64("memory", limit(o.Memory, DefaultMemory)),
-			slog.Float64("cpus", max(orDefault(o.CPUs, DefaultCPUs), 0)),
-			slog.Int64("pids", limit(o.Pids, DefaultPids)),
-			slog.Int64("output", orDefault(o.OutputLimit, DefaultOutputLimit))),
-	}
+	attrs := []slog.Attr{slog.Bool("live", o.Live), slog.String("network", o.Network.String())}
 	if len(o.Egress) > 0 {
 		attrs = append(attrs, slog.Any("egress", o.Egress))
 	}
@@ -271,6 +263,13 @@ func (a *auditor) beginRun(id uint64, cmd *Cmd, o *Options, ctx context.Context)
 			attrs = append(attrs, slog.Duration("timeout", time.Until(d)))
 		}
 	}
+	// Groups last: a handler whose ReplaceAttr empties a group may drop
+	// what follows it.
+	attrs = append(attrs, slog.Group("limits",
+		slog.Int64("memory", limit(o.Memory, DefaultMemory)),
+		slog.Float64("cpus", max(orDefault(o.CPUs, DefaultCPUs), 0)),
+		slog.Int64("pids", limit(o.Pids, DefaultPids)),
+		slog.Int64("output", orDefault(o.OutputLimit, DefaultOutputLimit))))
 	if !a.emit(a.record(ra.begin, msg, id, attrs...), true) {
 		ra.dropped.Add(1)
 	}
@@ -343,6 +342,7 @@ func (ra *runAudit) end(res *Result, err error, f runFacts) {
 func (ra *runAudit) endRecord(res *Result, err error, f runFacts) slog.Record {
 	now := time.Now()
 	attrs := []slog.Attr{slog.Time("started", ra.begin), slog.Duration("duration", now.Sub(ra.begin))}
+	var limits []any
 	if res != nil {
 		attrs = append(attrs, slog.String("outcome", res.Outcome.String()), slog.Int("exit_code", res.ExitCode))
 		if res.Signal != 0 {
@@ -351,7 +351,7 @@ func (ra *runAudit) endRecord(res *Result, err error, f runFacts) slog.Record {
 		if res.Violation != "" {
 			attrs = append(attrs, slog.String("violation", res.Violation))
 		}
-		limits := make([]any, 0, len(res.Limits))
+		limits = make([]any, 0, len(res.Limits))
 		for _, l := range res.Limits {
 			limits = append(limits, slog.Group(l.Name, slog.String("value", l.Value), slog.Bool("enforced", l.Enforced), slog.String("by", l.By)))
 		}
@@ -362,7 +362,6 @@ func (ra *runAudit) endRecord(res *Result, err error, f runFacts) slog.Record {
 		attrs = append(attrs,
 			slog.Duration("wall", res.WallTime), slog.Duration("user", res.UserTime), slog.Duration("system", res.SystemTime),
 			slog.Int64("memory_peak", res.MemoryPeak), slog.Bool("pooled", res.Pooled),
-			slog.Group("limits", limits...),
 			slog.Int("denials", denials), slog.Int("denials_dropped", max(denials-len(f.denials), 0)),
 			slog.Int("connections", len(res.Connections)+res.ConnectionsDropped), slog.Int("connections_dropped", res.ConnectionsDropped),
 			slog.Int("changes", len(res.Changes)+max(res.ChangesDropped, 0)), slog.Int("changes_dropped", res.ChangesDropped))
@@ -373,6 +372,10 @@ func (ra *runAudit) endRecord(res *Result, err error, f runFacts) slog.Record {
 	// The end itself is reserved room; what was dropped before it is
 	// all there is to count.
 	attrs = append(attrs, slog.Int64("audit_dropped", ra.dropped.Load()))
+	if res != nil {
+		// Last, as in a run start.
+		attrs = append(attrs, slog.Group("limits", limits...))
+	}
 	msg := AuditRunEnd
 	if ra.live {
 		msg = AuditLiveEnd

@@ -400,6 +400,75 @@
 // closes the Sandbox: its later calls fail with an error matching
 // [ErrExpired].
 //
+// # Audit trail
+//
+// [Options.Audit] takes a [log/slog.Handler] that receives every event of
+// the Sandbox, in order; for JSON lines, give it
+// slog.NewJSONHandler(w, nil). Each event is a record at slog.LevelInfo
+// whose message says its kind (the Audit* constants) and whose attributes
+// say the rest. Every event has "sandbox", an id drawn at random for the
+// Sandbox, and all but "audit dropped" have "run", the run's id (the one
+// [Options.Logger]'s run events carry). A record's time is when the event
+// happened.
+//
+//	message          when                                attributes besides sandbox and run
+//	"run start"      a Run or Start begins               path, argv, dir, live, network, egress,
+//	                                                     limits.memory, limits.cpus, limits.pids,
+//	                                                     limits.output (as asked, defaults applied),
+//	                                                     timeout (left of ctx's deadline, if it has one)
+//	"connection"     an attempt through the egress       host, port, method, decision ("allowed" or
+//	                 proxy ended (one still open: when   "refused"), reason, addr, status, bytes_up,
+//	                 the run ended it)                   bytes_down, started, duration, error
+//	"denial"         the filter refused a syscall with   syscall, errno, error (its text), pid (inside
+//	                 ActNotify (see Seccomp)             the sandbox; 0 if it was gone)
+//	"change"         the run changed a workspace path    path, change ("added", "modified",
+//	                 (Options.TrackChanges)              "deleted"), size, mode
+//	"run end"        the run is over (or failed to       started, duration, outcome, exit_code,
+//	                 start: then error alone)            signal, violation, wall, user, system,
+//	                                                     memory_peak, pooled, limits.NAME.value,
+//	                                                     .enforced and .by (as Result.Limits),
+//	                                                     denials, connections, changes (how many
+//	                                                     happened), denials_dropped,
+//	                                                     connections_dropped, changes_dropped (how
+//	                                                     many of those have no event of their own),
+//	                                                     audit_dropped (the run's events the queue
+//	                                                     dropped), error
+//	"live start"     a live sandbox starts (Options.     as run start, without path, argv, dir
+//	                 Live), at the call that needs it;
+//	                 its connections carry its run id
+//	"live end"       the live sandbox ended              as run end
+//	"audit dropped"  the queue was full                  count (events dropped since the last one)
+//
+// Each call that enters a live sandbox is a run of its own, with its own
+// start, refusals and end. Connection events are queued as each attempt
+// ends. Refusals happen in the spawner, which reports them with the run's
+// end: their events come just before the run's changes and its run end
+// event, in the order they happened, each with the time the spawner's
+// supervisor took it, so that a trail sorted by time puts each where it
+// belongs.
+//
+// The program cannot reach or alter the trail: the records are made and
+// handed over by the caller's process, and nothing of the handler or what
+// it writes to is in any sandbox. What a program chooses (a host it asks
+// the proxy for, a file name, its arguments) is only ever an attribute's
+// value, never a message, so a handler that escapes values, as
+// slog.JSONHandler does, writes it as one string: a program cannot forge
+// an event.
+//
+// Nothing is lost silently, and nothing waits for the handler. Events go
+// into a queue of [AuditQueue] records per Sandbox that one goroutine of
+// its own hands to the handler; a run, its proxy and its supervisor never
+// wait for room. Past the queue's bound events are dropped and counted;
+// an "audit dropped" event with the count follows as soon as the handler
+// takes events again, and each run end says how many of that run's
+// events were dropped. The queue's last places are kept for run start
+// and run end events, so a flood of one run's connections does not cost
+// the record of the runs. Per run, connections are listed up to 1,000 as
+// [Result.Connections] is, refusals up to 1,000, and changes up to
+// [MaxChanges]; the run end event counts the rest. [Sandbox.Close] waits
+// up to [AuditFlushTimeout] for the handler to take what is queued; events
+// a handler stuck past it has not taken reach it when it returns.
+//
 // # What a run can cost the caller
 //
 // A run may use up its own limits; the process that called Run does work
