@@ -30,6 +30,7 @@ const (
 	AuditLiveEnd    = "live end"
 	AuditConnection = "connection"
 	AuditDenial     = "denial"
+	AuditExec       = "exec"
 	AuditChange     = "change"
 	AuditDropped    = "audit dropped"
 )
@@ -229,7 +230,9 @@ type runAudit struct {
 	live    bool // the init of a live sandbox (live start and end)
 	begin   time.Time
 	dropped atomic.Int64
-	endOnce sync.Once
+	// The refusals and execs handed to the trail, of those the run made.
+	denials, execs atomic.Int64
+	endOnce        sync.Once
 }
 
 // beginRun queues the start of run id of cmd under o: a run start event,
@@ -301,22 +304,32 @@ func (ra *runAudit) connection(c egress.Connection) {
 	ra.event(c.Start.Add(c.Duration), AuditConnection, attrs...)
 }
 
-// runFacts is what a run's end reports besides its Result: the
-// refusals listed one by one, and how many were not.
+// runFacts is what a run's end reports besides its Result.
 type runFacts struct {
-	denials []denialEvent
+	auditExec bool // the run's execs were audited
+	execs     int  // programs it executed, audited or not listed
 }
 
-// denialEvent is one syscall refusal as the supervisor listed it.
-type denialEvent struct {
-	syscall string
-	errno   int
-	pid     int
-	at      time.Time
+// denial queues one syscall the run's filter refused, at when.
+func (ra *runAudit) denial(at time.Time, name string, errno, pid int) {
+	ra.denials.Add(1)
+	ra.event(at, AuditDenial, slog.String("syscall", name), slog.Int("errno", errno),
+		slog.String("error", syscall.Errno(errno).Error()), slog.Int("pid", pid))
 }
 
-// end queues the run's last events: its refusals, its changes, and its
-// end (run end, or live end for a live sandbox's init). Only the first
+// exec queues one program the run executed, at when: path as it was in
+// the process's memory before the exec, relative to dirfd for an
+// execveat.
+func (ra *runAudit) exec(at time.Time, call, path string, dirfd, pid int) {
+	ra.execs.Add(1)
+	attrs := []slog.Attr{slog.String("path", path), slog.Int("pid", pid), slog.String("syscall", call)}
+	if call == "execveat" {
+		attrs = append(attrs, slog.Int("dirfd", dirfd))
+	}
+	ra.event(at, AuditExec, attrs...)
+}
+
+// end queues the run's last events: its changes, and its end (run end, or live end for a live sandbox's init). Only the first
 // call does anything.
 func (ra *runAudit) end(res *Result, err error, f runFacts) {
 	if ra == nil {
@@ -324,10 +337,6 @@ func (ra *runAudit) end(res *Result, err error, f runFacts) {
 	}
 	ra.endOnce.Do(func() {
 		defer ra.a.runEnded()
-		for _, d := range f.denials {
-			ra.event(d.at, AuditDenial, slog.String("syscall", d.syscall), slog.Int("errno", d.errno),
-				slog.String("error", syscall.Errno(d.errno).Error()), slog.Int("pid", d.pid))
-		}
 		if res != nil {
 			for _, c := range res.Changes {
 				ra.event(time.Now(), AuditChange, slog.String("path", c.Path), slog.String("change", c.Kind.String()),
@@ -362,9 +371,12 @@ func (ra *runAudit) endRecord(res *Result, err error, f runFacts) slog.Record {
 		attrs = append(attrs,
 			slog.Duration("wall", res.WallTime), slog.Duration("user", res.UserTime), slog.Duration("system", res.SystemTime),
 			slog.Int64("memory_peak", res.MemoryPeak), slog.Bool("pooled", res.Pooled),
-			slog.Int("denials", denials), slog.Int("denials_dropped", max(denials-len(f.denials), 0)),
+			slog.Int("denials", denials), slog.Int("denials_dropped", max(denials-int(ra.denials.Load()), 0)),
 			slog.Int("connections", len(res.Connections)+res.ConnectionsDropped), slog.Int("connections_dropped", res.ConnectionsDropped),
 			slog.Int("changes", len(res.Changes)+max(res.ChangesDropped, 0)), slog.Int("changes_dropped", res.ChangesDropped))
+	}
+	if f.auditExec {
+		attrs = append(attrs, slog.Int("execs", f.execs), slog.Int("execs_dropped", max(f.execs-int(ra.execs.Load()), 0)))
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))

@@ -5,16 +5,31 @@ package sandbox
 import (
 	"time"
 
-	"github.com/fumehood/sandbox/internal/seccomp"
 	"github.com/fumehood/sandbox/internal/wire"
 )
 
-// auditFacts takes from a run's Exit what its audit reports besides the
-// Result: the refusals the supervisor listed (Spec.SeccompEvents).
-func auditFacts(exit wire.Exit) runFacts {
-	var f runFacts
-	for _, d := range exit.DenialEvents {
-		f.denials = append(f.denials, denialEvent{syscall: seccomp.Name(uint32(d[0])), errno: int(d[1]), pid: int(d[2]), at: time.Unix(0, d[3])})
+// events queues what the run's supervisor saw, as it arrives: from the
+// spawner's read loop, or the run's own goroutine when it is its own
+// launcher. It never waits.
+func (ra *runAudit) events(evs []wire.Event) {
+	if ra == nil {
+		return
 	}
-	return f
+	for _, e := range evs {
+		at := time.Unix(0, e.Time)
+		if e.Exec {
+			ra.exec(at, e.Syscall, e.Path, e.Dirfd, e.Pid)
+		} else {
+			ra.denial(at, e.Syscall, e.Errno, e.Pid)
+		}
+	}
+}
+
+// onEvents is events as a launch.Handle's OnEvents, or nil without a
+// trail.
+func (ra *runAudit) onEvents() func([]wire.Event) {
+	if ra == nil {
+		return nil
+	}
+	return ra.events
 }

@@ -93,16 +93,19 @@ func loopbackServer(t *testing.T) (port, rule string) {
 	return port, "127.0.0.1/32:" + port
 }
 
-// TestAuditScriptedRun: one run that reaches a loopback server through
-// the proxy, is refused another host, makes a refused syscall and adds
-// and deletes workspace files yields exactly these events, in order, on
-// one Sandbox id and one run id.
+// TestAuditScriptedRun: one run that executes programs, reaches a
+// loopback server through the proxy, is refused another host, makes a
+// refused syscall and adds and deletes workspace files yields exactly
+// these events, on one Sandbox id and one run id, each at the time it
+// happened: the connections come from the proxy and the rest from the
+// spawner, each queued as it arrives, so the test puts them in the order
+// of their times.
 func TestAuditScriptedRun(t *testing.T) {
 	requireSandbox(t)
 	requirePrograms(t, "sh", "curl", "setarch", "rm")
 	port, rule := loopbackServer(t)
 	sink := &auditSink{}
-	s := newTest(t, Options{Network: NetworkAllow, Egress: []string{rule}, TrackChanges: true, Audit: sink})
+	s := newTest(t, Options{Network: NetworkAllow, Egress: []string{rule}, TrackChanges: true, Audit: sink, AuditExec: true})
 	if err := s.WriteFile("old.txt", []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -127,59 +130,67 @@ rm old.txt`
 		t.Fatalf("Denials %v, want personality's alone", res.Denials)
 	}
 	n := res.Denials[0].Count
-	recs := sink.records()
-	var kinds []string
-	for _, r := range recs {
-		kinds = append(kinds, r.msg)
+	type ev struct {
+		msg   string
+		attrs []string // key, value, ...
 	}
-	want := []string{AuditRunStart, AuditConnection, AuditConnection}
+	exec := func(path string, pid int) ev {
+		return ev{AuditExec, []string{"path", path, "pid", fmt.Sprint(pid), "syscall", "execve"}}
+	}
+	want := []ev{
+		{AuditRunStart, []string{"path", "sh", "argv", fmt.Sprint([]string{"sh", "-c", script}), "network", "allow", "live", "false",
+			"limits.memory", fmt.Sprint(DefaultMemory), "limits.pids", fmt.Sprint(DefaultPids)}},
+		exec("/usr/bin/sh", 1),
+		exec("/usr/bin/curl", 2),
+		{AuditConnection, []string{"host", "127.0.0.1", "port", port, "method", "GET", "decision", "allowed", "status", "200", "addr", "127.0.0.1:" + port}},
+		exec("/usr/bin/curl", 3),
+		{AuditConnection, []string{"host", "10.9.9.9", "port", "81", "decision", "refused", "status", "403", "addr", ""}},
+		exec("/usr/bin/setarch", 4),
+	}
 	for range n {
-		want = append(want, AuditDenial)
+		want = append(want, ev{AuditDenial, []string{"syscall", "personality", "errno", "1", "pid", "4"}})
 	}
-	want = append(want, AuditChange, AuditChange, AuditRunEnd)
-	if !slices.Equal(kinds, want) {
-		t.Fatalf("events %q, want %q", kinds, want)
+	want = append(want, exec("/usr/bin/rm", 5),
+		ev{AuditChange, []string{"path", "new.txt", "change", "added", "size", "4"}},
+		ev{AuditChange, []string{"path", "old.txt", "change", "deleted", "size", "3"}},
+		ev{AuditRunEnd, []string{"outcome", "exited", "exit_code", "0", "denials", fmt.Sprint(n), "denials_dropped", "0",
+			"connections", "2", "connections_dropped", "0", "changes", "2", "changes_dropped", "0",
+			"execs", "5", "execs_dropped", "0", "audit_dropped", "0"}})
+
+	recs := sink.records()
+	if len(recs) == 0 || recs[0].msg != AuditRunStart || recs[len(recs)-1].msg != AuditRunEnd {
+		t.Errorf("the trail does not begin with the run's start and end with its end")
 	}
-	last := len(recs) - 1
+	slices.SortStableFunc(recs, func(a, b auditRec) int { return a.at.Compare(b.at) })
+	var kinds, wantKinds []string
+	for i, r := range recs {
+		kinds = append(kinds, r.msg)
+		if i < len(want) {
+			wantKinds = append(wantKinds, want[i].msg)
+		}
+	}
+	if len(recs) != len(want) || !slices.Equal(kinds, wantKinds) {
+		for _, r := range recs {
+			t.Logf("%s %v", r.msg, r.attrs)
+		}
+		t.Fatalf("events %q, want %d: %q", kinds, len(want), wantKinds)
+	}
 	id, run := recs[0].str("sandbox"), recs[0].num("run")
-	for _, r := range recs {
+	for i, r := range recs {
 		if r.str("sandbox") != id || r.num("run") != run || id == "" || run <= 0 {
 			t.Errorf("%s: sandbox %q run %d, want %q %d on every event", r.msg, r.str("sandbox"), r.num("run"), id, run)
 		}
-	}
-	check := func(r auditRec, kv ...string) {
-		t.Helper()
-		for i := 0; i < len(kv); i += 2 {
-			if got := r.str(kv[i]); got != kv[i+1] {
-				t.Errorf("%s: %s = %q, want %q", r.msg, kv[i], got, kv[i+1])
+		for k := 0; k < len(want[i].attrs); k += 2 {
+			if got := r.str(want[i].attrs[k]); got != want[i].attrs[k+1] {
+				t.Errorf("event %d, %s: %s = %q, want %q", i, r.msg, want[i].attrs[k], got, want[i].attrs[k+1])
 			}
 		}
 	}
-	check(recs[0], "path", "sh", "argv", fmt.Sprint([]string{"sh", "-c", script}), "network", "allow", "live", "false",
-		"limits.memory", fmt.Sprint(DefaultMemory), "limits.pids", fmt.Sprint(DefaultPids))
-	check(recs[1], "host", "127.0.0.1", "port", port, "method", "GET", "decision", "allowed", "status", "200", "addr", "127.0.0.1:"+port)
-	check(recs[2], "host", "10.9.9.9", "port", "81", "decision", "refused", "status", "403", "addr", "")
-	if recs[1].num("bytes_up") <= 0 || recs[1].num("bytes_down") <= 0 {
-		t.Errorf("allowed connection: bytes up %d down %d", recs[1].num("bytes_up"), recs[1].num("bytes_down"))
+	if c := recs[3]; c.num("bytes_up") <= 0 || c.num("bytes_down") <= 0 {
+		t.Errorf("allowed connection: bytes up %d down %d", c.num("bytes_up"), c.num("bytes_down"))
 	}
-	for _, d := range recs[3 : 3+n] {
-		check(d, "syscall", "personality", "errno", "1")
-		if d.num("pid") <= 1 {
-			t.Errorf("denial: pid %d, want setarch's, a child of the shell (pid 1)", d.num("pid"))
-		}
-		// Each event carries the time it happened: the refusal came
-		// after the second connection ended, though it is handed over
-		// at the run's end.
-		if !d.at.After(recs[2].at) || d.at.After(recs[last].at) {
-			t.Errorf("the denial's time %v is not between the refused connection's end %v and the run's %v", d.at, recs[2].at, recs[last].at)
-		}
-	}
-	check(recs[last-2], "path", "new.txt", "change", "added", "size", "4")
-	check(recs[last-1], "path", "old.txt", "change", "deleted", "size", "3")
-	check(recs[last], "outcome", "exited", "exit_code", "0", "denials", fmt.Sprint(n), "denials_dropped", "0",
-		"connections", "2", "connections_dropped", "0", "changes", "2", "changes_dropped", "0", "audit_dropped", "0")
-	if recs[last].str("limits.memory.value") == "" || recs[last].str("limits.pids.by") == "" {
-		t.Errorf("run end lacks the limits as enforced: %v", recs[last].attrs)
+	if end := recs[len(recs)-1]; end.str("limits.memory.value") == "" || end.str("limits.pids.by") == "" {
+		t.Errorf("run end lacks the limits as enforced: %v", end.attrs)
 	}
 }
 
@@ -246,25 +257,29 @@ cat ` + trail + ` 2>&1 || echo "no trail"`
 }
 
 // TestAuditFlood: a program that makes far more events than a slow
-// handler takes loses none silently: every connection and refusal it
-// made is an event received or a count in the run's end, and every
+// handler takes loses none silently: every connection, refusal and exec
+// it made is an event received or a count in the run's end, and every
 // event the queue dropped is counted in "audit dropped" events.
 func TestAuditFlood(t *testing.T) {
 	requireSandbox(t)
-	requirePrograms(t, "bash", "python3")
+	requirePrograms(t, "bash", "python3", "seq", "cat", "true")
 	defer func(n int) { auditQueueLen = n }(auditQueueLen)
 	auditQueueLen = auditReserve + 50
 	sink := &auditSink{delay: time.Millisecond}
 	_, rule := loopbackServer(t)
-	s := newTest(t, Options{Network: NetworkAllow, Egress: []string{rule}, Audit: sink})
-	const conns, denials = 1500, 3000
+	s := newTest(t, Options{Network: NetworkAllow, Egress: []string{rule}, Audit: sink, AuditExec: true})
+	const conns, denials, trues = 1500, 3000, 1200
 	script := fmt.Sprintf(`for i in $(seq %d); do
 	exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'CONNECT 10.0.0.1:1 HTTP/1.1\r\n\r\n' >&3 && cat <&3 >/dev/null; exec 3>&-
 done
+for i in $(seq %d); do true; /bin/true; done
 python3 -c '
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
-print(sum(libc.ptrace(0, 0, 0, 0) == -1 for _ in range(%d)))'`, conns, denials)
+print(sum(libc.ptrace(0, 0, 0, 0) == -1 for _ in range(%d)))'`, conns, trues, denials)
+	// bash, seq twice, cat for each connection, /bin/true (not the
+	// builtin), python3.
+	const execs = 1 + 2 + conns + trues + 1
 	res, err := s.Run(context.Background(), Command("bash", "-c", script))
 	if err != nil || !res.Success() {
 		t.Fatalf("%v %v\n%s%s", err, res.Err(), res.Stdout, res.Stderr)
@@ -300,10 +315,14 @@ print(sum(libc.ptrace(0, 0, 0, 0) == -1 for _ in range(%d)))'`, conns, denials)
 	if dropped <= 0 || reported != dropped {
 		t.Errorf("the run end counts %d events dropped, the audit dropped events %d; want the same, above 0", dropped, reported)
 	}
-	accounted := int64(got[AuditConnection]+got[AuditDenial]) + dropped + end.num("connections_dropped") + end.num("denials_dropped")
-	if accounted != int64(conns+denials) || end.num("connections") != conns || end.num("denials") != denials {
-		t.Errorf("%d connection and %d denial events received, %d dropped by the queue, %d and %d past the run's lists: %d, want %d (run end: %v)",
-			got[AuditConnection], got[AuditDenial], dropped, end.num("connections_dropped"), end.num("denials_dropped"), accounted, conns+denials, end.attrs)
+	if end.num("connections") != conns || end.num("denials") != denials || end.num("execs") != execs {
+		t.Errorf("run end counts %d connections, %d denials, %d execs; want %d, %d, %d", end.num("connections"), end.num("denials"), end.num("execs"), conns, denials, execs)
+	}
+	received := int64(got[AuditConnection] + got[AuditDenial] + got[AuditExec])
+	unlisted := end.num("connections_dropped") + end.num("denials_dropped") + end.num("execs_dropped")
+	if received+dropped+unlisted != conns+denials+execs || unlisted == 0 {
+		t.Errorf("%d connection, %d denial and %d exec events received, %d dropped by the queue, %d past the run's lists: %d, want %d (run end: %v)",
+			got[AuditConnection], got[AuditDenial], got[AuditExec], dropped, unlisted, received+dropped+unlisted, conns+denials+execs, end.attrs)
 	}
 }
 

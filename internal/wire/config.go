@@ -90,9 +90,10 @@ type Spec struct {
 	Seccomp       []byte
 	SeccompListen bool
 	SeccompKill   bool
-	// SeccompEvents makes the supervisor also list each refusal it
-	// answers, with its time and process (Exit.DenialEvents), for the
-	// caller's audit trail.
+	// SeccompEvents makes the supervisor also report each refusal it
+	// answers, and each exec the filter notifies it of (Seccomp then
+	// notifies execve and execveat with seccomp.ContinueErrno), as it
+	// happens: Reply{Events}, for the caller's audit trail.
 	SeccompEvents bool
 
 	// HostNetwork keeps the launcher's network namespace (NetworkHostUnsafe).

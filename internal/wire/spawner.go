@@ -100,6 +100,7 @@ const (
 	Exited   = "exited"   // the sandbox's init has been reaped
 	Synced   = "synced"   // the Sync request ID is done
 	Warning  = "warning"  // Text is for the Logger of the Sandbox named Owner (of every one when empty)
+	Events   = "events"   // Events lists what the run's supervisor saw since the last (Spec.SeccompEvents)
 )
 
 // Reply is a message from the spawner to the caller.
@@ -119,6 +120,10 @@ type Reply struct {
 	// namespace, and InnerPid in the sandbox's (1 but for an entrant).
 	Pid      int `json:",omitempty"`
 	InnerPid int `json:",omitempty"`
+	// Events are an Events reply's, in the order they happened; the
+	// spawner sends them before the run's Exited, and keeps each reply
+	// below MaxReply.
+	Events []Event `json:",omitempty"`
 }
 
 // Exit is how the sandbox's init ended and what it used.
@@ -151,24 +156,44 @@ type Exit struct {
 	Denials   []Denial `json:",omitempty"`
 	Violation string   `json:",omitempty"`
 
-	// DenialEvents lists, with Spec.SeccompEvents, each refusal in the
-	// order the supervisor answered it, up to MaxDenialEvents;
-	// DenialEventsDropped counts those past it.
-	DenialEvents        []DenialEvent `json:",omitempty"`
-	DenialEventsDropped int           `json:",omitempty"`
+	// Execs counts the programs executed that the supervisor was told of
+	// (Spec.SeccompEvents with an audited exec), and EventsUnsent the
+	// events of the run it did not report: past MaxEvents, or while
+	// the events in flight to the caller were at their bound.
+	Execs        int `json:",omitempty"`
+	EventsUnsent int `json:",omitempty"`
 }
 
-// MaxDenialEvents is the most refusals one Exit lists one by one. An
-// event is four numbers, under 50 bytes in JSON, so that the list keeps
-// an Exit below MaxReply whatever the program does (it chooses no text
-// of it).
-const MaxDenialEvents = 1000
+// MaxEvents is the most events (refusals and execs, each kind) the
+// supervisor of one run reports; past them it only counts.
+const MaxEvents = 1000
 
-// DenialEvent is one refused syscall: its number, the errno it got, the
-// process that made it (its pid in the sandbox's PID namespace; 0 if it
-// was gone before it was read), and when the supervisor took it, in Unix
-// nanoseconds.
-type DenialEvent [4]int64
+// MaxEventPath is the most bytes of an exec's path an Event carries.
+const MaxEventPath = 512
+
+// Event is one thing the supervisor of a run saw, as it happened: a
+// syscall the filter refused, or a program executed.
+type Event struct {
+	Exec    bool   `json:",omitempty"` // an exec (execve or execveat); else a refusal
+	Syscall string `json:",omitempty"` // the refused syscall's name, or the exec's
+	Errno   int    `json:",omitempty"` // what the refusal answered
+	Pid     int    `json:",omitempty"` // the process, in the sandbox's PID namespace; 0 if it was gone
+	Time    int64  // when the supervisor took it, in Unix nanoseconds
+	// Path is the exec's path (clipped to MaxEventPath) as it was in
+	// the process's memory when the supervisor read it, and Dirfd, for
+	// an execveat, the directory it is relative to (or the file itself,
+	// with an empty Path).
+	Path  string `json:",omitempty"`
+	Dirfd int    `json:",omitempty"`
+}
+
+// Size bounds e's length in JSON: its fixed part, and its text were every
+// byte escaped (\u00XX), as a program may choose its path's bytes.
+func (e *Event) Size() int { return 160 + 6*(len(e.Syscall)+len(e.Path)) }
+
+// EventsPerReply bounds the Size of the events one Events reply carries,
+// so that with its envelope it stays below MaxReply.
+const EventsPerReply = MaxReply - 1024
 
 // Denial is one refused syscall and how often it was refused.
 type Denial struct {
@@ -190,8 +215,8 @@ const MaxMessage = 1 << 20
 
 // MaxReply is the largest Reply: what the caller reads each into. It is
 // below the send buffer the spawner's socket has at Linux's default
-// (net.core.wmem_default, 208 KiB), and above the largest Exit (its
-// refusals listed to MaxDenialEvents).
+// (net.core.wmem_default, 208 KiB), and above the largest Exit and the
+// largest Events reply.
 const MaxReply = 128 << 10
 
 // SpawnerConnFd is the spawner's end of its socket pair with the caller.
