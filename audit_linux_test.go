@@ -99,13 +99,20 @@ func loopbackServer(t *testing.T) (port, rule string) {
 // these events, on one Sandbox id and one run id, each at the time it
 // happened: the connections come from the proxy and the rest from the
 // spawner, each queued as it arrives, so the test puts them in the order
-// of their times.
+// of their times. The same holds when the caller is its own launcher
+// (InProcess), where the supervisor runs in the caller.
 func TestAuditScriptedRun(t *testing.T) {
 	requireSandbox(t)
 	requirePrograms(t, "sh", "curl", "setarch", "rm")
+	for _, inProcess := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inprocess=%v", inProcess), func(t *testing.T) { testAuditScriptedRun(t, inProcess) })
+	}
+}
+
+func testAuditScriptedRun(t *testing.T, inProcess bool) {
 	port, rule := loopbackServer(t)
 	sink := &auditSink{}
-	s := newTest(t, Options{Network: NetworkAllow, Egress: []string{rule}, TrackChanges: true, Audit: sink, AuditExec: true})
+	s := newTest(t, Options{Network: NetworkAllow, Egress: []string{rule}, TrackChanges: true, Audit: sink, AuditExec: true, InProcess: inProcess})
 	if err := s.WriteFile("old.txt", []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}

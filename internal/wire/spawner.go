@@ -20,6 +20,10 @@ import "time"
 //	                                        ←  Reply{ID, Started} or Reply{ID, Failed, Err};
 //	                                           a run with a terminal: Reply{ID, Started,
 //	                                           Terminal} + SCM_RIGHTS(the pty's master)
+//	                                        ←  Reply{ID, Events} any number of times, with
+//	                                           Spec.SeccompEvents: the refusals and execs of
+//	                                           the run's supervisor as they happen, each
+//	                                           reply below MaxReply, all before its Exited
 //	Request{ID, Enter: L, Spec, Program}    →  (a live sandbox's call) starts Program in the
 //	  + SCM_RIGHTS(0,1,2)                      running sandbox of the run L, whose Program has
 //	                                           Hold, as a process entering it (launch.Enter)
@@ -156,10 +160,11 @@ type Exit struct {
 	Denials   []Denial `json:",omitempty"`
 	Violation string   `json:",omitempty"`
 
-	// Execs counts the programs executed that the supervisor was told of
-	// (Spec.SeccompEvents with an audited exec), and EventsUnsent the
-	// events of the run it did not report: past MaxEvents, or while
-	// the events in flight to the caller were at their bound.
+	// Execs counts the programs executed that the supervisor was told
+	// of (Spec.SeccompEvents with an audited exec; an attempt whose path
+	// named no file is not one), and EventsUnsent the events of the run
+	// it did not report: past MaxEvents, or while the events waiting to
+	// be sent were at their bound.
 	Execs        int `json:",omitempty"`
 	EventsUnsent int `json:",omitempty"`
 }
