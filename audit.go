@@ -235,9 +235,10 @@ type runAudit struct {
 	endOnce        sync.Once
 }
 
-// beginRun queues the start of run id of cmd under o: a run start event,
-// or for a live sandbox's init a live start. Nil without an audit trail.
-func (a *auditor) beginRun(id uint64, cmd *Cmd, o *Options, ctx context.Context) *runAudit {
+// beginRun queues the start of run id of cmd under o, within ctx: a run
+// start event, or for a live sandbox's init a live start. Nil without an
+// audit trail, and after close.
+func (a *auditor) beginRun(ctx context.Context, id uint64, cmd *Cmd, o *Options) *runAudit {
 	if a == nil {
 		return nil
 	}

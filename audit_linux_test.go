@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -374,10 +375,37 @@ func TestAuditLive(t *testing.T) {
 	}
 }
 
-// TestAuditOption: a handler that drops Info records cannot be a trail.
+// TestAuditOption: a handler that drops Info records cannot be a trail,
+// and AuditExec needs a trail, a filter, and a policy that allows every
+// exec, which it then records; no policy may refuse with the errno that
+// marks an audited exec, which the supervisor would let run.
 func TestAuditOption(t *testing.T) {
-	s := New(Options{Audit: slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})})
-	if oe, ok := s.Err().(*OptionError); !ok || oe.Option != "Options.Audit" {
-		t.Errorf("New with a handler off at Info: %v, want an *OptionError for Options.Audit", s.Err())
+	h := &auditSink{}
+	execveOnlyAbs := DefaultSeccompPolicy()
+	execveOnlyAbs.Rules = append([]SyscallRule{{Names: []string{"execve"}, Action: ActNotify(syscall.EPERM), Args: []ArgCond{{Index: 1, Op: ArgEq, Value: 0}}}}, execveOnlyAbs.Rules...)
+	denyAll := &SeccompPolicy{Default: ActNotify(syscall.EPERM), Unknown: ActNotify(syscall.ENOSYS),
+		Rules: []SyscallRule{{Names: []string{"sendmsg", "fcntl", "close", "execveat"}, Action: ActAllow}}}
+	for _, c := range []struct {
+		name   string
+		opts   Options
+		option string
+	}{
+		{"off at Info", Options{Audit: slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})}, "Options.Audit"},
+		{"exec without a trail", Options{AuditExec: true}, "Options.AuditExec"},
+		{"exec without a filter", Options{Audit: h, AuditExec: true, NoSeccomp: true}, "Options.AuditExec"},
+		{"exec decided by its arguments", Options{Audit: h, AuditExec: true, Seccomp: execveOnlyAbs}, "Options.AuditExec"},
+		{"exec refused by Default", Options{Audit: h, AuditExec: true, Seccomp: denyAll}, "Options.AuditExec"},
+		{"the reserved errno", Options{Seccomp: &SeccompPolicy{Default: ActNotify(4094), Unknown: ActAllow}}, "Options.Seccomp.Default"},
+	} {
+		s := New(c.opts)
+		if oe, ok := s.Err().(*OptionError); !ok || oe.Option != c.option {
+			t.Errorf("%s: %v, want an *OptionError for %s", c.name, s.Err(), c.option)
+		}
+		s.Close()
 	}
+	s := New(Options{Audit: h, AuditExec: true})
+	if s.Err() != nil {
+		t.Errorf("AuditExec with the default policy: %v", s.Err())
+	}
+	s.Close()
 }

@@ -92,7 +92,7 @@ func (s *Sandbox) start(ctx context.Context, cmd *Cmd) (*Process, error) {
 	begin := time.Now()
 	p := &Process{done: make(chan struct{})}
 	p.logEnd = func(res *Result, err error) { logRun(s.log, id, cmd, res, err, time.Since(begin)) }
-	p.audit = s.audit.beginRun(id, cmd, &s.opts, ctx)
+	p.audit = s.audit.beginRun(ctx, id, cmd, &s.opts)
 	if err := s.startRun(ctx, cmd, p); err != nil {
 		cmd.closeStdinPipe()
 		p.audit.end(nil, err, runFacts{})

@@ -309,8 +309,8 @@ type Options struct {
 	// Audit, if set, receives every event of the Sandbox's audit trail,
 	// in order, as slog records at slog.LevelInfo: each run's start and
 	// end, each connection of its egress proxy, each syscall its filter
-	// refused, each workspace change (with TrackChanges), and a live
-	// sandbox's start and end; "Audit trail" in the package
+	// refused, each workspace change (with TrackChanges), each program
+	// executed (with AuditExec), and a live sandbox's start and end; "Audit trail" in the package
 	// documentation lists the events and their attributes. For JSON
 	// lines, give it slog.NewJSONHandler(w, nil). The handler is called
 	// from one goroutine of the Sandbox's own, never from a run's path:
