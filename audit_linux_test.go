@@ -409,3 +409,32 @@ func TestAuditOption(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestAuditPooled: a run that takes a sandbox prepared ahead reports its
+// execs and refusals as a cold one does.
+func TestAuditPooled(t *testing.T) {
+	requireSandbox(t)
+	requirePrograms(t, "sh", "setarch")
+	sink := &auditSink{}
+	s := newTest(t, Options{Pool: 1, Audit: sink, AuditExec: true})
+	if err := s.fillPool(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(context.Background(), Command("sh", "-c", "setarch -R true || exit 0"))
+	if err != nil || !res.Success() || !res.Pooled {
+		t.Fatalf("%v %v, pooled %v", err, res.Err(), res.Pooled)
+	}
+	s.Close()
+	var kinds []string
+	for _, r := range sink.records() {
+		kinds = append(kinds, r.msg)
+	}
+	want := []string{AuditRunStart, AuditExec, AuditExec}
+	for range res.Denials[0].Count {
+		want = append(want, AuditDenial)
+	}
+	want = append(want, AuditRunEnd)
+	if !slices.Equal(kinds, want) {
+		t.Errorf("events %q, want %q", kinds, want)
+	}
+}
