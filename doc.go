@@ -489,7 +489,12 @@
 // [Result.Connections] is, refusals and execs up to 1,000 each, and
 // changes up to [MaxChanges]; the run end event counts the rest. The
 // spawner holds at most 256 of a run's events waiting to be sent; more
-// are counted as not listed. [Sandbox.Close] waits
+// are counted as not listed. What the trail costs the caller is bounded
+// likewise: the queue's records take about 1 KiB each beyond the text
+// they share with the Results, the text a program chooses is clipped (a
+// host to 256 bytes, an exec's path to 512), and the supervisor's work for
+// an audited exec is a few system calls, far less than the exec costs the
+// run. [Sandbox.Close] waits
 // up to [AuditFlushTimeout] for the handler to take what is queued; events
 // a handler stuck past it has not taken reach it when it returns.
 //
