@@ -42,9 +42,9 @@ const (
 	// counted, and an "audit dropped" event with the count follows as
 	// soon as the handler takes events again; no event waits for room,
 	// so a slow or stuck handler never holds up a run or its egress
-	// proxy. The last auditReserve places are kept for run start and
-	// run end events, so that a flood of a run's connections or
-	// refusals does not cost the record of the run itself.
+	// proxy. The last 256 places are kept for run start and run end
+	// events, so that a flood of a run's connections or refusals does
+	// not cost the record of the run itself.
 	AuditQueue = 4096
 	// AuditFlushTimeout bounds how long Close waits for the Audit
 	// handler to take the events still queued. Events a handler stuck
