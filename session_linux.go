@@ -357,7 +357,10 @@ func (s *Sandbox) Close() error {
 		// First, so that the calls Close waits for end.
 		s.live.stop(fmt.Errorf("sandbox: %w", ErrClosed))
 	}
-	return s.ws.close()
+	err := s.ws.close()
+	// Once every run has ended: the trail's last events are queued.
+	s.audit.close()
+	return err
 }
 
 func (ss *session) close() error {
