@@ -91,6 +91,8 @@ type mcpFlags struct {
 	timeout        time.Duration
 	maxTimeout     time.Duration
 	outputLimit    int64
+	audit          string
+	auditExec      bool
 }
 
 func newMCPFlags() *mcpFlags {
@@ -118,6 +120,12 @@ func newMCPFlags() *mcpFlags {
 	f.fs.Var(&sizeFlag{v: &f.outputLimit}, "output-limit",
 		"keep at most `SIZE` of each of a run's stdout and stderr (the first and last\n"+
 			"halves around a marker), in the units of --memory (default "+formatSize(defaultMCPOutput)+")")
+	f.fs.StringVar(&f.audit, "audit", "",
+		"append the audit trail of every session's sandbox to `FILE`, one JSON event a\n"+
+			"line: runs with their limits and outcomes, connections, refused syscalls and\n"+
+			"changed files, each with the session's sandbox id")
+	f.fs.BoolVar(&f.auditExec, "audit-exec", false,
+		"with --audit, record each program a run executes too (about 0.3 ms an exec)")
 	f.run.fs.VisitAll(func(fl *flag.Flag) {
 		for _, name := range mcpRunFlags {
 			if fl.Name == name {
@@ -156,6 +164,8 @@ func parseMCP(args []string) (*mcpConfig, error) {
 		return nil, fmt.Errorf("invalid value %q for flag -session-timeout: must be more than 0", f.sessionTimeout)
 	case f.http == "" && f.allowRemote:
 		return nil, errors.New("flag --http-allow-remote needs --http ADDR")
+	case f.auditExec && f.audit == "":
+		return nil, errors.New("flag --audit-exec needs --audit FILE, where the execs are recorded")
 	}
 	if f.http != "" {
 		if err := checkListenAddr(f.http, f.allowRemote); err != nil {
@@ -232,6 +242,16 @@ func mcpMain(args []string, s streams) int {
 	// warnings and errors are worth a line.
 	sdkLog := slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mc.run.seccomp.warnUnknown(s)
+	if mc.audit != "" {
+		trail, err := os.OpenFile(mc.audit, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintf(s.stderr, "sandbox: mcp: flag --audit: %v\n", err)
+			return exitFailure
+		}
+		defer trail.Close()
+		mc.cfg.opts.Audit = slog.NewJSONHandler(trail, nil)
+		mc.cfg.opts.AuditExec = mc.auditExec
+	}
 	if err := mc.selfTest(); err != nil {
 		fmt.Fprintln(s.stderr, errorLine(err))
 		return exitFailure
@@ -264,7 +284,8 @@ func mcpMain(args []string, s streams) int {
 // It also starts the library's spawner.
 func (mc *mcpConfig) selfTest() error {
 	opts := mc.cfg.opts
-	opts.Live, opts.IdleTimeout = false, 0 // "true" alone; the sessions' sandboxes are live
+	opts.Live, opts.IdleTimeout = false, 0  // "true" alone; the sessions' sandboxes are live
+	opts.Audit, opts.AuditExec = nil, false // the trail is the sessions'
 	sb := sandbox.New(opts)
 	defer sb.Close()
 	if err := sb.Err(); err != nil {

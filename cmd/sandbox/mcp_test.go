@@ -661,6 +661,8 @@ func TestMCPBadFlags(t *testing.T) {
 		{[]string{"--http", ":8765"}, "listens beyond this machine"},
 		{[]string{"--http", "localhost"}, "want HOST:PORT"},
 		{[]string{"--http-allow-remote"}, "--http-allow-remote needs --http"},
+		{[]string{"--audit-exec"}, "--audit-exec needs --audit FILE"},
+		{[]string{"--audit", "/nonexistent/dir/audit.jsonl"}, "flag --audit: open /nonexistent/dir/audit.jsonl: no such file or directory"},
 		{[]string{"--max-sessions", "0"}, "-max-sessions: must be at least 1"},
 		{[]string{"--timeout", "5m", "--max-timeout", "1m"}, "must be at least --timeout"},
 		{[]string{"--workspace", "/tmp"}, "flag provided but not defined: -workspace"},
@@ -1039,5 +1041,65 @@ func decode(t *testing.T, res *mcp.CallToolResult, out any) {
 	}
 	if err != nil {
 		t.Fatalf("structured content %s: %v", b, err)
+	}
+}
+
+// TestMCPAudit checks that --audit appends the trail of a session's sandbox
+// to the file, one JSON event a line and every one with the session's
+// sandbox id, that --audit-exec adds the programs run, and that the
+// server's end flushes it (the run end is there once the server is gone).
+func TestMCPAudit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	bin := cliBinary(t)
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(trail, []byte(`{"msg":"before"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs, stderr, _ := connectStdio(t, bin, "--audit", trail, "--audit-exec")
+	var run runOutput
+	callOK(t, cs, "run", map[string]any{"shell": "/bin/cat /etc/hostname >/dev/null; echo hi > made.txt"}, &run)
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	b, err := os.ReadFile(trail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	ids := map[string]bool{}
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %d of the trail is not JSON: %v: %q", i+1, err, line)
+		}
+		msg, _ := ev["msg"].(string)
+		switch msg {
+		case "exec":
+			// sh is wherever the sandbox's PATH finds it first.
+			p := fmt.Sprint(ev["path"])
+			if strings.HasPrefix(p, "/") && strings.HasSuffix(p, "/sh") {
+				p = "sh"
+			}
+			msg += " " + p
+		case "change":
+			msg += " " + fmt.Sprint(ev["change"], " ", ev["path"])
+		}
+		msgs = append(msgs, msg)
+		if i > 0 {
+			ids[fmt.Sprint(ev["sandbox"])] = true
+		}
+	}
+	want := []string{"before", "run start", "exec sh", "exec /bin/cat", "change added made.txt", "run end"}
+	if !slices.Equal(msgs, want) {
+		t.Errorf("the trail's events: %q; want %q", msgs, want)
+	}
+	if len(ids) != 1 || ids["<nil>"] || ids[""] {
+		t.Errorf("the events' sandbox ids: %v; want the session's one", ids)
+	}
+	if t.Failed() {
+		t.Logf("trail:\n%s\nserver's stderr:\n%s", b, stderr)
 	}
 }
