@@ -61,6 +61,8 @@ demo:
 	$(GO) run ./examples/code-interpreter
 	@echo "+ $(GO) run ./examples/dev-server"
 	$(GO) run ./examples/dev-server
+	@echo "+ $(GO) run ./examples/mcp-client"
+	$(GO) run ./examples/mcp-client
 
 # -p 1: packages' tests run one after another, because the root package's
 # leak tests snapshot host-wide state (the temp directory, mounts) that the
