@@ -33,7 +33,8 @@ POOL_TESTS = TestEscape|TestLive|TestEtc|TestPtys|TestFileSizes|TestMaskedProc|T
 help:
 	@echo 'make demo           run examples/quickstart (snippets), examples/agent-session (a multi-turn session),'
 	echo '                     then in live sandboxes examples/code-interpreter (a Python kernel kept across'
-	echo '                     calls) and examples/dev-server (a web server reached from the host)'
+	echo '                     calls) and examples/dev-server (a web server reached from the host),'
+	echo '                     then examples/mcp-client (a Go agent calling sandbox mcp'"'"'s tools over stdio)'
 	echo 'make test           go vet, staticcheck, go test -race (installs nodejs and npm as root, for the MCP'
 	echo '                     server'"'"'s test with the TypeScript client), go test with CGO_ENABLED=0,'
 	echo '                     then the same with -tags libseccomp (installs libseccomp-dev as root);'
