@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,54 +83,15 @@ func TestMCPClient(t *testing.T) {
 // have ended: they are only not yet reaped.
 func leftovers(d time.Duration) map[int]string {
 	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
-		left := descendants()
+		left := map[int]string{}
+		for pid, p := range exampletest.Descendants() {
+			if p.Alive {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				left[pid] = strings.ReplaceAll(string(bytes.TrimRight(b, "\x00")), "\x00", " ")
+			}
+		}
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
 	}
-}
-
-// descendants returns the live processes beneath this one.
-func descendants() map[int]string {
-	parent := map[int]int{}
-	alive := map[int]bool{}
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, dir := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(dir))
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(dir + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// The state and the parent's pid follow the command's
-		// closing parenthesis, the last one in the line.
-		s := string(b)
-		end := strings.LastIndexByte(s, ')')
-		if end < 0 {
-			continue
-		}
-		var state string
-		var ppid int
-		if _, err := fmt.Sscan(s[end+1:], &state, &ppid); err != nil {
-			continue
-		}
-		parent[pid], alive[pid] = ppid, state != "Z"
-	}
-	self := os.Getpid()
-	left := map[int]string{}
-	for pid := range parent {
-		if !alive[pid] {
-			continue
-		}
-		for p := parent[pid]; p > 1; p = parent[p] {
-			if p == self {
-				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-				left[pid] = strings.ReplaceAll(string(bytes.TrimRight(b, "\x00")), "\x00", " ")
-				break
-			}
-		}
-	}
-	return left
 }
