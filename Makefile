@@ -1,7 +1,8 @@
 # Targets for people and CI. Only Go is needed; staticcheck is installed on
 # first use, libseccomp-dev (for the -tags libseccomp build), docker.io (for
-# the Docker test in deploy/validate) and CPython's testsuite package too, as
-# root. Run "make help" for the list.
+# the Docker test in deploy/validate), nodejs and npm (for the MCP server's
+# test with the TypeScript SDK's client) and CPython's testsuite package too,
+# as root. Run "make help" for the list.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -32,8 +33,10 @@ POOL_TESTS = TestEscape|TestLive|TestEtc|TestPtys|TestFileSizes|TestMaskedProc|T
 help:
 	@echo 'make demo           run examples/quickstart (snippets), examples/agent-session (a multi-turn session),'
 	echo '                     then in live sandboxes examples/code-interpreter (a Python kernel kept across'
-	echo '                     calls) and examples/dev-server (a web server reached from the host)'
-	echo 'make test           go vet, staticcheck, go test -race, go test with CGO_ENABLED=0,'
+	echo '                     calls) and examples/dev-server (a web server reached from the host),'
+	echo '                     then examples/mcp-client (a Go agent calling sandbox mcp'"'"'s tools over stdio)'
+	echo 'make test           go vet, staticcheck, go test -race (installs nodejs and npm as root, for the MCP'
+	echo '                     server'"'"'s test with the TypeScript client), go test with CGO_ENABLED=0,'
 	echo '                     then the same with -tags libseccomp (installs libseccomp-dev as root);'
 	echo '                     CPython'"'"'s regression tests once (installs libpython3.X-testsuite as root)'
 	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
@@ -59,6 +62,8 @@ demo:
 	$(GO) run ./examples/code-interpreter
 	@echo "+ $(GO) run ./examples/dev-server"
 	$(GO) run ./examples/dev-server
+	@echo "+ $(GO) run ./examples/mcp-client"
+	$(GO) run ./examples/mcp-client
 
 # -p 1: packages' tests run one after another, because the root package's
 # leak tests snapshot host-wide state (the temp directory, mounts) that the
@@ -72,6 +77,13 @@ test:
 	$(GO) vet ./...
 	echo "+ $(STATICCHECK) ./..."
 	"$(STATICCHECK)" ./...
+	# The MCP server's tests drive it with the TypeScript SDK's client,
+	# which npm installs from the registry and Node runs (apt-get as
+	# root; without them those tests skip, unless CI=true).
+	if ! { command -v node && command -v npm; } >/dev/null && [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+		echo "+ apt-get install -y -q --no-install-recommends nodejs npm"
+		apt-get install -y -q --no-install-recommends nodejs npm </dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends nodejs npm </dev/null; }
+	fi
 	echo "+ $(GO) test -race -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./..."
 	$(GO) test -race -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./...
 	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./..."

@@ -458,6 +458,104 @@
 // closes the Sandbox: its later calls fail with an error matching
 // [ErrExpired].
 //
+// # Audit trail
+//
+// [Options.Audit] takes a [log/slog.Handler] that receives every event of
+// the Sandbox, in order; for JSON lines, give it
+// slog.NewJSONHandler(w, nil). Each event is a record at slog.LevelInfo
+// whose message says its kind (the Audit* constants) and whose attributes
+// say the rest. Every event has "sandbox", an id drawn at random for the
+// Sandbox, and all but "audit dropped" have "run", the run's id (the one
+// [Options.Logger]'s run events carry). A record's time is when the event
+// happened.
+//
+//	message          when                                attributes besides sandbox and run
+//	"run start"      a Run or Start begins               path, argv, dir, live, network, egress,
+//	                                                     limits.memory, limits.cpus, limits.pids,
+//	                                                     limits.output (as asked, defaults applied),
+//	                                                     timeout (left of ctx's deadline, if it has one)
+//	"connection"     an attempt through the egress       host, port, method, decision ("allowed" or
+//	                 proxy ended (one still open: when   "refused"), reason, addr, status, bytes_up,
+//	                 the run ended it)                   bytes_down, started, duration, error
+//	"denial"         the filter refused a syscall with   syscall, errno, error (its text), pid (inside
+//	                 ActNotify (see Seccomp)             the sandbox; 0 if it was gone)
+//	"exec"           a process of the run executed a     path (as the process's memory held it),
+//	                 program (Options.AuditExec)         pid (inside the sandbox), syscall ("execve"
+//	                                                     or "execveat"), dirfd (execveat's)
+//	"change"         the run changed a workspace path    path, change ("added", "modified",
+//	                 (Options.TrackChanges)              "deleted"), size, mode
+//	"run end"        the run is over (or failed to       started, duration, outcome, exit_code,
+//	                 start: then error alone)            signal, violation, wall, user, system,
+//	                                                     memory_peak, pooled, limits.NAME.value,
+//	                                                     .enforced and .by (as Result.Limits),
+//	                                                     denials, connections, changes, execs (how
+//	                                                     many happened; execs with AuditExec),
+//	                                                     denials_dropped, connections_dropped,
+//	                                                     changes_dropped, execs_dropped (how many
+//	                                                     of those have no event of their own),
+//	                                                     audit_dropped (the run's events the queue
+//	                                                     dropped), error
+//	"live start"     a live sandbox starts (Options.     as run start, without path, argv, dir
+//	                 Live), at the call that needs it;
+//	                 its connections carry its run id
+//	"live end"       the live sandbox ended              as run end
+//	"audit dropped"  the queue was full                  count (events dropped since the last one)
+//
+// Each call that enters a live sandbox is a run of its own, with its own
+// start, refusals, execs and end. Events are queued as they happen:
+// connections by the egress proxy in the caller's process as each attempt
+// ends; refusals and execs by the run's seccomp supervisor in the spawner,
+// which sends them to the caller at once, ahead of the run's end. Each
+// source's events keep their order; between the two, events a moment
+// apart may arrive the other way round, and each record's time, which is
+// when it happened, puts them in order. Changes are listed when the run
+// has ended, just before its run end event.
+//
+// Programs executed are recorded only with [Options.AuditExec]: the
+// filter hands each execve and execveat to the supervisor, which reads
+// the path from the process's memory, checks that the call still waits
+// (so that the pid it read from was the caller's), and lets it run
+// (SECCOMP_USER_NOTIF_FLAG_CONTINUE, Linux 5.5). An attempt whose path
+// names no file is not recorded: a shell searching PATH tries each
+// directory in turn. The path is a record of what was asked, not proof
+// of what ran: it is read before the exec, and another thread of a
+// hostile program can change that memory before the kernel reads it, so
+// the record can name another path than the program that ran. Reading
+// /proc/PID/exe after the exec would not lie, but the supervisor learns
+// nothing after it lets the call go, and a process may exec again or
+// exit before anything looks; a tracer (ptrace's exec event) could, at a
+// cost to every run's syscalls. The cost, about 0.3 ms an exec here, is
+// why it is not on by default.
+//
+// The program cannot reach or alter the trail: the records are made and
+// handed over by the caller's process, and nothing of the handler or what
+// it writes to is in any sandbox. What a program chooses (a host it asks
+// the proxy for, a file name, its arguments) is only ever an attribute's
+// value, never a message, so a handler that escapes values, as
+// slog.JSONHandler does, writes it as one string: a program cannot forge
+// an event.
+//
+// Nothing is lost silently, and nothing waits for the handler. Events go
+// into a queue of [AuditQueue] records per Sandbox that one goroutine of
+// its own hands to the handler; a run, its proxy and its supervisor never
+// wait for room. Past the queue's bound events are dropped and counted;
+// an "audit dropped" event with the count follows as soon as the handler
+// takes events again, and each run end says how many of that run's
+// events were dropped. The queue's last places are kept for run start
+// and run end events, so a flood of one run's connections does not cost
+// the record of the runs. Per run, connections are listed up to 1,000 as
+// [Result.Connections] is, refusals and execs up to 1,000 each, and
+// changes up to [MaxChanges]; the run end event counts the rest. The
+// spawner holds at most 256 of a run's events waiting to be sent; more
+// are counted as not listed. What the trail costs the caller is bounded
+// likewise: the queue's records take about 1 KiB each beyond the text
+// they share with the Results, the text a program chooses is clipped (a
+// host to 256 bytes, an exec's path to 512), and the supervisor's work for
+// an audited exec is a few system calls, far less than the exec costs the
+// run. [Sandbox.Close] waits
+// up to [AuditFlushTimeout] for the handler to take what is queued; events
+// a handler stuck past it has not taken reach it when it returns.
+//
 // # What a run can cost the caller
 //
 // A run may use up its own limits; the process that called Run does work

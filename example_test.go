@@ -483,3 +483,29 @@ sed 's/sandbox-secret-API_KEY-[0-9a-f]*/<placeholder>/'`
 	// the API got: Bearer sk-the-real-key
 	// the program saw: Bearer <placeholder>
 }
+
+// Options.Audit receives every event of the Sandbox's audit trail; a JSON
+// handler makes it JSON lines, here on os.Stdout. The example keeps only
+// attributes that are the same on every run (not the times, ids, or
+// limits as this host enforces them).
+func ExampleOptions_audit() {
+	keep := map[string]bool{slog.MessageKey: true, "argv": true, "path": true, "change": true,
+		"outcome": true, "exit_code": true, "changes": true, "audit_dropped": true}
+	opts := anywhere
+	opts.TrackChanges = true
+	opts.Audit = slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) > 0 || !keep[a.Key] {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})
+	sb := sandbox.New(opts)
+	sb.Run(context.Background(), sandbox.Command("sh", "-c", "echo hello > greeting.txt"))
+	sb.Close() // hands the handler every event still queued
+	// Output:
+	// {"msg":"run start","path":"sh","argv":["sh","-c","echo hello > greeting.txt"]}
+	// {"msg":"change","path":"greeting.txt","change":"added"}
+	// {"msg":"run end","outcome":"exited","exit_code":0,"changes":1,"audit_dropped":0}
+}

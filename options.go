@@ -310,6 +310,8 @@ func (o *Options) spec(f *compiledFilter) wire.Spec {
 	sp.MaxFileSize = limit(o.MaxFileSize, max(DefaultMaxFileSize, sp.TmpSize, sp.WorkspaceSize))
 	if f != nil {
 		sp.Seccomp, sp.SeccompListen, sp.SeccompKill = f.prog, f.notify, o.SeccompKill
+		// The audit trail lists each refusal (Options.Audit).
+		sp.SeccompEvents = f.notify && o.Audit != nil
 	}
 	switch o.Network {
 	case NetworkAllow:
@@ -377,12 +379,18 @@ func (o *Options) seccompFilter() (*compiledFilter, error) {
 		return nil, optionErr("Options.NoSeccomp", "true", "conflicts with Options.Seccomp; set one")
 	case o.NoSeccomp && o.SeccompKill:
 		return nil, optionErr("Options.SeccompKill", "true", "needs a filter, and Options.NoSeccomp turns it off")
+	case o.AuditExec && o.Audit == nil:
+		return nil, optionErr("Options.AuditExec", "true", "records execs in the audit trail, and Options.Audit is nil")
+	case o.AuditExec && o.NoSeccomp:
+		return nil, optionErr("Options.AuditExec", "true", "needs a filter, which tells of each exec, and Options.NoSeccomp turns it off")
 	case o.NoSeccomp:
 		return nil, nil
+	case o.Seccomp == nil && o.AuditExec:
+		return defaultAuditFilter()
 	case o.Seccomp == nil:
 		return defaultFilter()
 	}
-	return o.Seccomp.compile("Options.Seccomp")
+	return o.Seccomp.compileFor("Options.Seccomp", o.AuditExec)
 }
 
 // limit applies a default to zero and turns negative ("no limit") into 0.

@@ -41,6 +41,8 @@ type Process struct {
 	res    *Result
 	err    error
 	logEnd func(*Result, error)
+	// audit is the run's audit trail; nil without Options.Audit.
+	audit *runAudit
 }
 
 // Start starts cmd in a new sandbox and returns once its program runs.
@@ -90,8 +92,10 @@ func (s *Sandbox) start(ctx context.Context, cmd *Cmd) (*Process, error) {
 	begin := time.Now()
 	p := &Process{done: make(chan struct{})}
 	p.logEnd = func(res *Result, err error) { logRun(s.log, id, cmd, res, err, time.Since(begin)) }
+	p.audit = s.audit.beginRun(ctx, id, cmd, &s.opts)
 	if err := s.startRun(ctx, cmd, p); err != nil {
 		cmd.closeStdinPipe()
+		p.audit.end(nil, err, runFacts{})
 		p.logEnd(nil, err)
 		return nil, err
 	}

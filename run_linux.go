@@ -91,6 +91,9 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		}
 		extra.ProxyChan = r.px.child
 		secrets.serve(r.px.proxy)
+		if p.audit != nil {
+			r.px.proxy.OnRecord = p.audit.connection
+		}
 	}
 
 	r.begin = time.Now()
@@ -102,7 +105,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	} else if r.enter {
 		// The spawner that holds the running sandbox; if it died, the
 		// sandbox died with it, and the call fails.
-		r.h, err = target.sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, 0, target.id)
+		r.h, err = target.sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, 0, target.id, p.audit.onEvents())
 	} else {
 		// A spawner found dead before the request went out is replaced
 		// once; one that dies under a run fails that run.
@@ -110,7 +113,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 			var sp *spawnerClient
 			if sp, err = theSpawner(s.log); err == nil {
 				s.ws.spawned.Store(true)
-				r.h, err = sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, pool, 0)
+				r.h, err = sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, pool, 0, p.audit.onEvents())
 			}
 			if !errors.Is(err, errSpawnerGone) {
 				break
@@ -160,6 +163,8 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	handed = true
 	go func() {
 		res, err := r.finish(p)
+		// Before the run lets go of its session, which Close waits for.
+		p.audit.end(res, err, r.audited)
 		r.cleanUp()
 		p.end(res, err)
 	}()
@@ -185,6 +190,7 @@ type liveRun struct {
 
 	se                *wire.SetupError // the start's failure, when it failed
 	proxyErr, termErr error
+	audited           runFacts // what the run's audit reports of its end besides the Result
 }
 
 // cancel kills the run for its ctx's end.
@@ -241,6 +247,17 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 			p.ended.Store(true)
 		case <-r.ctxDone:
 			r.cancel()
+		case e := <-h.Events: // its own launcher's (InProcess)
+			p.audit.events([]wire.Event{e})
+		}
+	}
+	// Every event came before Done: the ones still queued go first.
+	for queued := true; queued && h.Events != nil; {
+		select {
+		case e := <-h.Events:
+			p.audit.events([]wire.Event{e})
+		default:
+			queued = false
 		}
 	}
 	wall := time.Since(r.begin)
@@ -271,6 +288,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 		res.Denials = append(res.Denials, Denial{Syscall: d.Syscall, Errno: syscall.Errno(d.Errno), Count: d.Count})
 	}
 	res.Violation = exit.Violation
+	r.audited = runFacts{auditExec: s.opts.AuditExec, execs: exit.Execs}
 	if px != nil {
 		res.Connections, res.ConnectionsDropped = px.stop()
 	}

@@ -257,6 +257,10 @@ func (a SeccompAction) check() error {
 		if a.Errno() == 0 {
 			return fmt.Errorf("errno 0 would make the syscall appear to succeed")
 		}
+		if a.isNotify() && a.Errno() == seccomp.ContinueErrno {
+			// The supervisor would let such a syscall run.
+			return fmt.Errorf("errno %d is reserved: the supervisor reads it as a syscall to record and let run (Options.AuditExec)", int(a.Errno()))
+		}
 		if a.Errno() >= maxErrno {
 			// libseccomp refuses MAX_ERRNO itself; keep both compilers alike.
 			return fmt.Errorf("errno %d is not below the kernel's MAX_ERRNO %d", int(a.Errno()), maxErrno)
@@ -275,9 +279,20 @@ type compiledFilter struct {
 
 // compile checks and compiles p.
 func (p *SeccompPolicy) compile(option string) (*compiledFilter, error) {
+	return p.compileFor(option, false)
+}
+
+// compileFor is compile; with auditExec, the filter notifies execve and
+// execveat for the supervisor to record (auditExecs).
+func (p *SeccompPolicy) compileFor(option string, auditExec bool) (*compiledFilter, error) {
 	f, err := p.filter(option)
 	if err != nil {
 		return nil, err
+	}
+	if auditExec {
+		if err := auditExecs(&f, option); err != nil {
+			return nil, err
+		}
 	}
 	prog, err := seccomp.CompileForBuild(f)
 	if err != nil {
@@ -287,7 +302,7 @@ func (p *SeccompPolicy) compile(option string) (*compiledFilter, error) {
 	if err != nil {
 		return nil, optionErr(option, "", "%v", err)
 	}
-	cf := &compiledFilter{prog: b, notify: p.Default.isNotify() || p.Unknown.isNotify()}
+	cf := &compiledFilter{prog: b, notify: auditExec || p.Default.isNotify() || p.Unknown.isNotify()}
 	for _, r := range p.Rules {
 		cf.notify = cf.notify || r.Action.isNotify()
 	}
@@ -336,7 +351,8 @@ func (cf *compiledFilter) allows(option string, calls []syscallOn, why string) e
 			continue // not a syscall of this architecture
 		}
 		a, err := ev.Decide(seccomp.Data{Nr: nr, Arch: seccomp.NativeArch, Args: [6]uint64{c.arg0}})
-		if err == nil && a != seccomp.Allow && a != seccomp.Log {
+		// An audited exec runs once the supervisor has recorded it.
+		if err == nil && a != seccomp.Allow && a != seccomp.Log && a != seccomp.NotifyContinue() {
 			err = fmt.Errorf("refuses %s (%s), %s; allow it", c.name, SeccompAction(a), why)
 		}
 		if err != nil {
@@ -353,4 +369,10 @@ const initConnFdArg = 3
 // defaultFilter is the default policy, compiled once per process.
 var defaultFilter = sync.OnceValues(func() (*compiledFilter, error) {
 	return DefaultSeccompPolicy().compile("DefaultSeccompPolicy()")
+})
+
+// defaultAuditFilter is the default policy with its execs audited
+// (Options.AuditExec), compiled once per process.
+var defaultAuditFilter = sync.OnceValues(func() (*compiledFilter, error) {
+	return DefaultSeccompPolicy().compileFor("DefaultSeccompPolicy()", true)
 })

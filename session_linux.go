@@ -358,6 +358,8 @@ func (s *Sandbox) Close() error {
 		s.live.stop(fmt.Errorf("sandbox: %w", ErrClosed))
 	}
 	err := s.ws.close()
+	// Once every run has ended: the trail's last events are queued.
+	s.audit.close()
 	// After the runs, whose proxies used it.
 	s.secrets.close()
 	return err

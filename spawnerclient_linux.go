@@ -184,7 +184,10 @@ func startSpawner() (*spawnerClient, error) {
 //
 // With enter, the spawner's id of a live sandbox's init, the run is a
 // process entering that sandbox (wire.Request.Enter) instead.
-func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*os.File, extra launch.Files, owner string, pool int, enter uint64) (*launch.Handle, error) {
+//
+// events, if set, hears the events of the run's supervisor as they come
+// (launch.Handle.OnEvents).
+func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*os.File, extra launch.Files, owner string, pool int, enter uint64, events func([]wire.Event)) (*launch.Handle, error) {
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -197,6 +200,7 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	// does nothing, and the run's Exited reply says how it ended.
 	h.Signal = func(sig unix.Signal) error { return c.send(wire.Request{ID: id, Signal: int(sig)}, nil) }
 	h.ID = id
+	h.OnEvents = events
 	run := &clientRun{h: h, accepted: make(chan struct{})}
 	c.runs[id] = run
 	c.mu.Unlock()
@@ -329,7 +333,7 @@ func (c *spawnerClient) send(req wire.Request, fds []int) error {
 
 // readLoop delivers the spawner's replies until it goes away.
 func (c *spawnerClient) readLoop() error {
-	buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(4))
+	buf, oob := make([]byte, wire.MaxReply), make([]byte, unix.CmsgSpace(4))
 	for {
 		var n, oobn int
 		var rerr error
@@ -397,6 +401,10 @@ func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
 		return
 	}
 	switch r.Kind {
+	case wire.Events:
+		if run.h.OnEvents != nil {
+			run.h.OnEvents(r.Events)
+		}
 	case wire.Accepted:
 		close(run.accepted)
 	case wire.Started, wire.Failed:

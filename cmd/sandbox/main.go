@@ -5,6 +5,7 @@
 // Usage:
 //
 //	sandbox run [flags] -- COMMAND [ARG...]
+//	sandbox mcp [flags]
 //	sandbox probe [--json]
 //	sandbox policy export
 //	sandbox help [COMMAND]
@@ -31,6 +32,13 @@
 // --no-tty pipes): "sandbox run -- bash" is an interactive shell with job
 // control. The tool's terminal is raw meanwhile and is put back exactly as
 // it was.
+//
+// "sandbox mcp" serves the Model Context Protocol, over stdio or, with
+// --http ADDR, streamable HTTP: each MCP session gets a sandbox session of
+// its own, whose tools run commands and code, read and write its
+// workspace, take and restore snapshots and, with --live, start, list and
+// signal background processes. It takes run's limit, network and seccomp
+// flags; "sandbox help mcp" lists its tools and flags.
 //
 // The exit status of "sandbox run" is the program's own exit status; 128+N
 // when a signal N killed it; 137 (128+SIGKILL) when the OOM killer ended it
@@ -67,6 +75,7 @@ refuses the syscalls only an attacker needs (--seccomp, --seccomp-kill).
 
 Usage:
   sandbox run [flags] -- COMMAND [ARG...]   run COMMAND in a new sandbox
+  sandbox mcp [flags]                       serve the Model Context Protocol (stdio, or --http ADDR)
   sandbox probe [--json]                    report what this host provides
   sandbox policy export                     print the default seccomp policy as OCI JSON
   sandbox help [COMMAND]                    show this text, or a command's flags
@@ -76,7 +85,12 @@ it ran out of --memory; 159 if --seccomp-kill ended it; 124 on --timeout; 126/12
 executable/not found in the sandbox; 125 if the sandbox failed or the
 command line was wrong.
 
-Run "sandbox help run" for the flags of run.
+"sandbox mcp" serves the Model Context Protocol: an agent's tools (run,
+run_code, read_file, write_file, list_files, delete_file, snapshot, restore,
+reset; with --live also start_process, list_processes, signal_process) run
+in a sandbox session per MCP session.
+
+Run "sandbox help run" for the flags of run, "sandbox help mcp" for mcp's.
 `
 
 // streams are the tool's standard streams, replaceable in tests.
@@ -101,6 +115,8 @@ func cli(args []string, s streams) int {
 		return runMain(rest, s)
 	case "probe":
 		return probeMain(rest, s)
+	case "mcp":
+		return mcpMain(rest, s)
 	case "policy":
 		return policyMain(rest, s)
 	case "help", "-h", "-help", "--help":
@@ -130,6 +146,8 @@ func helpMain(args []string, s streams) int {
 		printRunUsage(s.stdout, newRunFlags())
 	case "probe":
 		printProbeUsage(s.stdout, newProbeFlags())
+	case "mcp":
+		printMCPUsage(s.stdout, newMCPFlags())
 	case "policy":
 		fmt.Fprint(s.stdout, policyUsage)
 	default:

@@ -171,39 +171,13 @@ func parseRun(args []string) (*runConfig, error) {
 	case f.noTTY:
 		tty = ttyNone
 	}
-	given := map[string]string{}
-	f.fs.Visit(func(fl *flag.Flag) {
-		if slices.Contains(limitFlags, fl.Name) || fl.Name == "ca-certs" {
-			given[fl.Name] = fl.Value.String()
-		}
-	})
-	policy := sandbox.EnforceLimits
-	if f.bestEffort {
-		policy = sandbox.BestEffortLimits
-	}
+	opts := f.options()
+	// One invocation is one run: without --workspace there is no state
+	// to keep for a next one.
+	opts.FreshWorkspace = f.workspace == ""
+	opts.InProcess = true // a small, short-lived process: no spawner needed
 	return &runConfig{
-		opts: sandbox.Options{
-			Rootfs:        string(f.rootfs),
-			Workspace:     string(f.workspace),
-			WorkspaceSize: f.workspaceSize,
-			// One invocation is one run: without --workspace there
-			// is no state to keep for a next one.
-			FreshWorkspace: f.workspace == "",
-			TmpSize:        f.tmpSize,
-			MaxFileSize:    f.maxFileSize,
-			Binds:          f.binds.binds(),
-			Memory:         f.memory,
-			CPUs:           f.cpus,
-			Pids:           f.pids,
-			LimitPolicy:    policy,
-			InProcess:      true, // a small, short-lived process: no spawner needed
-			Seccomp:        f.seccomp.policy,
-			NoSeccomp:      f.seccomp.unconfined(),
-			SeccompKill:    f.seccompKill,
-			Network:        f.net.mode,
-			Egress:         f.net.egress,
-			TrustedCAs:     f.caCerts.data,
-		},
+		opts:    opts,
 		args:    f.fs.Args(),
 		env:     f.env,
 		dir:     f.dir,
@@ -211,10 +185,51 @@ func parseRun(args []string) (*runConfig, error) {
 		json:    f.json,
 		verbose: f.verbose,
 		binds:   f.binds.specs,
-		given:   given,
+		given:   givenFlags(f.fs),
 		seccomp: f.seccomp,
 		tty:     tty,
 	}, nil
+}
+
+// options are the sandbox.Options the flags set. "sandbox run" and
+// "sandbox mcp" both build theirs here, so that a flag for an option
+// serves both commands; each then sets what is its own (InProcess,
+// FreshWorkspace, Live, TrackChanges).
+func (f *runFlags) options() sandbox.Options {
+	policy := sandbox.EnforceLimits
+	if f.bestEffort {
+		policy = sandbox.BestEffortLimits
+	}
+	return sandbox.Options{
+		Rootfs:        string(f.rootfs),
+		Workspace:     string(f.workspace),
+		WorkspaceSize: f.workspaceSize,
+		TmpSize:       f.tmpSize,
+		MaxFileSize:   f.maxFileSize,
+		Binds:         f.binds.binds(),
+		Memory:        f.memory,
+		CPUs:          f.cpus,
+		Pids:          f.pids,
+		LimitPolicy:   policy,
+		Seccomp:       f.seccomp.policy,
+		NoSeccomp:     f.seccomp.unconfined(),
+		SeccompKill:   f.seccompKill,
+		Network:       f.net.mode,
+		Egress:        f.net.egress,
+		TrustedCAs:    f.caCerts.data,
+	}
+}
+
+// givenFlags returns the limit flags and --ca-certs set in fs as they
+// were typed, by name, for messages about them.
+func givenFlags(fs *flag.FlagSet) map[string]string {
+	given := map[string]string{}
+	fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(limitFlags, fl.Name) || fl.Name == "ca-certs" {
+			given[fl.Name] = fl.Value.String()
+		}
+	})
+	return given
 }
 
 // printRunUsage prints the synopsis and flags of "sandbox run".

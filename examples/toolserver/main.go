@@ -85,6 +85,16 @@
 // request. A session whose replica was drained or restarted has ended:
 // requests for it get 404 saying so.
 //
+// # Audit trail
+//
+// With -audit FILE, every sandbox the server makes (a request's, a
+// session's, the pooled one) writes its audit trail (sandbox.Options.Audit)
+// to FILE, appended to as JSON lines: each run's start with its command and
+// limits, its end with its outcome, each connection its proxy allowed or
+// refused, each syscall its filter refused. The program in the sandbox
+// cannot reach the file, and what it chooses (a host, a path) is escaped
+// in the lines it appears in.
+//
 // At start it runs "true" in a sandbox with the default limits, and fails if
 // that fails: on a host without a writable cgroup (an unprivileged user on a
 // cgroup v1 host, or without a delegated v2 subtree) unless given
@@ -126,6 +136,8 @@ type config struct {
 	maxSessions          int
 	maxIdle, maxLifetime time.Duration
 	replica, peerURL     string
+	// audit is the file of the audit trail (audit.go); empty: none.
+	audit string
 }
 
 func main() {
@@ -175,6 +187,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.maxLifetime, "max-lifetime", time.Hour, "the longest max_lifetime a session may ask for, and its default")
 	fs.StringVar(&c.replica, "replica", "", "this replica's `NAME`, a DNS label that session ids carry (default: $POD_NAME, else $HOSTNAME, else the host name, up to its first dot)")
 	fs.StringVar(&c.peerURL, "peer-url", "", "`URL` of another replica, {replica} standing for its name, e.g. http://{replica}.toolserver-peers:8080: requests for its sessions are forwarded there (empty: such requests get 404)")
+	fs.StringVar(&c.audit, "audit", "", "append the audit trail of every sandbox (runs, connections, refused syscalls) to `FILE` as JSON lines")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -250,7 +263,14 @@ func newLogger(format string) *slog.Logger {
 func serve(cfg *config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	s := newServer(cfg, log)
+	trail, trailFile, err := openAudit(cfg.audit)
+	if err != nil {
+		return err
+	}
+	if trailFile != nil {
+		defer trailFile.Close() // after s.close, deferred below: the Sandboxes flush into it as they close
+	}
+	s := newServer(cfg, log, trail)
 	defer s.close()
 	if err := s.selfTest(); err != nil {
 		return err

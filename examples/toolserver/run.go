@@ -84,6 +84,7 @@ func (s *server) options(l limitSet, egress []string, log *slog.Logger) sandbox.
 		OutputLimit:    l.output,
 		SeccompKill:    l.seccompKill,
 		Logger:         log,
+		Audit:          s.audit,
 	}
 	if s.cfg.bestEffort {
 		o.LimitPolicy = sandbox.BestEffortLimits

@@ -36,6 +36,8 @@ type server struct {
 	pooled *sandbox.Sandbox
 	// sessions are the live sandboxes clients keep across requests.
 	sessions sessionTable
+	// audit receives the audit trail of every Sandbox (-audit); nil: none.
+	audit slog.Handler
 }
 
 var (
@@ -43,8 +45,8 @@ var (
 	errShuttingDown = errors.New("the server is shutting down")
 )
 
-func newServer(cfg *config, log *slog.Logger) *server {
-	s := &server{cfg: cfg, log: log, metrics: newMetrics(), languages: hostLanguages(),
+func newServer(cfg *config, log *slog.Logger, audit slog.Handler) *server {
+	s := &server{cfg: cfg, log: log, audit: audit, metrics: newMetrics(), languages: hostLanguages(),
 		slots: make(chan struct{}, cfg.maxConcurrent), reading: make(chan struct{}, cfg.maxConcurrent+cfg.maxQueue)}
 	s.stopping, s.drain = context.WithCancel(context.Background())
 	s.sessions = sessionTable{byID: map[string]*session{}, ended: map[string]string{}}

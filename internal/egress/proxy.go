@@ -132,6 +132,12 @@ type Proxy struct {
 	Authority     *Authority
 	UpstreamRoots *x509.CertPool
 
+	// OnRecord, if set, hears of each attempt as it is recorded, the
+	// ones Report keeps only (not those past ReportLimit), in the order
+	// they were recorded. It is called with the report's lock held: it
+	// must not block, nor call the Proxy's methods.
+	OnRecord func(Connection)
+
 	cpu *cpuBudget // the work budget; nil without CPUs
 
 	// hostAddrs lists the host's addresses; nil means its interfaces'.
@@ -325,6 +331,9 @@ func (p *Proxy) record(c Connection) {
 		return
 	}
 	p.report = append(p.report, c)
+	if p.OnRecord != nil {
+		p.OnRecord(c)
+	}
 }
 
 // clip shortens s to at most n bytes, marking the cut.

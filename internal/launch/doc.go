@@ -6,8 +6,10 @@
 // sandbox's plan (internal/recipe), clones the init with it
 // (internal/forkplan), writes its id maps and lets it go, then reads its
 // verdict: the program runs, or the step that failed. It answers the
-// filter's notifications while the run lasts (the seccomp supervisor),
-// reaps the init and reports how it ended and what it used. A prepared
+// filter's notifications while the run lasts (the seccomp supervisor,
+// which also tells the caller's audit trail of each refusal and, with
+// exec auditing, each exec, as it happens: Handle.Events), reaps the init
+// and reports how it ended and what it used. A prepared
 // init, for the spawner's pool, builds its sandbox and waits for its
 // program. The messages are internal/wire's (init.go).
 //
@@ -18,5 +20,6 @@
 //   - prepared_linux.go, program_linux.go: prepared inits and how their
 //     program reaches them
 //   - limits_linux.go: the run's cgroup, or rlimits in its place
-//   - supervise_linux.go: the seccomp supervisor
+//   - supervise_linux.go: the seccomp supervisor, and the audit events it
+//     sends
 package launch

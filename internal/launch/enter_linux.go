@@ -13,6 +13,7 @@ import (
 	"github.com/fumehood/sandbox/internal/cgroup"
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/recipe"
+	"github.com/fumehood/sandbox/internal/seccomp"
 	"github.com/fumehood/sandbox/internal/sysutil"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
@@ -177,7 +178,7 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	}
 	pid, ok := readEntrantPid(syncP)
 	if !ok {
-		_, _, se := readVerdict(parent, plan)
+		_, _, se := readVerdict(parent, plan, nil)
 		if se == nil || se.Op == wire.OpInitDied {
 			se = &wire.SetupError{Stage: "enter", Op: wire.OpInitDied, Text: fmt.Sprintf("the process entering the live sandbox ended before it ran (wait status %#x)", uint32(fws))}
 		}
@@ -202,20 +203,22 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	h.Pid = pid
 	h.InnerPid = innerPid(pid)
 	h.Signal = func(sig unix.Signal) error { return e.signal(sig, false) }
+	if cfg.SeccompEvents {
+		h.Events = make(chan wire.Event, eventsBuffer)
+	}
 	closeParent = false
 	teardown.Add(1)
 	go func() {
 		defer teardown.Done()
 		var sv *supervisor
-		l, term, se := readVerdict(parent, plan)
-		h.Term = term
-		if l != nil {
+		_, term, se := readVerdict(parent, plan, func(l *seccomp.Listener) {
 			var kill func()
 			if cfg.SeccompKill {
 				kill = h.Kill
 			}
-			sv = supervise(l, cfg.Seccomp, kill)
-		}
+			sv = supervise(l, cfg.Seccomp, kill, h.Events)
+		})
+		h.Term = term
 		if se != nil {
 			recipe.NameProgram(se, &cfg.Program)
 		}

@@ -36,6 +36,15 @@ type Handle struct {
 	// nil Ready value is sent; whoever receives that value owns it.
 	Term *os.File
 
+	// Events receives, with Spec.SeccompEvents, each refusal and exec
+	// the run's supervisor saw, as it happens (see supervise), every one
+	// before Done's value; nil otherwise. In the caller's Handle of a run
+	// the spawner serves, OnEvents hears them instead, as the spawner's
+	// Events replies arrive, each before Done's value; it is called from
+	// the reader of every run's replies, and must not block.
+	Events   chan wire.Event
+	OnEvents func([]wire.Event)
+
 	// Reported is closed by the spawner once it has told the caller of
 	// Done; the teardown of a run it serves waits for it (see Launch).
 	Reported chan struct{}
@@ -146,6 +155,9 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 			h.live = h.holdable
 		}
 	}
+	if cfg.SeccompEvents {
+		h.Events = make(chan wire.Event, eventsBuffer)
+	}
 	sg := &signaler{init: proc, kill: h.Kill}
 	h.Signal = sg.signal
 	if cfg.Prepare {
@@ -173,15 +185,13 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 		}
 		var sv *supervisor
 		if se == nil {
-			var l *seccomp.Listener
-			l, h.Term, se = readVerdict(parent, plan)
-			if l != nil {
+			_, h.Term, se = readVerdict(parent, plan, func(l *seccomp.Listener) {
 				var kill func()
 				if cfg.SeccompKill {
 					kill = h.Kill
 				}
-				sv = supervise(l, cfg.Seccomp, kill)
-			}
+				sv = supervise(l, cfg.Seccomp, kill, h.Events)
+			})
 			recipe.NameProgram(se, given)
 		}
 		h.Ready <- se

@@ -22,7 +22,11 @@ import (
 // a write of its report failing for want of memory) shows as a reset
 // connection, or as EOF before a mark: that is a SetupError with Op
 // wire.OpInitDied, which the caller explains with the init's exit.
-func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *os.File, *wire.SetupError) {
+//
+// served, if set, is given the listener as soon as it arrives, to serve
+// it: the init's exec of the exec shim, which comes before EOF, waits for
+// an answer when the filter notifies execs (Spec.SeccompEvents).
+func readVerdict(conn *os.File, plan *forkplan.Plan, served func(*seccomp.Listener)) (*seccomp.Listener, *os.File, *wire.SetupError) {
 	var (
 		marked   bool // the init sent the mark that ends its setup
 		reply    []byte
@@ -71,6 +75,9 @@ func readVerdict(conn *os.File, plan *forkplan.Plan) (*seccomp.Listener, *os.Fil
 			}
 			if err != nil {
 				return fail(&wire.SetupError{Stage: "seccomp", Op: "take listener", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
+			}
+			if served != nil {
+				served(listener)
 			}
 		}
 		if n == 0 {

@@ -382,3 +382,13 @@ func checkAction(a Action) error {
 // Notify returns the action that stops the syscall for the supervisor,
 // which answers with e.
 func Notify(e syscall.Errno) Action { return UserNotif | Action(uint32(e)&0xffff) }
+
+// ContinueErrno is the errno that no policy may give a refusal (a
+// policy's actions are checked against it): a notification carrying it
+// is not a refusal but a syscall the supervisor records and lets run
+// (Continue), as an audited execve is.
+const ContinueErrno = maxErrno - 1
+
+// NotifyContinue is the action that stops the syscall for the supervisor,
+// which records it and lets it run.
+func NotifyContinue() Action { return Notify(ContinueErrno) }

@@ -135,7 +135,18 @@ func (l *Listener) Receive() (Notification, error) {
 // Refuse answers notification id: the syscall fails with e. ENOENT means
 // the task is already gone (killed while it waited), which callers ignore.
 func (l *Listener) Refuse(id uint64, e syscall.Errno) error {
-	resp := response{ID: id, Error: -int32(e)}
+	return l.send(response{ID: id, Error: -int32(e)})
+}
+
+// Continue answers notification id: the syscall runs as if the filter had
+// allowed it (SECCOMP_USER_NOTIF_FLAG_CONTINUE, Linux 5.5). ENOENT means
+// the task is already gone.
+func (l *Listener) Continue(id uint64) error {
+	return l.send(response{ID: id, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE})
+}
+
+// send hands the kernel the answer to a notification.
+func (l *Listener) send(resp response) error {
 	var serr error
 	err := l.rc.Control(func(fd uintptr) {
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
@@ -147,6 +158,20 @@ func (l *Listener) Refuse(id uint64, e syscall.Errno) error {
 		err = serr
 	}
 	return err
+}
+
+// Valid says whether notification id still waits for its answer: that its
+// task has not died meanwhile, so that what was read of the task (its
+// memory, by its pid) was read of the task that made the syscall.
+func (l *Listener) Valid(id uint64) bool {
+	var serr error
+	err := l.rc.Control(func(fd uintptr) {
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id)))
+		if errno != 0 {
+			serr = errno
+		}
+	})
+	return err == nil && serr == nil
 }
 
 // Close releases the listener; a Receive in progress returns.

@@ -325,8 +325,42 @@ func report(id uint64, h *launch.Handle, reply func(wire.Reply, ...int), started
 			started()
 		}
 	}
-	exit := <-h.Done
+	var exit wire.Exit
+	for done := false; !done; {
+		select {
+		case e := <-h.Events:
+			sendEvents(id, e, h.Events, reply)
+		case exit = <-h.Done:
+			done = true
+		}
+	}
+	// Every event came before Done: the ones still queued go first.
+	select {
+	case e := <-h.Events:
+		sendEvents(id, e, h.Events, reply)
+	default:
+	}
 	exit.Pooled = pooled
 	reply(wire.Reply{ID: id, Kind: wire.Exited, Exit: &exit})
 	close(h.Reported)
+}
+
+// sendEvents tells the caller of e and of the events queued behind it,
+// in replies of at most wire.EventsPerReply.
+func sendEvents(id uint64, e wire.Event, events chan wire.Event, reply func(wire.Reply, ...int)) {
+	batch, size := []wire.Event{e}, e.Size()
+	for {
+		select {
+		case e := <-events:
+			if size+e.Size() > wire.EventsPerReply {
+				reply(wire.Reply{ID: id, Kind: wire.Events, Events: batch})
+				batch, size = nil, 0
+			}
+			batch, size = append(batch, e), size+e.Size()
+			continue
+		default:
+		}
+		reply(wire.Reply{ID: id, Kind: wire.Events, Events: batch})
+		return
+	}
 }

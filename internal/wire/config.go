@@ -90,6 +90,11 @@ type Spec struct {
 	Seccomp       []byte
 	SeccompListen bool
 	SeccompKill   bool
+	// SeccompEvents makes the supervisor also report each refusal it
+	// answers, and each exec the filter notifies it of (Seccomp then
+	// notifies execve and execveat with seccomp.ContinueErrno), as it
+	// happens: Reply{Events}, for the caller's audit trail.
+	SeccompEvents bool
 
 	// HostNetwork keeps the launcher's network namespace (NetworkHostUnsafe).
 	HostNetwork bool
@@ -126,6 +131,7 @@ func (s *Spec) Equal(t *Spec) bool {
 		s.CgroupParent == t.CgroupParent && s.BestEffort == t.BestEffort && s.MaxFileSize == t.MaxFileSize &&
 		s.IOReadBPS == t.IOReadBPS && s.IOWriteBPS == t.IOWriteBPS &&
 		sameBytes(s.Seccomp, t.Seccomp) && s.SeccompListen == t.SeccompListen && s.SeccompKill == t.SeccompKill &&
+		s.SeccompEvents == t.SeccompEvents &&
 		s.HostNetwork == t.HostNetwork && s.ProxyPort == t.ProxyPort &&
 		(s.Terminal == nil) == (t.Terminal == nil) && (s.Terminal == nil || *s.Terminal == *t.Terminal) &&
 		sameBytes(s.TrustedCAs, t.TrustedCAs)

@@ -20,6 +20,10 @@ import "time"
 //	                                        ←  Reply{ID, Started} or Reply{ID, Failed, Err};
 //	                                           a run with a terminal: Reply{ID, Started,
 //	                                           Terminal} + SCM_RIGHTS(the pty's master)
+//	                                        ←  Reply{ID, Events} any number of times, with
+//	                                           Spec.SeccompEvents: the refusals and execs of
+//	                                           the run's supervisor as they happen, each
+//	                                           reply below MaxReply, all before its Exited
 //	Request{ID, Enter: L, Spec, Program}    →  (a live sandbox's call) starts Program in the
 //	  + SCM_RIGHTS(0,1,2)                      running sandbox of the run L, whose Program has
 //	                                           Hold, as a process entering it (launch.Enter)
@@ -100,6 +104,7 @@ const (
 	Exited   = "exited"   // the sandbox's init has been reaped
 	Synced   = "synced"   // the Sync request ID is done
 	Warning  = "warning"  // Text is for the Logger of the Sandbox named Owner (of every one when empty)
+	Events   = "events"   // Events lists what the run's supervisor saw since the last (Spec.SeccompEvents)
 )
 
 // Reply is a message from the spawner to the caller.
@@ -119,6 +124,10 @@ type Reply struct {
 	// namespace, and InnerPid in the sandbox's (1 but for an entrant).
 	Pid      int `json:",omitempty"`
 	InnerPid int `json:",omitempty"`
+	// Events are an Events reply's, in the order they happened; the
+	// spawner sends them before the run's Exited, and keeps each reply
+	// below MaxReply.
+	Events []Event `json:",omitempty"`
 }
 
 // Exit is how the sandbox's init ended and what it used.
@@ -150,7 +159,46 @@ type Exit struct {
 	// Violation names the one that ended the run under SeccompKill.
 	Denials   []Denial `json:",omitempty"`
 	Violation string   `json:",omitempty"`
+
+	// Execs counts the programs executed that the supervisor was told
+	// of (Spec.SeccompEvents with an audited exec; an attempt whose path
+	// named no file is not one), and EventsUnsent the events of the run
+	// it did not report: past MaxEvents, or while the events waiting to
+	// be sent were at their bound.
+	Execs        int `json:",omitempty"`
+	EventsUnsent int `json:",omitempty"`
 }
+
+// MaxEvents is the most events (refusals and execs, each kind) the
+// supervisor of one run reports; past them it only counts.
+const MaxEvents = 1000
+
+// MaxEventPath is the most bytes of an exec's path an Event carries.
+const MaxEventPath = 512
+
+// Event is one thing the supervisor of a run saw, as it happened: a
+// syscall the filter refused, or a program executed.
+type Event struct {
+	Exec    bool   `json:",omitempty"` // an exec (execve or execveat); else a refusal
+	Syscall string `json:",omitempty"` // the refused syscall's name, or the exec's
+	Errno   int    `json:",omitempty"` // what the refusal answered
+	Pid     int    `json:",omitempty"` // the process, in the sandbox's PID namespace; 0 if it was gone
+	Time    int64  // when the supervisor took it, in Unix nanoseconds
+	// Path is the exec's path (clipped to MaxEventPath) as it was in
+	// the process's memory when the supervisor read it, and Dirfd, for
+	// an execveat, the directory it is relative to (or the file itself,
+	// with an empty Path).
+	Path  string `json:",omitempty"`
+	Dirfd int    `json:",omitempty"`
+}
+
+// Size bounds e's length in JSON: its fixed part, and its text were every
+// byte escaped (\u00XX), as a program may choose its path's bytes.
+func (e *Event) Size() int { return 160 + 6*(len(e.Syscall)+len(e.Path)) }
+
+// EventsPerReply bounds the Size of the events one Events reply carries,
+// so that with its envelope it stays below MaxReply.
+const EventsPerReply = MaxReply - 1024
 
 // Denial is one refused syscall and how often it was refused.
 type Denial struct {
@@ -169,6 +217,12 @@ type Limit struct {
 
 // MaxMessage is the largest message on the spawner's socket.
 const MaxMessage = 1 << 20
+
+// MaxReply is the largest Reply: what the caller reads each into. It is
+// below the send buffer the spawner's socket has at Linux's default
+// (net.core.wmem_default, 208 KiB), and above the largest Exit and the
+// largest Events reply.
+const MaxReply = 128 << 10
 
 // SpawnerConnFd is the spawner's end of its socket pair with the caller.
 const SpawnerConnFd = 3

@@ -18,8 +18,25 @@ import (
 // that descend from this process: what the test's own sandboxes run, and
 // nothing of other programs' sandboxes on the host.
 func OwnPrograms(name string) []int {
+	var pids []int
+	for pid, p := range Descendants() {
+		if p.Comm == name {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Proc is a process as /proc/PID/stat shows it.
+type Proc struct {
+	Comm  string
+	Alive bool // not a zombie: a zombie has ended, and is only not yet reaped
+}
+
+// Descendants returns the processes beneath this one, by pid.
+func Descendants() map[int]Proc {
 	parent := map[int]int{}
-	comm := map[int]string{}
+	procs := map[int]Proc{}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, dir := range dirs {
 		pid, err := strconv.Atoi(filepath.Base(dir))
@@ -42,22 +59,22 @@ func OwnPrograms(name string) []int {
 		if _, err := fmt.Sscan(s[end+1:], &state, &ppid); err != nil {
 			continue
 		}
-		parent[pid], comm[pid] = ppid, s[open+1:end]
+		parent[pid], procs[pid] = ppid, Proc{Comm: s[open+1 : end], Alive: state != "Z"}
 	}
 	self := os.Getpid()
-	var pids []int
-	for pid, c := range comm {
-		if c != name {
-			continue
-		}
+	for pid := range procs {
+		mine := false
 		for p := parent[pid]; p > 1; p = parent[p] {
 			if p == self {
-				pids = append(pids, pid)
+				mine = true
 				break
 			}
 		}
+		if !mine {
+			delete(procs, pid)
+		}
 	}
-	return pids
+	return procs
 }
 
 // RequirePython skips the test where this host cannot run a sandbox, or
