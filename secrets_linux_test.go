@@ -16,6 +16,7 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -625,4 +626,55 @@ func TestSecretAuthorityRenewed(t *testing.T) {
 // egressAuthority makes an authority for rs's secrets that ends in d.
 func egressAuthority(rs runSecrets, d time.Duration) (*egress.Authority, error) {
 	return egress.NewAuthority(rs.secrets, d)
+}
+
+// lockedBuffer is a bytes.Buffer safe for a handler's goroutine and the
+// test's.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSecretNotInAuditTrail: the audit trail records a secret's refusal
+// by its name, and holds its value nowhere.
+func TestSecretNotInAuditTrail(t *testing.T) {
+	requireSandbox(t)
+	if !installedUnderUsr("curl") {
+		t.Skip("curl is not installed under /usr/bin or /bin")
+	}
+	ss := newSecretSetup(t)
+	var trail lockedBuffer
+	opts := ss.opts
+	opts.Audit = slog.NewJSONHandler(&trail, nil)
+	s := newTest(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	script := `for u in "$@"; do curl -sS -o /dev/null -w "%{http_code}\n" -H "Authorization: Bearer $API_KEY" "$u"; done`
+	res, err := s.Run(ctx, Command("/bin/sh", "-c", script, "sh", ss.apiTLSURL, ss.otherPlainURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Stdout); got != "200\n403\n" {
+		t.Errorf("statuses %q, want 200 to the secret's host and 403 elsewhere; stderr: %s", got, res.Stderr)
+	}
+	s.Close()
+	out := trail.String()
+	if strings.Contains(out, ss.value) {
+		t.Errorf("the audit trail holds the value:\n%s", out)
+	}
+	if !strings.Contains(out, "placeholder of secret API_KEY") {
+		t.Errorf("the audit trail does not name the refused secret:\n%s", out)
+	}
 }
