@@ -289,22 +289,22 @@
 // tunnel), signed by a certificate authority made for the Sandbox at its
 // first run (ECDSA P-256, in the caller's memory only, valid for 7 days,
 // or a live sandbox's Options.MaxLifetime where that is longer; a Sandbox
-// that is not live makes a new one a day before it ends), and the proxy makes its
-// own TLS connection to the real server, verified against the system's
-// roots and [Options.TrustedCAs] as any client would. The authority's
-// certificate is added to the sandbox's trust store as TrustedCAs are;
-// it is constrained (critical name constraints) to the secrets' host
-// names (and, as DNS name constraints work, names beneath them) and no IP
-// address, and the proxy signs a leaf only for the
-// host a CONNECT names, and only for a TLS handshake that asks for that
-// host. CONNECTs to every other host stay untouched tunnels. [Sandbox.Close]
+// that is not live makes a new one a day before it ends), and the proxy
+// makes its own TLS connection to the real server, verified against the
+// system's roots and [Options.TrustedCAs] as any client would. The
+// authority's certificate is added to the sandbox's trust store as
+// TrustedCAs are; it is constrained (critical name constraints) to the
+// secrets' host names (and, as DNS name constraints work, names beneath
+// them) and no IP address, and the proxy signs a leaf only for the host a
+// CONNECT names, and only for a TLS handshake that asks for that host.
+// CONNECTs to every other host stay untouched tunnels. [Sandbox.Close]
 // drops the authority's key; a new Sandbox has a new authority.
 //
 // A request that carries a placeholder (in a header or its target) to a
 // host its secret is not bound to is refused with 403 and listed in
 // [Result.Connections] with a reason naming the secret by Name (a live
-// sandbox's calls have no Connections: its proxy serves them all). Where the
-// proxy cannot see, inside TLS to a host no secret is bound to, the
+// sandbox's calls have no Connections: its one proxy serves them all).
+// Where the proxy cannot see, inside TLS to a host no secret is bound to, the
 // program can send a placeholder anywhere the allowlist lets it go; that
 // leaks only the placeholder, which is worth nothing outside the
 // sandbox's proxy. Only headers are rewritten: a placeholder in a URL or
@@ -313,11 +313,11 @@
 // The value never reaches the sandbox: requests to a secret's hosts ask
 // for an unencoded response (Accept-Encoding: identity; a response
 // encoded anyway is refused with 502), and every value is replaced by its
-// placeholder in the status line, header names and values and body of their
-// responses (a scrubbed body is re-framed chunked). A host that hands the
-// value back transformed (base64, split, compressed despite the request)
-// is beyond what the scrubber can recognise; bind a secret only to hosts
-// you trust with it. The value is never put in a Result, error or log.
+// placeholder in the status line, the header names and values and the
+// body of their responses (a scrubbed body is re-framed chunked). A host
+// that hands the value back transformed (base64, split, inside a
+// compressed file) is beyond what the scrubber can recognise; bind a
+// secret only to hosts you trust with it. The value is never put in a Result, error or log.
 // Terminating TLS costs the caller: each terminated tunnel's handshakes
 // are charged to the run's proxy CPU budget, and it holds at most about
 // 160 KiB more than a plain connection (egress.MaxInterceptMemory; about
