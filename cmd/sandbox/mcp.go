@@ -63,7 +63,7 @@ Flags:
 // --workspace, ...) describe one command line's run, not a session's.
 var mcpRunFlags = []string{
 	"ro-bind", "bind", "rootfs", "env", "memory", "cpus", "pids", "tmp-size", "workspace-size",
-	"max-file-size", "best-effort", "seccomp", "seccomp-kill", "net", "ca-certs",
+	"max-file-size", "best-effort", "seccomp", "seccomp-kill", "net", "ca-certs", "secret",
 }
 
 // Defaults of the flags of "sandbox mcp".

@@ -46,6 +46,7 @@ type runFlags struct {
 
 	tty, noTTY bool
 	caCerts    pemFile
+	secrets    secretFlag
 }
 
 // limitFlags are the flags whose values runConfig.given keeps as typed, for
@@ -119,6 +120,12 @@ func newRunFlags() *runFlags {
 	f.fs.Var(&f.caCerts, "ca-certs",
 		"trust the PEM certificates in `FILE` (a corporate or test CA) besides the\n"+
 			"host's CA store: every CA bundle in the sandbox's /etc lists them too")
+	f.fs.Var(&f.secrets, "secret",
+		"give the program a placeholder in the environment variable `NAME=HOST[,HOST...]`,\n"+
+			"which the --net allow proxy replaces with the value of this tool's own\n"+
+			"environment variable NAME in the request headers it sends to HOSTs (names\n"+
+			"--net allows; HTTPS to them is terminated by the proxy): the program never\n"+
+			"holds the value; repeatable")
 	return f
 }
 
@@ -217,6 +224,7 @@ func (f *runFlags) options() sandbox.Options {
 		Network:       f.net.mode,
 		Egress:        f.net.egress,
 		TrustedCAs:    f.caCerts.data,
+		Secrets:       f.secrets.secrets,
 	}
 }
 
@@ -537,6 +545,9 @@ func (cfg *runConfig) explain(err error) error {
 		flagName, value = "--seccomp", cfg.seccomp.value+": "+strings.TrimPrefix(oe.Option, "Options.Seccomp.")+" "+strconv.Quote(oe.Value)
 	case strings.HasPrefix(oe.Option, "Options.Egress["):
 		flagName = "--net"
+	case strings.HasPrefix(oe.Option, "Options.Secrets"):
+		// The Value of a secret's error is never its value.
+		flagName, value = "--secret", strings.TrimPrefix(oe.Option, "Options.")+" "+strconv.Quote(oe.Value)
 	case strings.HasPrefix(oe.Option, "Cmd.Env"):
 		flagName = "--env"
 	case oe.Option == "Cmd.Path" || strings.HasPrefix(oe.Option, "Cmd.Args"):
