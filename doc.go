@@ -286,7 +286,7 @@
 // request header sent to the secret's hosts, over plain HTTP and over
 // HTTPS, which it terminates for those hosts only: a CONNECT to one is
 // answered with TLS of the proxy's own (HTTP/1.1 by ALPN, one request per
-// tunnel), signed by a certificate authority made for the Sandbox at its
+// tunnel, which Result.Connections lists after the CONNECT), signed by a certificate authority made for the Sandbox at its
 // first run (ECDSA P-256, in the caller's memory only, valid for 7 days,
 // or a live sandbox's Options.MaxLifetime where that is longer; a Sandbox
 // that is not live makes a new one a day before it ends), and the proxy

@@ -172,7 +172,9 @@
 // sandbox's handshake with a leaf of [Proxy.Authority] for exactly the
 // CONNECT's host (a handshake asking for another name gets none), and
 // serves one HTTP/1.1 request inside through the same bounded code as
-// plain forwarding; the response says Connection: close. The Authority's
+// plain forwarding; the response says Connection: close. The report has
+// the CONNECT (its bytes are the TLS records) and, as an attempt of its
+// own, the request inside (its bytes are the plain HTTP). The Authority's
 // certificate is name-constrained (critical) to the secrets' names and
 // excludes every IP address (a DNS constraint also admits the names
 // beneath it: the Authority itself signs none of those unless a secret's
