@@ -169,7 +169,16 @@ rm old.txt`
 	if len(recs) == 0 || recs[0].msg != AuditRunStart || recs[len(recs)-1].msg != AuditRunEnd {
 		t.Errorf("the trail does not begin with the run's start and end with its end")
 	}
-	slices.SortStableFunc(recs, func(a, b auditRec) int { return a.at.Compare(b.at) })
+	// A connection's event is made once the proxy has answered, and the
+	// client may exit and the script exec the next program before that:
+	// its place in the script is when it started.
+	happened := func(r auditRec) time.Time {
+		if v, ok := r.attrs["started"]; ok && r.msg == AuditConnection && v.Kind() == slog.KindTime {
+			return v.Time()
+		}
+		return r.at
+	}
+	slices.SortStableFunc(recs, func(a, b auditRec) int { return happened(a).Compare(happened(b)) })
 	var kinds, wantKinds []string
 	for i, r := range recs {
 		kinds = append(kinds, r.msg)
