@@ -93,8 +93,14 @@ func (s *supervisor) serve() {
 			s.exec(n)
 			continue
 		}
+		// Its pid inside, read while the syscall waits: once answered,
+		// the process may exit before anything looks.
+		pid := 0
+		if s.wants(0) {
+			pid = innerPid(int(n.Pid))
+		}
 		if s.kill != nil {
-			s.count(n, errno, true)
+			s.count(n, errno, pid, true)
 			s.kill() // the stopped syscall dies with its process
 			continue
 		}
@@ -105,7 +111,7 @@ func (s *supervisor) serve() {
 		// an accepted refusal is a delivered one. Before Linux 5.19 a
 		// signal in that window can still make one call count twice.
 		if s.l.Refuse(n.ID, errno) == nil {
-			s.count(n, errno, false)
+			s.count(n, errno, pid, false)
 		}
 	}
 }
@@ -210,11 +216,11 @@ func (s *supervisor) send(kind int, e wire.Event) {
 }
 
 // count adds one refusal of n; with violation, the first one ends the run.
-func (s *supervisor) count(n seccomp.Notification, errno syscall.Errno, violation bool) {
+func (s *supervisor) count(n seccomp.Notification, errno syscall.Errno, pid int, violation bool) {
 	nr := n.Data.Nr
 	var e wire.Event
 	if s.wants(0) {
-		e = wire.Event{Errno: int(errno), Pid: innerPid(int(n.Pid)), Time: time.Now().UnixNano()}
+		e = wire.Event{Errno: int(errno), Pid: pid, Time: time.Now().UnixNano()}
 	}
 	s.mu.Lock()
 	d := s.counts[nr]
