@@ -256,7 +256,12 @@ def term(sig, frame):
     sys.exit(3)
 signal.signal(signal.SIGTERM, term)
 print("ready", flush=True)
-time.sleep(100)`)
+# Short sleeps, not one long one: Python runs a handler between
+# bytecodes, and a signal that comes after the last check before a
+# sleep's system call (a preempted program, on a loaded host) leaves
+# the handler waiting until that sleep ends.
+while True:
+    time.sleep(0.05)`)
 			outR, outW := io.Pipe()
 			cmd.Stdout = outW
 			p, err := s.Start(ctx, cmd)
