@@ -118,5 +118,18 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, replica, id str
 			s.refuse(w, id, &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("session %s: forwarding to its replica %s failed: %v", id, replica, err)})
 		},
 	}
+	serveProxy(rp, w, r)
+}
+
+// serveProxy relays r through rp, leaving r's body to rp's transport.
+// Without full duplex, the HTTP/1 server drains and closes a request's
+// body when the first byte of its answer goes out; the transport may
+// still be on its way through that body (after copying Content-Length
+// bytes it reads once more, to check that nothing follows), so a backend
+// that answers as soon as it has the body (a stream's header) makes that
+// read fail, and the transport then closes its connection to the backend
+// in the middle of the answer being relayed.
+func serveProxy(rp *httputil.ReverseProxy, w http.ResponseWriter, r *http.Request) {
+	http.NewResponseController(w).EnableFullDuplex()
 	rp.ServeHTTP(w, r)
 }

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -42,6 +48,11 @@ func startReplicas(t *testing.T) (a, b *testServer) {
 // request for it after A was drained gets 404 saying so.
 func TestForwardToOwner(t *testing.T) {
 	a, b := startReplicas(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replica A's log:\n%s\nreplica B's log:\n%s", a.logText(), b.logText())
+		}
+	})
 	id := a.newSession(t, `{}`)
 	owner, _, _ := strings.Cut(id, ".")
 	if !strings.HasSuffix(a.url, ":"+owner) {
@@ -115,4 +126,84 @@ func TestForwardDelete(t *testing.T) {
 	if m := a.metrics(t); m["toolserver_sessions"] != 0 || m["toolserver_sessions_ended_total"] != 1 {
 		t.Errorf("A's sessions: live %v, ended %v; want 0, 1", m["toolserver_sessions"], m["toolserver_sessions_ended_total"])
 	}
+}
+
+// TestProxyStreamOutlivesRequestBody: an answer that a backend streams as
+// soon as it has read the request's body comes through serveProxy whole,
+// though the server would drain and close that body once the answer's
+// header goes out, while the proxy's transport still reads it. The
+// transport's last read of the body (the one past Content-Length) is held
+// until the header has gone out, which is when the race is lost.
+func TestProxyStreamOutlivesRequestBody(t *testing.T) {
+	second := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		io.WriteString(w, "one\n")
+		http.NewResponseController(w).Flush()
+		<-second
+		io.WriteString(w, "two\n")
+	}))
+	defer backend.Close()
+	// Before Close, which waits for the handler, also when the test
+	// stops early.
+	sendSecond := sync.OnceFunc(func() { close(second) })
+	defer sendSecond()
+	target, _ := url.Parse(backend.URL)
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		FlushInterval: -1,
+	}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fw := &flushSignal{ResponseWriter: w, flushed: make(chan struct{})}
+		r.Body = &heldBody{ReadCloser: r.Body, left: r.ContentLength, hold: fw.flushed}
+		serveProxy(rp, fw, r)
+	}))
+	defer front.Close()
+
+	resp, err := http.Post(front.URL, "application/json", strings.NewReader(`{"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewReader(resp.Body)
+	if l, err := lines.ReadString('\n'); l != "one\n" {
+		t.Fatalf("first line %q, %v", l, err)
+	}
+	sendSecond()
+	if rest, err := io.ReadAll(lines); string(rest) != "two\n" || err != nil {
+		t.Errorf("the rest of the answer: %q, %v; want the second line and its end", rest, err)
+	}
+}
+
+// flushSignal closes flushed at the first Flush of the ResponseWriter it
+// wraps, after which the server has written the answer's header.
+type flushSignal struct {
+	http.ResponseWriter
+	once    sync.Once
+	flushed chan struct{}
+}
+
+func (f *flushSignal) Flush() {
+	http.NewResponseController(f.ResponseWriter).Flush()
+	f.once.Do(func() { close(f.flushed) })
+}
+
+func (f *flushSignal) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+// heldBody is a request body whose reads after its first left bytes wait
+// for hold.
+type heldBody struct {
+	io.ReadCloser
+	left int64
+	hold <-chan struct{}
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		<-b.hold
+	}
+	n, err := b.ReadCloser.Read(p[:min(int64(len(p)), max(b.left, 1))])
+	b.left -= int64(n)
+	return n, err
 }

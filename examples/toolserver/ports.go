@@ -36,7 +36,7 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request, ss *session) 
 				msg: fmt.Sprintf("port %d in session %s: %v (does a program in the session listen on 127.0.0.1:%d?)", port, ss.id, err, port)})
 		},
 	}
-	rp.ServeHTTP(w, r)
+	serveProxy(rp, w, r)
 }
 
 // transport is the session's HTTP transport into its sandbox, made at its
