@@ -3,7 +3,6 @@ package image
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -513,15 +512,6 @@ var noKeychain = authn.NewMultiKeychain()
 
 // local is PullOptions for a test registry.
 func local() PullOptions { return PullOptions{Insecure: true, Keychain: noKeychain} }
-
-// gz compresses b.
-func gz(b []byte) []byte {
-	var o bytes.Buffer
-	z := gzip.NewWriter(&o)
-	z.Write(b)
-	z.Close()
-	return o.Bytes()
-}
 
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

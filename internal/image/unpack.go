@@ -165,7 +165,8 @@ func unpackEntry(tr *tar.Reader, hdr *tar.Header, name string, dir *os.Root, whi
 		}
 		fi, err := dir.Lstat(target)
 		if err != nil {
-			return badEntry(hdr.Name, fmt.Errorf("hard link to %q: no such file in the layer", hdr.Linkname))
+			// Missing, or reached through a symlink that leads out.
+			return badEntry(hdr.Name, fmt.Errorf("hard link to %q: %w", hdr.Linkname, err))
 		}
 		if fi.IsDir() {
 			return badEntry(hdr.Name, fmt.Errorf("hard link to directory %q", hdr.Linkname))
