@@ -126,12 +126,11 @@ func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	}
 	defer lk.Close()
 
-	key := recordKey(ref, platform)
-	if _, ok := r.remote.(name.Digest); ok {
-		// A digest names the same bytes for ever: no need to ask.
-		if rec, err := s.readRecord(key); err == nil && s.exists(s.rootRel(rec.ChainID)) {
-			img := s.image(rec)
-			return &img, nil
+	if d, ok := r.remote.(name.Digest); ok {
+		// A digest names the same bytes for ever: no need to ask. (An
+		// index's digest is not stored, so its images are asked for.)
+		if rec, ok := s.byDigest(d.DigestStr(), platform); ok {
+			return s.keepRecord(ref, rec)
 		}
 	}
 
@@ -147,12 +146,7 @@ func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	}
 	// This manifest may be stored already, by this or another reference.
 	if rec, ok := s.byDigest(f.digest.String(), platform); ok {
-		rec.Ref = ref
-		if err := s.writeRecord(rec); err != nil {
-			return nil, err
-		}
-		img := s.image(rec)
-		return &img, nil
+		return s.keepRecord(ref, rec)
 	}
 
 	cf, err := verifyConfig(ref, f)
@@ -230,6 +224,18 @@ func (s *Store) byDigest(digest, platform string) (record, bool) {
 		}
 	}
 	return record{}, false
+}
+
+// keepRecord stores rec, a stored image, as pulled by ref too.
+func (s *Store) keepRecord(ref string, rec record) (*Image, error) {
+	if rec.Ref != ref {
+		rec.Ref = ref
+		if err := s.writeRecord(rec); err != nil {
+			return nil, err
+		}
+	}
+	img := s.image(rec)
+	return &img, nil
 }
 
 // layerSource is one layer to read.
