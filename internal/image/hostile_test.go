@@ -85,7 +85,7 @@ func TestHostileLayers(t *testing.T) {
 				return layers{{file("su", 0o4755, "x"), file("sg", 0o6751, "x"), dir("d/", 0o2755)}}
 			}},
 		{name: "0000 directories",
-			want: map[string]string{"a": "dir 0700", "a/b": "dir 0700", "a/b/f": "file 0000 "},
+			want: map[string]string{"a": "dir 0700", "a/b": "dir 0700", "a/b/f": "file 0000"},
 			layers: func(c string) layers {
 				return layers{{dir("a/", 0), dir("a/b/", 0), file("a/b/f", 0, "")}}
 			}},
