@@ -81,6 +81,17 @@ func TestBadImages(t *testing.T) {
 	)
 	indexRef := reg.push(t, "test/multi:v1", index, nil)
 	armRef := reg.push(t, "test/arm:v1", arm, nil)
+	// A config that gives layer 2 another diff ID: the blob matches the
+	// manifest, the unpacked tar does not match the config.
+	cf, _ := img.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.RootFS.DiffIDs[1], _, _ = v1.SHA256(strings.NewReader("another layer"))
+	lying, err := mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lyingLayout := filepath.Join(t.TempDir(), "lying")
+	writeLayout(t, lyingLayout, lying, "v1")
 	dockerTar := filepath.Join(t.TempDir(), "docker.tar")
 	writeDockerArchive(t, dockerTar, img, "example.com/test/base:v1")
 
@@ -97,6 +108,7 @@ func TestBadImages(t *testing.T) {
 		{"truncated layer from a registry", func(t *testing.T) string { return registryWith(t, good[:len(good)/2], len(good)) }, ErrBadImage, []string{"layer 2 of 2", second.String()}},
 		{"digest mismatch on disk", func(t *testing.T) string { return layoutWith(t, mtime) }, ErrBadImage, []string{"layer 2 of 2", second.String(), "digest is"}},
 		{"digest mismatch from a registry", func(t *testing.T) string { return registryWith(t, mtime, len(mtime)) }, ErrBadImage, []string{"layer 2 of 2", second.String(), "checksum"}},
+		{"diff ID mismatch", func(t *testing.T) string { return "oci:" + lyingLayout }, ErrBadImage, []string{"layer 2 of 2", "the config says"}},
 		{"another platform in a layout", func(t *testing.T) string { return "oci:" + armLayout }, ErrPlatform, []string{"linux/arm64"}},
 		{"another platform in a registry", func(t *testing.T) string { return armRef }, ErrPlatform, []string{"linux/arm64"}},
 		{"no variant in an index", func(t *testing.T) string { return indexRef }, ErrPlatform, []string{"linux/riscv64, linux/s390x"}},

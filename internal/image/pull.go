@@ -176,16 +176,22 @@ func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	var size int64
 	diffIDs := make([]string, len(layers))
 	var staged []string
+	sizes := map[string]int64{} // an image may repeat a layer
 	for i, l := range layers {
-		n, done, err := s.unpackLayer(ctx, ref, i, len(layers), l, &budget, o.Progress, tmp)
-		if err != nil {
-			return nil, err
+		diffIDs[i] = l.diffID.String()
+		n, ok := sizes[diffIDs[i]]
+		if !ok {
+			var done bool
+			n, done, err = s.unpackLayer(ctx, ref, i, len(layers), l, &budget, o.Progress, tmp)
+			if err != nil {
+				return nil, err
+			}
+			sizes[diffIDs[i]] = n
+			if done {
+				staged = append(staged, diffIDs[i])
+			}
 		}
 		size += n
-		diffIDs[i] = l.diffID.String()
-		if done {
-			staged = append(staged, diffIDs[i])
-		}
 	}
 	for _, d := range staged {
 		if err := s.root.Rename(tmp+"/"+hexOf(d), s.layerRel(d)); err != nil && !s.exists(s.layerRel(d)+"/"+layerMeta) {

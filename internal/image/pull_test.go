@@ -128,3 +128,20 @@ func TestParseReference(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedLayer: an image may hold one layer twice; it is unpacked
+// once.
+func TestRepeatedLayer(t *testing.T) {
+	l := tarOf(t, file("f", 0o644, "same"))
+	src := filepath.Join(t.TempDir(), "layout")
+	writeLayout(t, src, imageOf(t, "", l, tarOf(t, file("g", 0o644, "between")), l), "v1")
+	s, _ := newStore(t)
+	img, err := s.Pull(ctxT(t), "oci:"+src, PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTree(t, img.Root, map[string]string{"f": "file 0644 same", "g": "file 0644 between"})
+	if n := s.unpacked.Load(); n != 2 {
+		t.Errorf("%d layers unpacked, want 2", n)
+	}
+}
