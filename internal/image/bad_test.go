@@ -92,6 +92,16 @@ func TestBadImages(t *testing.T) {
 	}
 	lyingLayout := filepath.Join(t.TempDir(), "lying")
 	writeLayout(t, lyingLayout, lying, "v1")
+	// A config blob changed on disk: the layers are fine, the config
+	// no longer has the digest the manifest names.
+	badConfig := filepath.Join(t.TempDir(), "config")
+	writeLayout(t, badConfig, img, "v1")
+	cfgName, _ := img.ConfigName()
+	raw, _ := img.RawConfigFile()
+	raw = []byte(strings.Replace(string(raw), "LANG=C.UTF-8", "LANG=C.UTF-9", 1))
+	if err := os.WriteFile(filepath.Join(badConfig, "blobs", "sha256", cfgName.Hex), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	dockerTar := filepath.Join(t.TempDir(), "docker.tar")
 	writeDockerArchive(t, dockerTar, img, "example.com/test/base:v1")
 
@@ -109,6 +119,7 @@ func TestBadImages(t *testing.T) {
 		{"digest mismatch on disk", func(t *testing.T) string { return layoutWith(t, mtime) }, ErrBadImage, []string{"layer 2 of 2", second.String(), "digest is"}},
 		{"digest mismatch from a registry", func(t *testing.T) string { return registryWith(t, mtime, len(mtime)) }, ErrBadImage, []string{"layer 2 of 2", second.String(), "checksum"}},
 		{"diff ID mismatch", func(t *testing.T) string { return "oci:" + lyingLayout }, ErrBadImage, []string{"layer 2 of 2", "the config says"}},
+		{"config digest mismatch", func(t *testing.T) string { return "oci:" + badConfig }, ErrBadImage, []string{"config has digest"}},
 		{"another platform in a layout", func(t *testing.T) string { return "oci:" + armLayout }, ErrPlatform, []string{"linux/arm64"}},
 		{"another platform in a registry", func(t *testing.T) string { return armRef }, ErrPlatform, []string{"linux/arm64"}},
 		{"no variant in an index", func(t *testing.T) string { return indexRef }, ErrPlatform, []string{"linux/riscv64, linux/s390x"}},

@@ -116,9 +116,14 @@ func TestConcurrentPulls(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make([]*Image, 4)
 	errs := make([]error, 4)
+	// Puller 0 shares s with the test; puller 1 opens the directory as
+	// another user of it would.
+	wg.Go(func() { results[0], errs[0] = s.Pull(ctxT(t), ref, local()) })
 	for i := range 2 {
+		if i == 0 {
+			continue
+		}
 		wg.Go(func() {
-			// A Store of its own, as another user of the directory.
 			s2, err := Open(s.Dir())
 			if err != nil {
 				errs[i] = err
@@ -326,4 +331,20 @@ func TestPrune(t *testing.T) {
 		t.Errorf("Prune: %d, %v", freed, err)
 	}
 	checkEmpty(t, s)
+}
+
+func TestDefaultDir(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "/xdg")
+	if d, err := DefaultDir(); err != nil || d != "/xdg/fumehood-sandbox/images" {
+		t.Errorf("with XDG_CACHE_HOME: %s, %v", d, err)
+	}
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "/home/x")
+	want := "/home/x/.cache/fumehood-sandbox/images"
+	if os.Geteuid() == 0 {
+		want = "/var/cache/fumehood-sandbox/images"
+	}
+	if d, err := DefaultDir(); err != nil || d != want {
+		t.Errorf("DefaultDir: %s, %v; want %s", d, err, want)
+	}
 }
