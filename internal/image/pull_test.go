@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -145,4 +146,18 @@ func TestRepeatedLayer(t *testing.T) {
 	if n := s.unpacked.Load(); n != 2 {
 		t.Errorf("%d layers unpacked, want 2", n)
 	}
+}
+
+// TestUmask: the caller's umask does not change an image's modes.
+func TestUmask(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "layout")
+	writeLayout(t, src, imageOf(t, "", baseLayers(t)...), "v1")
+	s, _ := newStore(t)
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	img, err := s.Pull(ctxT(t), "oci:"+src, PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, img)
 }

@@ -24,7 +24,10 @@ func (s *Store) buildRoot(chain string, diffIDs []string, work string) error {
 		return nil
 	}
 	tmp := work + "/root"
-	if err := s.root.Mkdir(tmp, 0o755); err != nil {
+	if err := s.root.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("root %s: %w", chain, err)
+	}
+	if err := s.root.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("root %s: %w", chain, err)
 	}
 	for _, d := range diffIDs {

@@ -104,13 +104,8 @@ func permOf(hdr *tar.Header) fs.FileMode {
 func unpackEntry(tr *tar.Reader, hdr *tar.Header, name string, dir *os.Root, whiteouts bool) error {
 	base := path.Base(name)
 	parent := path.Dir(name)
-	if parent != "." {
-		// Parents a tar leaves out are made as docker does. MkdirAll
-		// resolves within dir: a parent that is a symlink leading out
-		// is an error, not a way out.
-		if err := dir.MkdirAll(parent, 0o755); err != nil {
-			return badEntry(hdr.Name, err)
-		}
+	if err := mkParents(dir, parent); err != nil {
+		return badEntry(hdr.Name, err)
 	}
 	if whiteouts && strings.HasPrefix(base, whiteoutPrefix) {
 		target := strings.TrimPrefix(base, whiteoutPrefix)
@@ -184,13 +179,40 @@ func unpackEntry(tr *tar.Reader, hdr *tar.Header, name string, dir *os.Root, whi
 				return err
 			}
 			defer d.Close()
-			return mkfifo(d, base, uint32(permOf(hdr).Perm()))
+			if err := mkfifo(d, base, 0o600); err != nil {
+				return err
+			}
+			// mkfifo's mode passes through the umask; the layer's does not.
+			return dir.Chmod(name, permOf(hdr))
 		})
 	default:
 		// Device nodes, and types tar readers do not agree on, give a
 		// sandbox nothing it should have.
 		return nil
 	}
+}
+
+// mkParents makes the parents of an entry that a tar leaves out, with mode
+// 0755 as docker does, whatever the caller's umask. Paths resolve within
+// dir: a parent that is a symlink leading out is an error, not a way out.
+func mkParents(dir *os.Root, parent string) error {
+	if parent == "." {
+		return nil
+	}
+	p := ""
+	for _, c := range strings.Split(parent, "/") {
+		p = path.Join(p, c)
+		if _, err := dir.Lstat(p); err == nil {
+			continue
+		}
+		if err := dir.Mkdir(p, 0o700); err != nil {
+			return err
+		}
+		if err := dir.Chmod(p, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // replace removes what name holds, as a later entry of a layer replaces an
