@@ -103,7 +103,7 @@ func slowBlobs(reg *testRegistry, d time.Duration) {
 	reg.mu.Unlock()
 }
 
-// TestConcurrentPulls: two goroutines and two processes pull one image
+// TestConcurrentPulls: goroutines and processes pull one image
 // into one store at once; all succeed and agree, and the store holds one
 // copy.
 func TestConcurrentPulls(t *testing.T) {
@@ -114,15 +114,15 @@ func TestConcurrentPulls(t *testing.T) {
 	s, _ := newStore(t)
 
 	var wg sync.WaitGroup
-	results := make([]*Image, 4)
-	errs := make([]error, 4)
-	// Puller 0 shares s with the test; puller 1 opens the directory as
-	// another user of it would.
+	// Four goroutines and two processes, so that several reach each
+	// rename into place at once.
+	const goroutines, procs = 4, 2
+	results := make([]*Image, goroutines+procs)
+	errs := make([]error, goroutines+procs)
+	// Puller 0 shares s with the test; the others open the directory as
+	// other users of it would.
 	wg.Go(func() { results[0], errs[0] = s.Pull(ctxT(t), ref, local()) })
-	for i := range 2 {
-		if i == 0 {
-			continue
-		}
+	for i := 1; i < goroutines; i++ {
 		wg.Go(func() {
 			s2, err := Open(s.Dir())
 			if err != nil {
@@ -133,7 +133,7 @@ func TestConcurrentPulls(t *testing.T) {
 			results[i], errs[i] = s2.Pull(ctxT(t), ref, local())
 		})
 	}
-	for i := 2; i < 4; i++ {
+	for i := goroutines; i < goroutines+procs; i++ {
 		wg.Go(func() {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "IMAGE_TEST_PULL="+ref, "IMAGE_TEST_STORE="+s.Dir())
