@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -134,5 +135,16 @@ func TestHostileLayers(t *testing.T) {
 			}
 			checkEmpty(t, s)
 		})
+	}
+}
+
+// TestHostErrors: a full disk while unpacking is not the image's fault.
+func TestHostErrors(t *testing.T) {
+	err := badEntry("f", &os.PathError{Op: "write", Path: "f", Err: syscall.ENOSPC})
+	if errors.Is(err, ErrBadImage) || !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("ENOSPC: %v", err)
+	}
+	if err := badEntry("f", errClimbs); !errors.Is(err, ErrBadImage) {
+		t.Errorf("a climbing name: %v", err)
 	}
 }

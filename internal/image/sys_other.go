@@ -16,6 +16,4 @@ func lockFile(context.Context, *os.File, bool) error { return errNoFlock }
 
 func tryLockFile(*os.File, bool) (bool, error) { return false, errNoFlock }
 
-func mkfifo(*os.File, string, uint32) error { return errNoFlock }
-
 func linkCount(fs.FileInfo) (ino, nlink uint64, ok bool) { return 0, 0, false }

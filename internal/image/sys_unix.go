@@ -58,11 +58,6 @@ func tryLockFile(f *os.File, exclusive bool) (bool, error) {
 	}
 }
 
-// mkfifo makes a FIFO named base in the directory dir.
-func mkfifo(dir *os.File, base string, perm uint32) error {
-	return unix.Mkfifoat(int(dir.Fd()), base, perm)
-}
-
 // linkCount is a file's inode number and number of hard links.
 func linkCount(fi fs.FileInfo) (ino, nlink uint64, ok bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)

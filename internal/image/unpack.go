@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -85,10 +86,26 @@ func entryName(n string) (string, error) {
 
 // badEntry is the error for a refused entry of a layer.
 func badEntry(name string, err error) error {
+	if hostError(err) {
+		return fmt.Errorf("entry %q: %w", name, err)
+	}
 	if name == "" {
 		return fmt.Errorf("%w: %w", ErrBadImage, err)
 	}
 	return fmt.Errorf("%w: entry %q: %w", ErrBadImage, name, err)
+}
+
+// hostError says whether err is the host's fault, not the image's: a
+// full disk or quota, an I/O error, a file system with no more links for
+// an inode. Telling the caller the image is bad would send them looking in
+// the wrong place.
+func hostError(err error) bool {
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS, syscall.EMLINK} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // permOf is the mode an entry is stored with: permission bits and sticky,
