@@ -69,5 +69,10 @@
 // (the path ends at the first colon, as in skopeo). A docker archive has
 // no manifest, so an image from one is named by its config's digest
 // (docker's image ID). Whiteouts in a layer's own directory are kept as
-// empty marker files; only roots are meant to be used.
+// empty marker files; only roots are meant to be used. Every root adds a
+// link to each file of its layers, and file systems bound the links of
+// one inode (65,000 on ext4): tens of thousands of roots sharing a layer
+// is the limit, and a pull past it fails with EMLINK. An Image's Root is
+// only kept from Prune while a Lease from Store.Use holds it; between Pull
+// and Use, keep decides.
 package image
