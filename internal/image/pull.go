@@ -102,8 +102,10 @@ func (o PullOptions) withDefaults() PullOptions {
 // name@sha256:...), oci:DIR[:TAG] (an OCI image layout; the tag may be
 // omitted when it holds one image), oci-archive:FILE[:TAG] (a tar of one)
 // or docker-archive:FILE[:REF] (what docker save writes). Pull honours
-// ctx's deadline; if it fails or is interrupted, the store holds nothing of
-// it but finished layers, which a later Pull uses and Prune removes.
+// ctx's deadline. If it fails or is cancelled, the store holds nothing of
+// the image (unless its root could not be built from its stored layers,
+// which Prune then removes); if its process dies, what it left in the
+// store's tmp/ is removed by the next Open or Prune.
 func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, error) {
 	o = o.withDefaults()
 	r, err := parseReference(ref, o.Insecure)
