@@ -188,6 +188,8 @@ test-rootless:
 	$(GO) build -o "$$dir/sandbox" ./cmd/sandbox
 	echo "+ $(GO) test -c -o $$dir/sandboxtest/sandboxtest.test ./sandboxtest"
 	$(GO) test -c -o "$$dir/sandboxtest/sandboxtest.test" ./sandboxtest
+	echo "+ $(GO) test -c -o $$dir/image/image.test ./internal/image"
+	$(GO) test -c -o "$$dir/image/image.test" ./internal/image
 	echo "+ $(GO) test -c -o $$dir/toolserver/toolserver.test ./examples/toolserver && $(GO) build -o $$dir/toolserver/toolserver ./examples/toolserver"
 	$(GO) test -c -o "$$dir/toolserver/toolserver.test" ./examples/toolserver
 	$(GO) build -o "$$dir/toolserver/toolserver" ./examples/toolserver
@@ -200,7 +202,7 @@ test-rootless:
 	fi
 	mkdir -m 700 "$$dir/tmp"
 	chown $(ROOTLESS_USER): "$$dir/tmp"
-	chmod -R a+rX "$$dir/root" "$$dir/cli" "$$dir/sandbox" "$$dir/sandboxtest" "$$dir/toolserver"
+	chmod -R a+rX "$$dir/root" "$$dir/cli" "$$dir/sandbox" "$$dir/sandboxtest" "$$dir/toolserver" "$$dir/image"
 	home=$$(getent passwd $(ROOTLESS_USER) | cut -d: -f6)
 	as_user() {
 		runuser -u $(ROOTLESS_USER) -- env HOME="$$home" USER=$(ROOTLESS_USER) TMPDIR="$$dir/tmp" \
@@ -219,6 +221,10 @@ test-rootless:
 	echo "+ (cd $$dir/toolserver && TOOLSERVER_BIN=$$dir/toolserver/toolserver runuser -u $(ROOTLESS_USER) -- ./toolserver.test -test.count=1)"
 	(cd "$$dir/toolserver" && as_user env TOOLSERVER_BIN="$$dir/toolserver/toolserver" ./toolserver.test -test.count=1 -test.timeout=10m)
 	echo "ok   examples/toolserver as $(ROOTLESS_USER)"
+	# The image store as a user who cannot make device nodes or chown.
+	echo "+ (cd $$dir/image && runuser -u $(ROOTLESS_USER) -- ./image.test -test.count=1)"
+	(cd "$$dir/image" && as_user ./image.test -test.count=1 -test.timeout=10m)
+	echo "ok   internal/image as $(ROOTLESS_USER)"
 
 # A Debian kernel booted by qemu under software emulation, so the tests also
 # run on a pure cgroup v2 host (the CI machines are cgroup-hybrid): once as

@@ -1,0 +1,26 @@
+package image
+
+import "errors"
+
+// Sentinels that errors from this package wrap, for callers to test with
+// errors.Is. Each error also names the image and, where there is one, the
+// layer.
+var (
+	// ErrBadReference: a reference in none of the accepted forms, or options
+	// that do not fit it.
+	ErrBadReference = errors.New("bad image reference")
+	// ErrNotFound: the registry, repository, tag, digest, directory or file
+	// does not exist.
+	ErrNotFound = errors.New("image not found")
+	// ErrBadImage: the image is corrupt, truncated, does not match its
+	// digests, or has a layer that tries to write outside its root.
+	ErrBadImage = errors.New("bad image")
+	// ErrPlatform: the image has no variant for the requested platform.
+	ErrPlatform = errors.New("image not available for platform")
+	// ErrTooLarge: the image exceeds PullOptions.MaxBytes or
+	// PullOptions.MaxUnpackedBytes.
+	ErrTooLarge = errors.New("image too large")
+	// ErrInsecure: plain HTTP was asked for, or offered, where it is not
+	// allowed.
+	ErrInsecure = errors.New("insecure registry refused")
+)

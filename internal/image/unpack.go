@@ -1,0 +1,251 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Whiteout names, as the OCI image spec defines them: a layer's
+// ".wh.NAME" deletes NAME of the layers below, and ".wh..wh..opq" in a
+// directory hides everything the layers below have in it.
+const (
+	whiteoutPrefix = ".wh."
+	whiteoutOpaque = ".wh..wh..opq"
+)
+
+// unpackTar writes the tar stream of one layer into dir, which is empty and
+// private to the caller. The stream is hostile. Every path goes through
+// dir (an os.Root), so no name, symlink or hard link can reach outside it;
+// names that are absolute or climb out are refused before that, as are
+// hard links to missing targets. What is kept:
+//
+//   - regular files, directories, symlinks (stored as they are: they are
+//     only ever resolved inside a sandbox's root), hard links, FIFOs;
+//   - permission bits and the sticky bit; set-uid and set-gid are dropped,
+//     so nothing in an image can raise a program's privileges;
+//   - directories get rwx for the owner whatever the layer says, so the
+//     store's owner can always walk and remove them;
+//   - modification times of regular files (compiled Python files compare
+//     them with their sources).
+//
+// Device nodes and anything else are dropped. Ownership is not applied:
+// files belong to the store's owner, who may not be root, and the sandbox
+// maps its own ids and sees the root read-only, so an image's owners give
+// no one anything.
+//
+// With whiteouts set, whiteout entries are kept as empty marker files for
+// buildRoot; they are refused when naming "." or "..".
+func unpackTar(ctx context.Context, tr *tar.Reader, dir *os.Root, whiteouts bool) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return badEntry("", fmt.Errorf("reading tar: %w", err))
+		}
+		name, err := entryName(hdr.Name)
+		if err != nil {
+			return badEntry(hdr.Name, err)
+		}
+		if name == "." {
+			continue
+		}
+		if err := unpackEntry(tr, hdr, name, dir, whiteouts); err != nil {
+			return err
+		}
+	}
+}
+
+// errClimbs: a name in a layer leads out of it.
+var errClimbs = errors.New("path leads outside the layer")
+
+// entryName is the clean form of a name in a tar, relative to the layer.
+func entryName(n string) (string, error) {
+	if strings.HasPrefix(n, "/") {
+		return "", fmt.Errorf("absolute path: %w", errClimbs)
+	}
+	c := path.Clean(n)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", errClimbs
+	}
+	return c, nil
+}
+
+// badEntry is the error for a refused entry of a layer.
+func badEntry(name string, err error) error {
+	if hostError(err) {
+		return fmt.Errorf("entry %q: %w", name, err)
+	}
+	if name == "" {
+		return fmt.Errorf("%w: %w", ErrBadImage, err)
+	}
+	return fmt.Errorf("%w: entry %q: %w", ErrBadImage, name, err)
+}
+
+// hostError says whether err is the host's fault, not the image's: a
+// full disk or quota, an I/O error, a file system with no more links for
+// an inode. Telling the caller the image is bad would send them looking in
+// the wrong place.
+func hostError(err error) bool {
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS, syscall.EMLINK} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// permOf is the mode an entry is stored with: permission bits and sticky,
+// never set-uid or set-gid.
+func permOf(hdr *tar.Header) fs.FileMode {
+	m := fs.FileMode(hdr.Mode & 0o777)
+	if hdr.Mode&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+func unpackEntry(tr *tar.Reader, hdr *tar.Header, name string, dir *os.Root, whiteouts bool) error {
+	base := path.Base(name)
+	parent := path.Dir(name)
+	if err := mkParents(dir, parent); err != nil {
+		return badEntry(hdr.Name, err)
+	}
+	if whiteouts && strings.HasPrefix(base, whiteoutPrefix) {
+		target := strings.TrimPrefix(base, whiteoutPrefix)
+		if base != whiteoutOpaque && (target == "" || target == "." || target == ".." || strings.HasPrefix(target, whiteoutPrefix)) {
+			return badEntry(hdr.Name, errors.New("whiteout of no name"))
+		}
+		return replace(dir, name, func() error {
+			return dir.WriteFile(name, nil, 0o600)
+		})
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		fi, err := dir.Lstat(name)
+		if err == nil && fi.IsDir() {
+			return wrapEntry(hdr.Name, dir.Chmod(name, permOf(hdr)|0o700))
+		}
+		return replace(dir, name, func() error {
+			if err := dir.Mkdir(name, 0o700); err != nil {
+				return err
+			}
+			return dir.Chmod(name, permOf(hdr)|0o700)
+		})
+	case tar.TypeReg: // tar.Reader reads the old TypeRegA as TypeReg
+		return replace(dir, name, func() error {
+			f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if err == nil {
+				err = f.Chmod(permOf(hdr))
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			if !hdr.ModTime.IsZero() {
+				return dir.Chtimes(name, time.Time{}, hdr.ModTime)
+			}
+			return nil
+		})
+	case tar.TypeSymlink:
+		return replace(dir, name, func() error {
+			return dir.Symlink(hdr.Linkname, name)
+		})
+	case tar.TypeLink:
+		target, err := entryName(hdr.Linkname)
+		if err != nil || target == "." {
+			return badEntry(hdr.Name, fmt.Errorf("hard link to %q: %w", hdr.Linkname, errClimbs))
+		}
+		fi, err := dir.Lstat(target)
+		if err != nil {
+			// Missing, or reached through a symlink that leads out.
+			return badEntry(hdr.Name, fmt.Errorf("hard link to %q: %w", hdr.Linkname, err))
+		}
+		if fi.IsDir() {
+			return badEntry(hdr.Name, fmt.Errorf("hard link to directory %q", hdr.Linkname))
+		}
+		if target == name {
+			return nil
+		}
+		return replace(dir, name, func() error {
+			return dir.Link(target, name)
+		})
+	case tar.TypeFifo:
+		return replace(dir, name, func() error {
+			d, err := dir.Open(parent)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			if err := mkfifo(d, base, 0o600); err != nil {
+				return err
+			}
+			// mkfifo's mode passes through the umask; the layer's does not.
+			return dir.Chmod(name, permOf(hdr))
+		})
+	default:
+		// Device nodes, and types tar readers do not agree on, give a
+		// sandbox nothing it should have.
+		return nil
+	}
+}
+
+// mkParents makes the parents of an entry that a tar leaves out, with mode
+// 0755 as docker does, whatever the caller's umask. Paths resolve within
+// dir: a parent that is a symlink leading out is an error, not a way out.
+func mkParents(dir *os.Root, parent string) error {
+	if parent == "." {
+		return nil
+	}
+	p := ""
+	for _, c := range strings.Split(parent, "/") {
+		p = path.Join(p, c)
+		if _, err := dir.Lstat(p); err == nil {
+			continue
+		}
+		if err := dir.Mkdir(p, 0o700); err != nil {
+			return err
+		}
+		if err := dir.Chmod(p, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replace removes what name holds, as a later entry of a layer replaces an
+// earlier one, then makes it anew with mk.
+func replace(dir *os.Root, name string, mk func() error) error {
+	if _, err := dir.Lstat(name); err == nil {
+		if err := dir.RemoveAll(name); err != nil {
+			return badEntry(name, err)
+		}
+	}
+	return wrapEntry(name, mk())
+}
+
+func wrapEntry(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return badEntry(name, err)
+}
