@@ -354,7 +354,10 @@ func (a *agent) background() error {
 		if err := a.mustCall("", "list_processes", nil, &ps); err != nil {
 			return err
 		}
-		if i := slices.IndexFunc(ps.Background, func(b backgroundInfo) bool { return b.Pid == start.Pid }); i >= 0 && !ps.Background[i].Running && ps.Background[i].Result != nil {
+		// One answer lists the processes, then the background ones: a
+		// process that ended between the two is in both.
+		listed := slices.ContainsFunc(ps.Processes, func(p processInfo) bool { return p.Pid == start.Pid })
+		if i := slices.IndexFunc(ps.Background, func(b backgroundInfo) bool { return b.Pid == start.Pid }); i >= 0 && !listed && !ps.Background[i].Running && ps.Background[i].Result != nil {
 			fmt.Fprintf(a.w, "\n== list_processes: pid %d ended by %s; %d processes left in the sandbox\n", start.Pid, ps.Background[i].Result.Signal, len(ps.Processes))
 			return nil
 		}
