@@ -262,7 +262,7 @@ func (a *auditor) beginRun(ctx context.Context, id uint64, cmd *Cmd, o *Options)
 		if len(args) == 0 {
 			args = []string{cmd.Path}
 		}
-		attrs = append([]slog.Attr{slog.String("path", cmd.Path), slog.Any("argv", args), slog.String("dir", orDefault(cmd.Dir, DefaultDir))}, attrs...)
+		attrs = append([]slog.Attr{slog.String("path", cmd.Path), slog.Any("argv", args), slog.String("dir", orDefault(cmd.Dir, o.imageDir()))}, attrs...)
 		if d, ok := ctx.Deadline(); ok {
 			attrs = append(attrs, slog.Duration("timeout", time.Until(d)))
 		}

@@ -35,6 +35,18 @@ func optionErr(option, value, format string, a ...any) error {
 const maxPool = 64
 
 func (o *Options) validate() error {
+	if o.Image != nil {
+		switch {
+		case o.Rootfs != "":
+			return optionErr("Options.Image", o.Image.Ref, "conflicts with Options.Rootfs %s: both give the root; set one", o.Rootfs)
+		case o.Image.Ref == "" || strings.ContainsRune(o.Image.Ref, 0):
+			return optionErr("Options.Image.Ref", o.Image.Ref, "must name an image (a registry reference, oci:DIR, oci-archive:FILE or docker-archive:FILE)")
+		case o.Image.MaxBytes < 0:
+			return optionErr("Options.Image.MaxBytes", fmt.Sprint(o.Image.MaxBytes), "must not be negative")
+		case o.Image.Store != "" && !path.IsAbs(o.Image.Store):
+			return optionErr("Options.Image.Store", o.Image.Store, "must be an absolute host path")
+		}
+	}
 	if o.Rootfs != "" {
 		if err := checkHostDir("Options.Rootfs", o.Rootfs); err != nil {
 			return err
@@ -290,7 +302,7 @@ func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
 func (o *Options) spec(f *compiledFilter) wire.Spec {
 	sp := wire.Spec{
 		Hostname:      orDefault(o.Hostname, DefaultHostname),
-		Rootfs:        o.Rootfs,
+		Rootfs:        o.rootfs(),
 		Workspace:     o.Workspace,
 		WorkspaceSize: orDefault(o.WorkspaceSize, DefaultWorkspaceSize),
 		TmpSize:       orDefault(o.TmpSize, DefaultTmpSize),
@@ -335,7 +347,7 @@ func (o *Options) program(cmd *Cmd) wire.Program {
 	defaults := defaultEnv
 	// Node trusts only the certificates built into it; this points it at
 	// the store's bundle too.
-	if bundle := recipe.TrustBundleIn(o.Rootfs, len(o.TrustedCAs) > 0 || len(o.Secrets) > 0); bundle != "" {
+	if bundle := recipe.TrustBundleIn(o.rootfs(), len(o.TrustedCAs) > 0 || len(o.Secrets) > 0); bundle != "" {
 		defaults = append(slices.Clip(defaults), "NODE_EXTRA_CA_CERTS="+bundle)
 	}
 	if o.Network == NetworkAllow {
@@ -344,8 +356,8 @@ func (o *Options) program(cmd *Cmd) wire.Program {
 	return wire.Program{
 		Path: cmd.Path,
 		Args: args,
-		Env:  mergeEnv(o.Env, cmd.Env, defaults),
-		Dir:  orDefault(cmd.Dir, DefaultDir),
+		Env:  mergeEnv(append(o.imageEnv(), o.Env...), cmd.Env, defaults),
+		Dir:  orDefault(cmd.Dir, o.imageDir()),
 	}
 }
 

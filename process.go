@@ -83,6 +83,9 @@ func (s *Sandbox) start(ctx context.Context, cmd *Cmd) (*Process, error) {
 	if err := cmd.validate(); err != nil {
 		return nil, err
 	}
+	if err := s.resolveImage(ctx); err != nil {
+		return nil, err
+	}
 	if err := checkCommandLine(&s.opts, cmd); err != nil {
 		return nil, err
 	}

@@ -670,6 +670,10 @@ func (st *stdio) close() {
 // spawner (as are those of later refills); fillPool logs only a spawner
 // that could not be started.
 func (s *Sandbox) fillPool() error {
+	if err := s.resolveImage(context.Background()); err != nil {
+		s.log.Warn("sandbox: the pool cannot be filled; runs start cold", "error", err)
+		return err
+	}
 	sp, err := theSpawner(s.log)
 	if err != nil {
 		s.log.Warn("sandbox: the pool cannot be filled; runs start cold", "error", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/egress"
+	"github.com/fumehood/sandbox/internal/image"
 	"github.com/fumehood/sandbox/internal/wire"
 )
 
@@ -58,6 +59,14 @@ type Options struct {
 	// binds. It is bound read-only; /proc, /dev, /tmp, /workspace and /etc
 	// are provided by the sandbox as usual.
 	Rootfs string
+	// Image, if set, is a container image whose filesystem is the root,
+	// as Rootfs is (see Image); its config supplies the default
+	// environment and working directory. It is pulled at the first Run
+	// and kept in use (safe from a prune of the store) until Close. Not
+	// with Rootfs.
+	Image *Image
+	// pulled is Image once the Sandbox pulled it (resolveImage).
+	pulled *image.Image
 
 	// Workspace, if set, is a host directory bound read-write at
 	// /workspace, shared by every Run and kept after Close. It must exist
@@ -373,7 +382,8 @@ type Cmd struct {
 	// Env is added to Options.Env for this run.
 	Env []string
 	// Dir is the working directory inside the sandbox; empty means
-	// /workspace.
+	// /workspace, or the WorkingDir of Options.Image's config where it
+	// sets one.
 	Dir string
 	// Stdin is the program's standard input; nil means /dev/null.
 	// Whatever it is, the program reads it from a pipe (or, with a
@@ -448,6 +458,7 @@ func Command(name string, args ...string) *Cmd {
 // return an error matching ErrClosed.
 type Sandbox struct {
 	ws     *session
+	image  *imageRoot   // with Options.Image
 	live   *liveSandbox // with Options.Live
 	opts   Options
 	err    error           // the Options' first problem, returned by every Run
@@ -467,6 +478,13 @@ func New(opts Options) *Sandbox {
 	s := &Sandbox{opts: opts, ws: newSession(), log: opts.logger()}
 	if opts.Live {
 		s.live = newLiveSandbox()
+	}
+	if opts.Image != nil {
+		// The caller's Image may change after New; the Sandbox keeps the
+		// one it was given.
+		im := *opts.Image
+		s.opts.Image = &im
+		s.image = &imageRoot{}
 	}
 	s.ws.logTo(opts.Logger)
 	// A Sandbox dropped without Close still ends its session.

@@ -362,6 +362,8 @@ func (s *Sandbox) Close() error {
 	s.audit.close()
 	// After the runs, whose proxies used it.
 	s.secrets.close()
+	// After the runs and the pool, whose roots it is.
+	s.closeImage()
 	return err
 }
 

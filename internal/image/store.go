@@ -67,6 +67,11 @@ func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("image store %s: %w", dir, err)
 	}
+	// Searchable, not listable: a sandbox whose user is not the store's
+	// owner opens its root by name.
+	if err := chmodSearchable(dir); err != nil {
+		return nil, fmt.Errorf("image store %s: %w", dir, err)
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("image store %s: %w", dir, err)
@@ -77,6 +82,10 @@ func Open(dir string) (*Store, error) {
 			root.Close()
 			return nil, fmt.Errorf("image store %s: %w", dir, err)
 		}
+	}
+	if err := root.Chmod(rootsDir, 0o711); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("image store %s: %w", dir, err)
 	}
 	// Temporary directories are made only under the shared lock: holding
 	// it exclusively means none is in use.
@@ -323,4 +332,21 @@ func (s *Store) Use(ctx context.Context, img *Image) (*Lease, error) {
 		return nil, fmt.Errorf("image %s: %w", img.Ref, err)
 	}
 	return &Lease{f: f}, nil
+}
+
+// chmodSearchable adds search permission for everyone to dir, whose other
+// bits stay as they are; a directory its caller does not own is left
+// alone (a shared store made by another user).
+func chmodSearchable(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o011 == 0o011 {
+		return nil
+	}
+	if err := os.Chmod(dir, fi.Mode().Perm()|0o011); err != nil && !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return nil
 }

@@ -109,9 +109,18 @@ func hostError(err error) bool {
 }
 
 // permOf is the mode an entry is stored with: permission bits and sticky,
-// never set-uid or set-gid.
+// never set-uid or set-gid, and readable (and, where anyone may execute
+// it, executable) by everyone. Every file belongs to the store's owner,
+// and a sandbox's user is never that owner when the caller is root (it
+// maps to nobody): it sees the files as "other". In a container the
+// image's files are read by its root, whom modes do not stop, so the
+// store gives everyone what that root could do but write.
 func permOf(hdr *tar.Header) fs.FileMode {
 	m := fs.FileMode(hdr.Mode & 0o777)
+	m |= 0o444
+	if m&0o111 != 0 || hdr.Typeflag == tar.TypeDir {
+		m |= 0o111
+	}
 	if hdr.Mode&0o1000 != 0 {
 		m |= fs.ModeSticky
 	}

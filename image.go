@@ -1,0 +1,234 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/fumehood/sandbox/internal/image"
+	"github.com/google/go-containerregistry/pkg/authn"
+)
+
+// Image names a container image whose filesystem is the sandbox's root
+// (Options.Image), and says how to fetch it. The image is pulled into a
+// store on the host once, at the Sandbox's first Run (or when its pool is
+// first filled), and used from there; later Sandboxes find it stored.
+//
+// The root is the image's files, read-only, in place of the host's /usr,
+// /bin, /lib*, exactly as with Options.Rootfs: /proc, /dev, /tmp,
+// /workspace and the generated /etc files are the sandbox's own, and the
+// trust store is the image's. The image's config supplies:
+//
+//   - the environment: its Env, under Options.Env and Cmd.Env, which
+//     override it per variable; its PATH is the one programs are looked
+//     up in;
+//   - the working directory: its WorkingDir when Cmd.Dir is empty, so
+//     that a program finds what the image put there as it would under
+//     docker run; /workspace when the image sets none.
+//
+// Its User is not applied: every sandbox runs as its own unprivileged
+// user (SandboxUID), whatever the image says, and the image's files all
+// belong to the store's owner, readable as their modes allow. Its
+// Entrypoint and Cmd are not run for you: the Cmd given to Run is the
+// program.
+type Image struct {
+	// Ref is the image: a registry reference
+	// ("docker.io/library/python:3.12-slim", "localhost:5000/x:tag",
+	// "name@sha256:..."), or in the transport names skopeo and podman
+	// use, "oci:DIR[:TAG]" (an OCI image layout directory),
+	// "oci-archive:FILE[:TAG]" (a tar of one) or
+	// "docker-archive:FILE[:REF]" (what docker save writes). Required.
+	Ref string
+	// Platform is "os/arch[/variant]", e.g. "linux/arm64/v8". Empty:
+	// linux and this machine's architecture. An image for another
+	// architecture is refused, not emulated.
+	Platform string
+	// Store is the host directory of the image store, made with mode
+	// 0700 if missing. Empty: ImageStoreDir().
+	Store string
+	// Credentials gives the user name and password (or token) for a
+	// registry host such as "ghcr.io"; empty strings mean an anonymous
+	// pull. Nil: docker's credentials (~/.docker/config.json and its
+	// helpers). A function rather than a go-containerregistry Keychain,
+	// so that the library's API does not tie its callers to that
+	// module's types and versions.
+	Credentials func(registry string) (username, password string, err error)
+	// Insecure allows plain HTTP to a registry on a loopback address or
+	// localhost (a test registry); for any other registry it is an error.
+	// False: HTTPS only.
+	Insecure bool
+	// MaxBytes bounds the compressed bytes a pull reads, in bytes; the
+	// layers unpacked may be 4 times that. Zero: 4 GiB.
+	MaxBytes int64
+	// Progress, when set, is called as layers are fetched, from the
+	// goroutine that pulls (the one calling Run).
+	Progress func(ImageProgress)
+}
+
+// ImageProgress is a pull's progress in fetching one layer of an image.
+type ImageProgress struct {
+	Ref string
+	// Layer is the layer's digest; Index counts from 0 to Count-1.
+	Layer        string
+	Index, Count int
+	// Done and Total are compressed bytes; Total is -1 when unknown.
+	Done, Total int64
+}
+
+// Errors a pull of Options.Image wraps, for errors.Is; each error also
+// names the image and the problem. They are distinct from ErrNotFound
+// (the program to run) and ErrInvalidOption (a wrong field): a missing
+// image is a fact about the registry or the disk, not a wrong option.
+var (
+	// ErrImageNotFound: the registry, repository, tag, digest, directory
+	// or archive does not exist.
+	ErrImageNotFound = image.ErrNotFound
+	// ErrBadImageRef: a reference in none of the accepted forms, a
+	// platform that cannot be parsed, or Insecure with a registry off
+	// loopback (which also matches ErrImageInsecure).
+	ErrBadImageRef = image.ErrBadReference
+	// ErrBadImage: the image is corrupt, truncated, does not match its
+	// digests, or has a layer that tries to write outside its root.
+	ErrBadImage = image.ErrBadImage
+	// ErrImagePlatform: the image has no variant for the platform asked
+	// for (Image.Platform, or this machine's).
+	ErrImagePlatform = image.ErrPlatform
+	// ErrImageTooLarge: the image exceeds Image.MaxBytes.
+	ErrImageTooLarge = image.ErrTooLarge
+	// ErrImageInsecure: plain HTTP was asked for, or offered, where it is
+	// not allowed.
+	ErrImageInsecure = image.ErrInsecure
+)
+
+// ImageStoreDir is the image store's directory when Image.Store is empty:
+// $XDG_CACHE_HOME/fumehood-sandbox/images when XDG_CACHE_HOME is set, else
+// /var/cache/fumehood-sandbox/images for root and
+// ~/.cache/fumehood-sandbox/images for anyone else.
+func ImageStoreDir() (string, error) { return image.DefaultDir() }
+
+// credentials adapts Image.Credentials to go-containerregistry's Keychain.
+type credentials func(registry string) (string, string, error)
+
+func (c credentials) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	user, pass, err := c(r.RegistryStr())
+	if err != nil {
+		return nil, fmt.Errorf("credentials for %s: %w", r.RegistryStr(), err)
+	}
+	if user == "" && pass == "" {
+		return authn.Anonymous, nil
+	}
+	return authn.FromConfig(authn.AuthConfig{Username: user, Password: pass}), nil
+}
+
+// pullOptions are im's options as the store takes them.
+func (im *Image) pullOptions() image.PullOptions {
+	o := image.PullOptions{Platform: im.Platform, Insecure: im.Insecure, MaxBytes: im.MaxBytes}
+	if im.Credentials != nil {
+		o.Keychain = credentials(im.Credentials)
+	}
+	if f := im.Progress; f != nil {
+		ref := im.Ref
+		o.Progress = func(p image.Progress) {
+			f(ImageProgress{Ref: ref, Layer: p.Layer, Index: p.Index, Count: p.Count, Done: p.Done, Total: p.Total})
+		}
+	}
+	return o
+}
+
+// imageRoot is a Sandbox's image once pulled, and the lease that keeps its
+// root from Prune until Close.
+type imageRoot struct {
+	mu     sync.Mutex
+	img    *image.Image
+	lease  *image.Lease
+	closed bool
+}
+
+// resolveImage pulls (or finds) Options.Image on the first call and takes
+// a lease on its root; later calls return at once. A failed pull is not
+// remembered: the next call tries again, as a registry may be back.
+func (s *Sandbox) resolveImage(ctx context.Context) error {
+	im := s.opts.Image
+	if im == nil {
+		return nil
+	}
+	r := s.image
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.img != nil {
+		return nil
+	}
+	if r.closed {
+		return fmt.Errorf("sandbox: %w", ErrClosed)
+	}
+	dir := im.Store
+	if dir == "" {
+		var err error
+		if dir, err = image.DefaultDir(); err != nil {
+			return fmt.Errorf("sandbox: Options.Image %s: %w", im.Ref, err)
+		}
+	}
+	st, err := image.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sandbox: Options.Image %s: %w", im.Ref, err)
+	}
+	defer st.Close()
+	img, err := st.Pull(ctx, im.Ref, im.pullOptions())
+	if err != nil {
+		return fmt.Errorf("sandbox: Options.Image: %w", err)
+	}
+	lease, err := st.Use(ctx, img)
+	if err != nil {
+		return fmt.Errorf("sandbox: Options.Image: %w", err)
+	}
+	r.img, r.lease = img, lease
+	// The one write of the resolved image into the Options: every reader
+	// (spec, program) calls resolveImage first, whose lock orders it.
+	s.opts.pulled = img
+	return nil
+}
+
+// closeImage lets go of the image's root, once no run uses it.
+func (s *Sandbox) closeImage() {
+	if s.image == nil {
+		return
+	}
+	s.image.mu.Lock()
+	defer s.image.mu.Unlock()
+	s.image.closed = true
+	s.image.lease.Close()
+}
+
+// rootfs is the host directory that replaces the host's system
+// directories: Options.Rootfs, or the pulled image's root.
+func (o *Options) rootfs() string {
+	if o.pulled != nil {
+		return o.pulled.Root
+	}
+	return o.Rootfs
+}
+
+// imageEnv and imageDir are what the pulled image's config gives a run.
+// Entries of the config's Env that are not KEY=value are left out, as
+// docker leaves them out.
+func (o *Options) imageEnv() []string {
+	if o.pulled == nil {
+		return nil
+	}
+	env := make([]string, 0, len(o.pulled.Env))
+	for _, kv := range o.pulled.Env {
+		if k, _, ok := strings.Cut(kv, "="); ok && k != "" && !strings.ContainsRune(kv, 0) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func (o *Options) imageDir() string {
+	if o.pulled == nil || o.pulled.WorkingDir == "" || strings.ContainsRune(o.pulled.WorkingDir, 0) {
+		return DefaultDir
+	}
+	return path.Join("/", o.pulled.WorkingDir)
+}
