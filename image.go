@@ -177,11 +177,11 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 	defer st.Close()
 	img, err := st.Pull(ctx, im.Ref, im.pullOptions())
 	if err != nil {
-		return fmt.Errorf("sandbox: Options.Image: %w", err)
+		return fmt.Errorf("sandbox: %w", err)
 	}
 	lease, err := st.Use(ctx, img)
 	if err != nil {
-		return fmt.Errorf("sandbox: Options.Image: %w", err)
+		return fmt.Errorf("sandbox: %w", err)
 	}
 	r.img, r.lease = img, lease
 	// The one write of the resolved image into the Options: every reader

@@ -3,12 +3,9 @@
 package sandbox
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
-	"io"
-	"log"
-	"net/http/httptest"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,14 +13,8 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/image"
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/fumehood/sandbox/internal/imagetest"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // shellImageConfig is the config of the images the tests run: an Env a
@@ -34,60 +25,39 @@ var shellImageConfig = v1.Config{
 	WorkingDir: "/srv/app",
 }
 
-// shellImage is an image of the host's sh, with a marker file, a program
-// on the image's own PATH, and its working directory.
-func shellImage(t *testing.T) v1.Image {
+// shellImage is an image of the host's sh (imagetest.HostShell), with a
+// marker file, a program on the image's own PATH, and its working
+// directory; extra adds to its layer.
+func shellImage(t *testing.T, extra ...imagetest.Entry) v1.Image {
 	t.Helper()
-	sh, err := os.ReadFile("/bin/sh")
+	dir := t.TempDir()
+	imagetest.HostShell(t, dir)
+	sh, err := os.ReadFile(filepath.Join(dir, "bin", "sh"))
 	if err != nil {
-		t.Skipf("host has no /bin/sh: %v", err)
+		t.Fatal(err)
 	}
-	return testImage(t, "", shellImageConfig, shellImageLayer(t,
-		tarEntry{name: "srv/app/", typ: tar.TypeDir, mode: 0o755},
-		tarEntry{name: "srv/app/marker", typ: tar.TypeReg, mode: 0o644, body: "from the image\n"},
-		tarEntry{name: "opt/img/bin/", typ: tar.TypeDir, mode: 0o755},
-		tarEntry{name: "opt/img/bin/imgsh", typ: tar.TypeReg, mode: 0o755, body: string(sh)},
+	return imagetest.Image(t, "", shellImageConfig, imagetest.Layer(t, dir, append([]imagetest.Entry{
+		imagetest.Dir("srv/app/", 0o755),
+		imagetest.File("srv/app/marker", 0o644, "from the image\n"),
+		imagetest.Dir("opt/img/bin/", 0o755),
+		imagetest.File("opt/img/bin/imgsh", 0o755, string(sh)),
 		// Only its owner may read it, as many images' files are: the
 		// store's owner, who is not the sandbox's user when the caller
 		// is root.
-		tarEntry{name: "srv/app/private", typ: tar.TypeReg, mode: 0o600, body: "owner only"},
-	))
+		imagetest.File("srv/app/private", 0o600, "owner only"),
+	}, extra...)...))
 }
 
-// imageRefs writes img as an OCI layout, an OCI archive... and pushes it to
-// a registry on loopback, and returns a reference to each.
+// imageRefs writes img as an OCI layout and as a docker archive, and
+// pushes it to a registry on loopback, and returns a reference to each.
 func imageRefs(t *testing.T, img v1.Image) map[string]string {
 	t.Helper()
-	dir := sharedTempDir(t)
-	refs := map[string]string{}
-
-	lp, err := layout.Write(filepath.Join(dir, "layout"), empty.Index)
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	return map[string]string{
+		"oci":            imagetest.WriteLayout(t, filepath.Join(dir, "layout"), img, "v1"),
+		"docker-archive": imagetest.WriteDockerArchive(t, filepath.Join(dir, "docker.tar"), img),
+		"registry":       imagetest.Push(t, imagetest.Registry(t), "shell:v1", img),
 	}
-	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "v1"})); err != nil {
-		t.Fatal(err)
-	}
-	refs["oci"] = "oci:" + filepath.Join(dir, "layout") + ":v1"
-
-	tag, _ := name.NewTag("example.test/shell:v1")
-	if err := tarball.WriteToFile(filepath.Join(dir, "docker.tar"), tag, img); err != nil {
-		t.Fatal(err)
-	}
-	refs["docker-archive"] = "docker-archive:" + filepath.Join(dir, "docker.tar")
-
-	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(reg.Close)
-	ref := strings.TrimPrefix(reg.URL, "http://") + "/shell:v1"
-	r, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img, remote.WithAuth(authn.Anonymous)); err != nil {
-		t.Fatal(err)
-	}
-	refs["registry"] = ref
-	return refs
 }
 
 // TestImageRoot runs a program in an image from each kind of reference:
@@ -197,5 +167,84 @@ func TestImageWithRootfs(t *testing.T) {
 	err := s.Err()
 	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.Image") || !strings.Contains(err.Error(), "Options.Rootfs") {
 		t.Fatalf("Image with Rootfs: %v", err)
+	}
+}
+
+// imageStore is a store directory for one test, removed after it, in a
+// directory every user can reach (as /var/cache is).
+func imageStore(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(sharedTempDir(t), "store")
+}
+
+// storeEntries lists what the store holds beneath its directories (its
+// lock file aside).
+func storeEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, sub := range []string{"tmp", "layers", "roots", "images"} {
+		ents, err := os.ReadDir(filepath.Join(dir, sub))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			out = append(out, sub+"/"+e.Name())
+		}
+	}
+	return out
+}
+
+// TestImageBadInput: an image that cannot be used fails the Run with an
+// error that names the image and matches the sentinel of its problem, and
+// leaves nothing in the store.
+func TestImageBadInput(t *testing.T) {
+	requireSandbox(t)
+	img := shellImage(t)
+	dir := t.TempDir()
+	good := imagetest.WriteLayout(t, filepath.Join(dir, "layout"), img, "v1")
+	archive := filepath.Join(dir, "docker.tar")
+	imagetest.WriteDockerArchive(t, archive, img)
+	b, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut in the middle of its layer: a truncated download.
+	corrupt := filepath.Join(dir, "corrupt.tar")
+	if err := os.WriteFile(corrupt, b[:len(b)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := imagetest.Registry(t)
+	imagetest.Push(t, reg, "shell:v1", img)
+	for _, c := range []struct {
+		name     string
+		im       Image
+		sentinel error
+	}{
+		{"unknown layout", Image{Ref: "oci:" + filepath.Join(dir, "nowhere")}, ErrImageNotFound},
+		{"missing tag", Image{Ref: strings.TrimSuffix(good, ":v1") + ":v2"}, ErrImageNotFound},
+		{"unknown repository", Image{Ref: reg + "/nothing:v1", Insecure: true}, ErrImageNotFound},
+		{"missing registry tag", Image{Ref: reg + "/shell:v2", Insecure: true}, ErrImageNotFound},
+		{"wrong platform", Image{Ref: good, Platform: "linux/s390x"}, ErrImagePlatform},
+		{"corrupt archive", Image{Ref: "docker-archive:" + corrupt}, ErrBadImage},
+		{"bad reference", Image{Ref: "docker-archive:"}, ErrBadImageRef},
+		{"insecure off loopback", Image{Ref: "registry.example.test/x:v1", Insecure: true}, ErrImageInsecure},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := imageStore(t)
+			c.im.Store = store
+			s := newTest(t, Options{Image: &c.im})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := s.Run(ctx, Command("/bin/sh", "-c", "true"))
+			if !errors.Is(err, c.sentinel) {
+				t.Fatalf("Run: %v, want an error matching %v", err, c.sentinel)
+			}
+			if !strings.Contains(err.Error(), c.im.Ref) {
+				t.Errorf("the error does not name the image %s: %v", c.im.Ref, err)
+			}
+			if left := storeEntries(t, store); len(left) > 0 {
+				t.Errorf("the store holds %v after a failed pull", left)
+			}
+		})
 	}
 }
