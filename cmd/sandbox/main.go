@@ -6,6 +6,8 @@
 //
 //	sandbox run [flags] -- COMMAND [ARG...]
 //	sandbox mcp [flags]
+//	sandbox pull [flags] REF
+//	sandbox images [prune] [flags]
 //	sandbox probe [--json]
 //	sandbox policy export
 //	sandbox help [COMMAND]
@@ -40,6 +42,15 @@
 // signal background processes. It takes run's limit, network and seccomp
 // flags; "sandbox help mcp" lists its tools and flags.
 //
+// "sandbox run --image REF" runs the program in a container image's
+// filesystem instead of the host's /usr: REF is a registry reference or,
+// in skopeo's transport names, oci:DIR[:TAG], oci-archive:FILE[:TAG] or
+// docker-archive:FILE. The image is pulled into a store on the host once
+// ("sandbox pull" does it ahead, with a progress bar on a terminal);
+// "sandbox images" lists the store and "sandbox images prune" empties it
+// of what no sandbox uses. "sandbox mcp --image REF" gives every session
+// that image.
+//
 // The exit status of "sandbox run" is the program's own exit status; 128+N
 // when a signal N killed it; 137 (128+SIGKILL) when the OOM killer ended it
 // at the --memory limit; 159 (128+SIGSYS) when --seccomp-kill ended it at a
@@ -65,17 +76,20 @@ const (
 // usage is the top-level help text.
 const usage = `sandbox runs a command in a fresh Linux sandbox: new user, pid, mount,
 network, ipc, uts and cgroup namespaces; a read-only root with the host's
-/usr, /bin, /lib*; a generated /etc; tmpfs /tmp and /workspace; no network
-but loopback (--net allow:HOSTS opens an HTTP proxy to those hosts only); an
-unprivileged user with no capabilities. Each run gets a
-cgroup limiting its memory, CPU and processes (--memory, --cpus, --pids);
-where none can be made (an unprivileged user without a delegated cgroup),
-run refuses unless --best-effort lets rlimits stand in. A seccomp filter
-refuses the syscalls only an attacker needs (--seccomp, --seccomp-kill).
+/usr, /bin, /lib* (or a container image's files, --image REF); a generated
+/etc; tmpfs /tmp and /workspace; no network but loopback (--net allow:HOSTS
+opens an HTTP proxy to those hosts only); an unprivileged user with no
+capabilities. Each run gets a cgroup limiting its memory, CPU and processes
+(--memory, --cpus, --pids); where none can be made (an unprivileged user
+without a delegated cgroup), run refuses unless --best-effort lets rlimits
+stand in. A seccomp filter refuses the syscalls only an attacker needs
+(--seccomp, --seccomp-kill).
 
 Usage:
   sandbox run [flags] -- COMMAND [ARG...]   run COMMAND in a new sandbox
   sandbox mcp [flags]                       serve the Model Context Protocol (stdio, or --http ADDR)
+  sandbox pull [flags] REF                  store the container image REF for run --image
+  sandbox images [prune] [flags]            list the stored images, or remove those not in use
   sandbox probe [--json]                    report what this host provides
   sandbox policy export                     print the default seccomp policy as OCI JSON
   sandbox help [COMMAND]                    show this text, or a command's flags
@@ -90,7 +104,12 @@ run_code, read_file, write_file, list_files, delete_file, snapshot, restore,
 reset; with --live also start_process, list_processes, signal_process) run
 in a sandbox session per MCP session.
 
-Run "sandbox help run" for the flags of run, "sandbox help mcp" for mcp's.
+"sandbox run --image REF" runs COMMAND in a container image's files: REF is
+a registry reference (python:3.12-slim), oci:DIR[:TAG], oci-archive:FILE or
+docker-archive:FILE; it is pulled once into a store on this host.
+
+Run "sandbox help run" for the flags of run, "sandbox help mcp" for mcp's,
+"sandbox help pull" and "sandbox help images" for theirs.
 `
 
 // streams are the tool's standard streams, replaceable in tests.
@@ -117,6 +136,10 @@ func cli(args []string, s streams) int {
 		return probeMain(rest, s)
 	case "mcp":
 		return mcpMain(rest, s)
+	case "pull":
+		return pullMain(rest, s)
+	case "images":
+		return imagesMain(rest, s)
 	case "policy":
 		return policyMain(rest, s)
 	case "help", "-h", "-help", "--help":
@@ -148,6 +171,10 @@ func helpMain(args []string, s streams) int {
 		printProbeUsage(s.stdout, newProbeFlags())
 	case "mcp":
 		printMCPUsage(s.stdout, newMCPFlags())
+	case "pull":
+		return pullMain([]string{"-h"}, s)
+	case "images":
+		return imagesMain([]string{"-h"}, s)
 	case "policy":
 		fmt.Fprint(s.stdout, policyUsage)
 	default:

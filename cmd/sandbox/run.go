@@ -45,6 +45,7 @@ type runFlags struct {
 	net netFlag
 
 	tty, noTTY bool
+	image      imageFlags
 	caCerts    pemFile
 	secrets    secretFlag
 }
@@ -68,8 +69,9 @@ func newRunFlags() *runFlags {
 			"the next run; it must exist and be writable by the sandbox's host uid (65534 when\n"+
 			"run as root, else your own), as the library requires: it is never made")
 	f.fs.Var(&f.rootfs, "rootfs", "use host `DIR` (an extracted image) instead of the host's /usr, /bin, /lib*")
+	f.image.add(f.fs, true)
 	f.fs.Var(&f.env, "env", "set `K=V` in the program's environment, repeatable")
-	f.fs.StringVar(&f.dir, "dir", "", "working `DIR` inside the sandbox (default /workspace)")
+	f.fs.StringVar(&f.dir, "dir", "", "working `DIR` inside the sandbox (default /workspace, or --image's own)")
 	f.fs.BoolVar(&f.json, "json", false, "capture output and print the result as one JSON object on stdout")
 	f.fs.BoolVar(&f.verbose, "verbose", false, "also report on stderr the syscalls the seccomp filter refused\n"+
 		"(harmless probes, mostly; --json always lists them in \"denials\")")
@@ -209,6 +211,7 @@ func (f *runFlags) options() sandbox.Options {
 	}
 	return sandbox.Options{
 		Rootfs:        string(f.rootfs),
+		Image:         f.image.image(nil),
 		Workspace:     string(f.workspace),
 		WorkspaceSize: f.workspaceSize,
 		TmpSize:       f.tmpSize,
@@ -283,6 +286,11 @@ func runMain(args []string, s streams) int {
 		fmt.Fprintf(s.stderr, "sandbox: run: %v\n%s", err, seeHelp("run"))
 		return exitFailure
 	}
+	if im := cfg.opts.Image; im != nil && isTerminal(2) && !cfg.json {
+		// A pull shows its progress where someone watches; in a script,
+		// its stderr stays the program's own.
+		im.Progress = newPullProgress(s.stderr).show
+	}
 	sb := sandbox.New(cfg.opts)
 	defer sb.Close()
 	if err := sb.Err(); err != nil {
@@ -334,7 +342,7 @@ func runMain(args []string, s streams) int {
 		saved.restore() // before anything is printed
 	}
 	if err != nil {
-		err = cfg.explain(err)
+		err = withImageHint(cfg.explain(err))
 	}
 	if cgroupRefused(err) && cfg.opts.LimitPolicy != sandbox.BestEffortLimits {
 		err = &cgroupRefusal{err: err}
@@ -384,7 +392,7 @@ func (cfg *runConfig) memoryLimit() string {
 
 // optionFlags names the flag behind each Options or Cmd field it sets.
 var optionFlags = map[string]string{
-	"Options.Rootfs": "--rootfs", "Options.Workspace": "--workspace", "Cmd.Dir": "--dir",
+	"Options.Rootfs": "--rootfs", "Options.Image": "--image", "Options.Image.Ref": "--image", "Options.Workspace": "--workspace", "Cmd.Dir": "--dir",
 	"Options.Memory": "--memory", "Options.CPUs": "--cpus", "Options.Pids": "--pids",
 	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size", "Options.MaxFileSize": "--max-file-size",
 	"Options.Seccomp": "--seccomp", "Options.SeccompKill": "--seccomp-kill",
