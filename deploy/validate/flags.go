@@ -50,6 +50,8 @@ var serverFlags = map[string]struct {
 	"max-lifetime":     {flagDuration, "1h"},
 	"replica":          {flagString, ""},
 	"peer-url":         {flagString, ""},
+	"images":           {flagString, ""},
+	"image-store":      {flagString, ""},
 }
 
 // serverArgs are the toolserver's flags as a command line sets them.

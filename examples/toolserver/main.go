@@ -65,7 +65,7 @@
 // and /workspace last until it is deleted, has had no request for its
 // idle_timeout, reaches its max_lifetime, or the server shuts down.
 //
-//	POST   /v1/sessions                         create: limits, network, env, idle_timeout, max_lifetime
+//	POST   /v1/sessions                         create: limits, network, env, image (one of -images), idle_timeout, max_lifetime
 //	GET    /v1/sessions/{id}                    describe; DELETE ends it, everything in it dead when it answers
 //	POST   /v1/sessions/{id}/runs               run and wait, as POST /v1/runs (streaming too)
 //	POST   /v1/sessions/{id}/processes          start in the background; its pid, its output's tail kept
@@ -138,6 +138,14 @@ type config struct {
 	replica, peerURL     string
 	// audit is the file of the audit trail (audit.go); empty: none.
 	audit string
+	// images are the container images a session may ask for as its root
+	// (its "image" field), and imageStore the store they are pulled
+	// into (empty: the library's default). An allowlist, because a
+	// reference may also name a file or directory of this host
+	// (oci:DIR, docker-archive:FILE) or a registry of the client's
+	// choosing, which only the operator should pick.
+	images     []string
+	imageStore string
 }
 
 func main() {
@@ -187,6 +195,15 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.maxLifetime, "max-lifetime", time.Hour, "the longest max_lifetime a session may ask for, and its default")
 	fs.StringVar(&c.replica, "replica", "", "this replica's `NAME`, a DNS label that session ids carry (default: $POD_NAME, else $HOSTNAME, else the host name, up to its first dot)")
 	fs.StringVar(&c.peerURL, "peer-url", "", "`URL` of another replica, {replica} standing for its name, e.g. http://{replica}.toolserver-peers:8080: requests for its sessions are forwarded there (empty: such requests get 404)")
+	fs.Func("images", "container image references, comma-separated, a session may ask for as its root with its \"image\" field (empty: none)", func(v string) error {
+		for _, r := range strings.Split(v, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				c.images = append(c.images, r)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&c.imageStore, "image-store", "", "keep the -images in `DIR` (default: the library's, ~/.cache/fumehood-sandbox/images or /var/cache/fumehood-sandbox/images for root)")
 	fs.StringVar(&c.audit, "audit", "", "append the audit trail of every sandbox (runs, connections, refused syscalls) to `FILE` as JSON lines")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 // timeout, reaches its maximum lifetime, or the server shuts down.
 type session struct {
 	id      string
+	image   string // the image the session's root is from; empty: the host's
 	sb      *sandbox.Sandbox
 	limits  limitSet
 	egress  []string
@@ -248,6 +249,7 @@ type sessionRequest struct {
 	Network     string            `json:"network"`
 	Egress      []string          `json:"egress"`
 	SeccompKill bool              `json:"seccomp_kill"`
+	Image       string            `json:"image"`        // one of the server's -images; empty: the host's /usr
 	IdleTimeout quantity          `json:"idle_timeout"` // a duration or seconds; default and maximum -max-idle-timeout
 	MaxLifetime quantity          `json:"max_lifetime"` // a duration or seconds; default and maximum -max-lifetime
 }
@@ -267,6 +269,7 @@ type sessionInfo struct {
 	Active      int        `json:"active_requests"`
 	Background  int        `json:"background_processes"` // started through the API and still running
 	Snapshots   []string   `json:"snapshots"`            // never null
+	Image       string     `json:"image,omitempty"`
 }
 
 // limitsInfo are a session's resolved limits.
@@ -284,7 +287,7 @@ func (ss *session) info(replica string) sessionInfo {
 	in := sessionInfo{ID: ss.id, Replica: replica, CreatedAt: ss.created, ExpiresAt: ss.created.Add(ss.life),
 		LastUsedAt: ss.lastUsed, IdleTimeout: ss.idle.String(), MaxLifetime: ss.life.String(),
 		Limits:  limitsInfo{Memory: ss.limits.memory, CPUs: ss.limits.cpus, Pids: ss.limits.pids, Output: ss.limits.output, SeccompKill: ss.limits.seccompKill},
-		Network: "none", Egress: []string{}, Active: ss.active, Snapshots: []string{}}
+		Network: "none", Egress: []string{}, Active: ss.active, Snapshots: []string{}, Image: ss.image}
 	if ss.egress != nil {
 		in.Network, in.Egress = "allow", ss.egress
 	}
@@ -368,6 +371,11 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, id, aerr)
 		return
 	}
+	if req.Image != "" && !slices.Contains(s.cfg.images, req.Image) {
+		s.refuse(w, id, badField("image", "%q is not one of the images this server offers (its -images flag): %q", req.Image, s.cfg.images))
+		return
+	}
+	ss.image = req.Image
 	if s.stopping.Err() != nil {
 		s.refuse(w, id, &apiError{status: http.StatusServiceUnavailable, msg: errShuttingDown.Error()})
 		return
@@ -384,6 +392,10 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 	ss.log = s.log.With("session", id)
 	opts := s.options(ss.limits, ss.egress, ss.log)
 	opts.Env = env
+	if ss.image != "" {
+		// Pulled at the session's first call, and held until it ends.
+		opts.Image = &sandbox.Image{Ref: ss.image, Store: s.cfg.imageStore}
+	}
 	liveOptions(&opts, ss.idle, ss.life)
 	ss.sb = sandbox.New(opts)
 	if err := ss.sb.Err(); err != nil {
