@@ -3,13 +3,14 @@
 // machine, and prints one fixed-width table. Its last line holds the ratios
 // the speed targets are judged by:
 //
-//	ratios: cold/bwrap=R cli/bwrap=R warm/floor=R live/floor=R tput2/bwrap=R rss1g/rss10m=R seccomp=R
+//	ratios: cold/bwrap=R cli/bwrap=R warm/floor=R live/floor=R image/cold=R tput2/bwrap=R rss1g/rss10m=R seccomp=R
 //
 // The rows are: floor (fork+exec+wait of /bin/true from Go), bwrap
 // (bubblewrap --unshare-all with our mounts, running /bin/true), cold
 // (sandbox.New(Options{}).Run of /bin/true through the spawner), warm (the
 // same with Options{Pool: 2}), live (the same with Options{Live: true}: a
-// command entering one running sandbox) and cli (the command-line tool's
+// command entering one running sandbox), image (cold, in a stored image of
+// the host's /bin/true instead of the host's /usr: Options.Image) and cli (the command-line tool's
 // `sandbox run -- /bin/true`, started as a shell starts it). The sections are:
 //
 //   - latency: every iteration runs each row once, starting at a row that
@@ -116,7 +117,11 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	rows := newRows(bwrapArgv, cliArgv, opts)
+	imageOpts, err := imageOptions(opts, dir)
+	if err != nil {
+		return err
+	}
+	rows := newRows(bwrapArgv, cliArgv, opts, imageOpts)
 	lat, err := latency(rows, c)
 	var tput throughputs
 	if err == nil {
@@ -136,7 +141,7 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("ratios: cold/bwrap=%.2f cli/bwrap=%.2f warm/floor=%.2f live/floor=%.2f tput2/bwrap=%.2f rss1g/rss10m=%.2f seccomp=%.2f\n",
-		lat.ratio("cold", "bwrap"), lat.ratio("cli", "bwrap"), lat.ratio("warm", "floor"), lat.ratio("live", "floor"), tput.ratio("cold", "bwrap", 2), heap, sc)
+	fmt.Printf("ratios: cold/bwrap=%.2f cli/bwrap=%.2f warm/floor=%.2f live/floor=%.2f image/cold=%.2f tput2/bwrap=%.2f rss1g/rss10m=%.2f seccomp=%.2f\n",
+		lat.ratio("cold", "bwrap"), lat.ratio("cli", "bwrap"), lat.ratio("warm", "floor"), lat.ratio("live", "floor"), lat.ratio("image", "cold"), tput.ratio("cold", "bwrap", 2), heap, sc)
 	return nil
 }

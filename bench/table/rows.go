@@ -22,14 +22,17 @@ type row struct {
 	sb   *sandbox.Sandbox // nil for the rows that are plain commands
 }
 
-// newRows returns the six rows. The sandbox rows share this process's
+// newRows returns the seven rows. The sandbox rows share this process's
 // spawner, as the Sandboxes of one service would; the cli row is a
-// process of its own each time, as a user's command is.
-func newRows(bwrapArgv, cliArgv []string, opts sandbox.Options) []*row {
+// process of its own each time, as a user's command is. imageOpts are
+// opts with an image as the root (imageOptions), whose first Run, in the
+// warm-up, stores it.
+func newRows(bwrapArgv, cliArgv []string, opts, imageOpts sandbox.Options) []*row {
 	warmOpts, liveOpts := opts, opts
 	warmOpts.Pool = 2
 	liveOpts.Live = true
 	cold, warm, live := sandbox.New(opts), sandbox.New(warmOpts), sandbox.New(liveOpts)
+	image := sandbox.New(imageOpts)
 	// In this order each iteration runs them (from a row that rotates):
 	// live after floor, whose run leaves no work behind, not after warm,
 	// whose pool refills in the background once it has served a run.
@@ -38,6 +41,7 @@ func newRows(bwrapArgv, cliArgv []string, opts sandbox.Options) []*row {
 		{name: "live", run: func() error { return sandboxRun(live) }, sb: live},
 		{name: "bwrap", run: func() error { return execRun(bwrapArgv) }},
 		{name: "cold", run: func() error { return sandboxRun(cold) }, sb: cold},
+		{name: "image", run: func() error { return sandboxRun(image) }, sb: image},
 		{name: "warm", run: func() error { return sandboxRun(warm) }, sb: warm},
 		{name: "cli", run: func() error { return execRun(cliArgv) }},
 	}

@@ -9,6 +9,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"io"
 	"io/fs"
 	"log"
@@ -32,6 +33,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
+// T is what the builders need of a test: testing.TB, or a program's own
+// (a benchmark tool) whose Fatal does not return.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+}
+
 // Entry is one entry of a layer a test lists: a file, directory,
 // symlink, hard link or device node (tar's Typeflag).
 type Entry struct {
@@ -53,7 +61,7 @@ func Hardlink(n, to string) Entry { return Entry{Name: n, Type: tar.TypeLink, Mo
 // Layer packs the tree under dir (none when empty), then extra, into an
 // uncompressed layer. Files of the tree are owned by root in it, as image
 // builders write them.
-func Layer(t testing.TB, dir string, extra ...Entry) []byte {
+func Layer(t T, dir string, extra ...Entry) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
@@ -119,7 +127,7 @@ func Layer(t testing.TB, dir string, extra ...Entry) []byte {
 
 // Image is an OCI image of the layers (uncompressed tars, gzip'd here)
 // with cfg as its config, for linux on arch (this machine's if empty).
-func Image(t testing.TB, arch string, cfg v1.Config, layers ...[]byte) v1.Image {
+func Image(t T, arch string, cfg v1.Config, layers ...[]byte) v1.Image {
 	t.Helper()
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
@@ -155,16 +163,24 @@ func Image(t testing.TB, arch string, cfg v1.Config, layers ...[]byte) v1.Image 
 // /bin/sh or a library cannot be found.
 func HostShell(t testing.TB, dir string) {
 	t.Helper()
-	sh, err := filepath.EvalSymlinks("/bin/sh")
-	if err != nil {
-		t.Skipf("host has no /bin/sh: %v", err)
+	if err := HostProgram(dir, "/bin/sh", "/bin/sh"); err != nil {
+		t.Skipf("no shell for a test image: %v", err)
 	}
-	f, err := elf.Open(sh)
+}
+
+// HostProgram copies the host's program src into dir as the path as,
+// with the dynamic loader and the libraries it loads at their host paths.
+func HostProgram(dir, src, as string) error {
+	src, err := filepath.EvalSymlinks(src)
 	if err != nil {
-		t.Fatal(err)
+		return err
+	}
+	f, err := elf.Open(src)
+	if err != nil {
+		return err
 	}
 	defer f.Close()
-	copies := map[string]string{sh: filepath.Join(dir, "bin", "sh")}
+	copies := map[string]string{src: filepath.Join(dir, as)}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			b := make([]byte, p.Filesz)
@@ -184,27 +200,28 @@ func HostShell(t testing.TB, dir string) {
 			}
 		}
 		if found == "" {
-			t.Skipf("cannot find %s, which /bin/sh loads, for a test image", lib)
+			return fmt.Errorf("cannot find %s, which %s loads", lib, src)
 		}
 		copies[found] = filepath.Join(dir, found)
 	}
-	for src, dst := range copies {
-		b, err := os.ReadFile(src)
+	for from, to := range copies {
+		b, err := os.ReadFile(from)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
 		}
-		if err := os.WriteFile(dst, b, 0o755); err != nil {
-			t.Fatal(err)
+		if err := os.WriteFile(to, b, 0o755); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 // WriteLayout writes img as an OCI image layout in dir, tagged tag, and
 // returns its reference, oci:DIR:TAG.
-func WriteLayout(t testing.TB, dir string, img v1.Image, tag string) string {
+func WriteLayout(t T, dir string, img v1.Image, tag string) string {
 	t.Helper()
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
@@ -218,7 +235,7 @@ func WriteLayout(t testing.TB, dir string, img v1.Image, tag string) string {
 
 // WriteDockerArchive writes img as docker save does, tagged
 // example.test/image:v1, and returns its reference, docker-archive:FILE.
-func WriteDockerArchive(t testing.TB, file string, img v1.Image) string {
+func WriteDockerArchive(t T, file string, img v1.Image) string {
 	t.Helper()
 	tag, _ := name.NewTag("example.test/image:v1")
 	if err := tarball.WriteToFile(file, tag, img); err != nil {
