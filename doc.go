@@ -35,7 +35,8 @@
 // Every program sees: its own user, PID, mount, network (loopback only),
 // IPC, UTS (hostname [DefaultHostname]) and cgroup namespaces; a root that
 // is a read-only tmpfs holding read-only binds of the host's /usr, /bin,
-// /sbin and /lib* (or of [Options.Rootfs]), a generated /etc (see The
+// /sbin and /lib* (or of [Options.Rootfs], or of a container image's files
+// with [Options.Image]: see Images), a generated /etc (see The
 // sandbox's /etc), a new /proc with the sensitive paths masked as runc masks
 // them, a minimal /dev (null, zero, full, random, urandom, tty, and a devpts
 // of its own, so programs can open ptys through /dev/ptmx, 64 at most at
@@ -135,6 +136,38 @@
 // kills every other process of the sandbox. A failure before the exec comes
 // back to the caller with its stage and errno as a [*SetupError], so
 // errors.Is(err, unix.EPERM) works across the process boundary.
+//
+// # Images
+//
+// [Options.Image] names a container image whose files take the place of
+// the host's /usr, /bin and /lib*, exactly as [Options.Rootfs] does:
+// read-only, with the sandbox's own /proc, /dev, /tmp, /workspace, the
+// generated /etc (whose system files and trust store are the image's) and
+// [Options.TrustedCAs] added to the image's bundles. References are a
+// registry's ("docker.io/library/python:3.12-slim"; docker's credentials,
+// or [Image.Credentials]) or, in skopeo's transport names,
+// oci:DIR[:TAG], oci-archive:FILE[:TAG] and docker-archive:FILE. The
+// image is pulled at the Sandbox's first Run into a content-addressed
+// store on the host ([Image.Store], [ImageStoreDir]): layers fetched once
+// and checked against their digests, unpacked once (set-id bits and
+// device nodes dropped, names and links that leave the layer refused),
+// and each image's root built of hard links to them. Later Sandboxes find
+// it stored and start as fast as on the host's /usr. The Sandbox holds a
+// lease on the root until Close, so pruning the store (sandbox images
+// prune) never removes a root in use.
+//
+// The image's config gives the defaults: its Env under [Options.Env] and
+// [Cmd.Env] (which win per variable; its PATH is where programs are looked
+// up), and its WorkingDir when [Cmd.Dir] is empty (/workspace, still the
+// writable session workspace, when it sets none). Its User is not applied:
+// the program runs as [SandboxUID], unprivileged, whatever the image
+// says, and every file of the image belongs to the store's owner and is
+// readable by all (a root caller's sandbox maps to nobody). Its Entrypoint
+// and Cmd are not run: the Cmd given to Run is. A pull that fails fails
+// the Run with an error naming the image that matches one of
+// [ErrImageNotFound], [ErrBadImageRef], [ErrBadImage], [ErrImagePlatform],
+// [ErrImageTooLarge] and [ErrImageInsecure], and leaves nothing in the
+// store; the next Run tries again.
 //
 // # The sandbox's /etc
 //

@@ -509,3 +509,33 @@ func ExampleOptions_audit() {
 	// {"msg":"change","path":"greeting.txt","change":"added"}
 	// {"msg":"run end","outcome":"exited","exit_code":0,"changes":1,"audit_dropped":0}
 }
+
+// An image's files as the root: Python from the image, not the host. This
+// example has no output to check because it pulls from Docker Hub, which
+// the tests never reach (they build their images: see TestImageRoot); it
+// is compiled with the tests all the same.
+func ExampleImage() {
+	sb := sandbox.New(sandbox.Options{
+		LimitPolicy: anywhere.LimitPolicy,
+		Image: &sandbox.Image{
+			Ref: "docker.io/library/python:3.12-slim",
+			Progress: func(p sandbox.ImageProgress) {
+				fmt.Fprintf(os.Stderr, "layer %d/%d: %d of %d bytes\n", p.Index+1, p.Count, p.Done, p.Total)
+			},
+		},
+	})
+	defer sb.Close() // lets go of the image's root, which a prune may then remove
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The first Run pulls the image (or finds it stored); python3 is
+	// found on the PATH of the image's config.
+	res, err := sb.Run(ctx, sandbox.Command("python3", "-c", "import sys; print(sys.version)"))
+	switch {
+	case errors.Is(err, sandbox.ErrImageNotFound):
+		fmt.Println("no such image:", err)
+	case err != nil:
+		fmt.Println("error:", err)
+	default:
+		fmt.Printf("%s", res.Stdout)
+	}
+}
