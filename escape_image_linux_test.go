@@ -132,6 +132,9 @@ func TestEscapeImage(t *testing.T) {
 			if !errors.Is(err, ErrBadImage) {
 				t.Errorf("Run: %v, want an error matching ErrBadImage", err)
 			}
+			// After Close, which waits for a pool's filling, whose pull
+			// of the image may come after the Run's.
+			s.Close()
 			if left := storeEntries(t, store); len(left) > 0 {
 				t.Errorf("the store holds %v", left)
 			}

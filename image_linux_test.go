@@ -242,6 +242,9 @@ func TestImageBadInput(t *testing.T) {
 			if !strings.Contains(err.Error(), c.im.Ref) {
 				t.Errorf("the error does not name the image %s: %v", c.im.Ref, err)
 			}
+			// After Close, which waits for a pool's filling, whose pull
+			// of the image may come after the Run's.
+			s.Close()
 			if left := storeEntries(t, store); len(left) > 0 {
 				t.Errorf("the store holds %v after a failed pull", left)
 			}
