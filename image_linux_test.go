@@ -5,7 +5,11 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +18,11 @@ import (
 
 	"github.com/fumehood/sandbox/internal/image"
 	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 // shellImageConfig is the config of the images the tests run: an Env a
@@ -249,5 +257,49 @@ func TestImageBadInput(t *testing.T) {
 				t.Errorf("the store holds %v after a failed pull", left)
 			}
 		})
+	}
+}
+
+// TestImageCredentials: a registry that wants a password gets the one
+// Image.Credentials gives for its host, and a pull without it fails
+// naming the image.
+func TestImageCredentials(t *testing.T) {
+	requireSandbox(t)
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "agent" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	ref := host + "/private/shell:v1"
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, shellImage(t), remote.WithAuth(&authn.Basic{Username: "agent", Password: "s3cret"})); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	creds := func(registry string) (string, string, error) {
+		asked = append(asked, registry)
+		return "agent", "s3cret", nil
+	}
+	res := run(t, Options{Image: &Image{Ref: ref, Store: imageStore(t), Insecure: true, Credentials: creds}},
+		Command("/bin/sh", "-c", "read -r m < /srv/app/marker; echo $m"))
+	if string(res.Stdout) != "from the image\n" || len(asked) == 0 || asked[0] != host {
+		t.Errorf("pull with credentials: stdout %q, credentials asked for %q (want %s)", res.Stdout, asked, host)
+	}
+
+	s := newTest(t, Options{Image: &Image{Ref: ref, Store: imageStore(t), Insecure: true,
+		Credentials: func(string) (string, string, error) { return "", "", nil }}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Run(ctx, Command("/bin/sh", "-c", "true")); err == nil || !strings.Contains(err.Error(), ref) {
+		t.Errorf("an anonymous pull from a registry that wants a password: %v, want an error naming %s", err, ref)
 	}
 }
