@@ -161,4 +161,15 @@ func TestMCPImage(t *testing.T) {
 	if run.Stdout != "from the image yes /srv\n" {
 		t.Errorf("run in the session's image: stdout %q; server's stderr:\n%s", run.Stdout, stderr)
 	}
+
+	// An image that cannot be pulled stops the server at its start, where
+	// whoever started it sees why.
+	missing := "oci:" + filepath.Join(dir, "nowhere")
+	var errOut bytes.Buffer
+	cmd := exec.Command(bin, mcpArgs("--image-store", filepath.Join(dir, "store"), "--image", missing)...)
+	cmd.Stderr = &errOut
+	err := cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != exitFailure || !strings.Contains(errOut.String(), missing) || !strings.Contains(errOut.String(), "check the name") {
+		t.Errorf("sandbox mcp --image %s: exit %d (%v), want %d with an error naming it and what to do:\n%s", missing, code, err, exitFailure, errOut.String())
+	}
 }

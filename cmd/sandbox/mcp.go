@@ -302,7 +302,7 @@ func (mc *mcpConfig) selfTest() error {
 	case cgroupRefused(err):
 		return &cgroupRefusal{err: err}
 	case err != nil:
-		return fmt.Errorf("mcp: a first run to check the sandbox failed: %w", mc.cfg.explain(err))
+		return fmt.Errorf("mcp: a first run to check the sandbox failed: %w", withImageHint(mc.cfg.explain(err)))
 	}
 	return nil
 }
