@@ -144,6 +144,16 @@ type imageRoot struct {
 	img    *image.Image
 	lease  *image.Lease
 	closed bool
+	// ctx is the pool's pulls' context (fillPool has no caller's):
+	// Close cancels it first, since it waits for the pool's filling.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newImageRoot() *imageRoot {
+	r := &imageRoot{}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r
 }
 
 // resolveImage pulls (or finds) Options.Image on the first call and takes
@@ -190,11 +200,20 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 	return nil
 }
 
+// stopImagePulls cancels a pull of the pool's, so that Close, which waits
+// for the pool's filling, does not wait for a registry.
+func (s *Sandbox) stopImagePulls() {
+	if s.image != nil {
+		s.image.cancel()
+	}
+}
+
 // closeImage lets go of the image's root, once no run uses it.
 func (s *Sandbox) closeImage() {
 	if s.image == nil {
 		return
 	}
+	s.image.cancel()
 	s.image.mu.Lock()
 	defer s.image.mu.Unlock()
 	s.image.closed = true

@@ -303,3 +303,34 @@ func TestImageCredentials(t *testing.T) {
 		t.Errorf("an anonymous pull from a registry that wants a password: %v, want an error naming %s", err, ref)
 	}
 }
+
+// TestImageCloseDuringPull: Close of a pooled Sandbox whose pool is
+// pulling its image from a registry that never answers returns at once;
+// it does not wait for the registry.
+func TestImageCloseDuringPull(t *testing.T) {
+	requireSandbox(t)
+	asked := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	defer srv.CloseClientConnections()
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/stalled:v1"
+	s := New(Options{Pool: 1, Image: &Image{Ref: ref, Store: imageStore(t), Insecure: true}})
+	select {
+	case <-asked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pool never asked the registry for the image")
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits for a pull from a registry that never answers")
+	}
+}

@@ -670,7 +670,11 @@ func (st *stdio) close() {
 // spawner (as are those of later refills); fillPool logs only a spawner
 // that could not be started.
 func (s *Sandbox) fillPool() error {
-	if err := s.resolveImage(context.Background()); err != nil {
+	ctx := context.Background()
+	if s.image != nil {
+		ctx = s.image.ctx
+	}
+	if err := s.resolveImage(ctx); err != nil {
 		s.log.Warn("sandbox: the pool cannot be filled; runs start cold", "error", err)
 		return err
 	}

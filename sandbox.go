@@ -484,7 +484,7 @@ func New(opts Options) *Sandbox {
 		// one it was given.
 		im := *opts.Image
 		s.opts.Image = &im
-		s.image = &imageRoot{}
+		s.image = newImageRoot()
 	}
 	s.ws.logTo(opts.Logger)
 	// A Sandbox dropped without Close still ends its session.

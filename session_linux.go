@@ -353,6 +353,7 @@ func (snap *Snapshot) Release() error {
 // holding them exits). A host Options.Workspace directory is left as it
 // is. Close is idempotent; later calls on the Sandbox fail with ErrClosed.
 func (s *Sandbox) Close() error {
+	s.stopImagePulls()
 	if s.live != nil {
 		// First, so that the calls Close waits for end.
 		s.live.stop(fmt.Errorf("sandbox: %w", ErrClosed))
