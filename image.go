@@ -45,8 +45,10 @@ type Image struct {
 	// linux and this machine's architecture. An image for another
 	// architecture is refused, not emulated.
 	Platform string
-	// Store is the host directory of the image store, made with mode
-	// 0700 if missing. Empty: ImageStoreDir().
+	// Store is the host directory of the image store, made if missing.
+	// Others may search it but not list it (mode 0711), so that a
+	// sandbox whose user is not its owner reaches its image's root.
+	// Empty: ImageStoreDir().
 	Store string
 	// Credentials gives the user name and password (or token) for a
 	// registry host such as "ghcr.io"; empty strings mean an anonymous
