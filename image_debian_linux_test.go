@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,13 +51,19 @@ func debianRoot(t *testing.T) string {
 	if err := os.MkdirAll(debianCache, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Yesterday's roots are no longer used.
+	// Roots of other days are no longer used; today's, finished or being
+	// built by another run of the tests, are left alone.
+	today := strings.TrimSuffix(filepath.Base(file), ".tar")
 	old, _ := filepath.Glob(filepath.Join(debianCache, "debian-stable-python3-*"))
 	for _, o := range old {
-		os.RemoveAll(o)
+		if !strings.HasPrefix(filepath.Base(o), today) {
+			os.RemoveAll(o)
+		}
 	}
-	// mmdebstrap writes a tar when the name ends in .tar.
-	tmp := strings.TrimSuffix(file, ".tar") + ".partial.tar"
+	// mmdebstrap writes a tar when the name ends in .tar. Each run builds
+	// its own, so that two at once (two clones' tests) do not write one
+	// file; the last rename wins, and both are the same root.
+	tmp := fmt.Sprintf("%s.partial-%d.tar", strings.TrimSuffix(file, ".tar"), os.Getpid())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// Only the main suite, from the mirror apt is set up for: a mirror
