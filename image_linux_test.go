@@ -95,6 +95,9 @@ func TestImageRoot(t *testing.T) {
 				test -e /usr && echo "host /usr visible"
 				while read -r l; do case $l in sandbox:*) echo "etc=generated";; esac; done < /etc/passwd
 				exit 0`)
+			// Found as imgsh on the image's PATH, run as sh: a busybox sh
+			// (the VM's) runs the applet its argv[0] names.
+			cmd.Args[0] = "sh"
 			cmd.Env = []string{"FROM_CMD=cmd"}
 			res := run(t, opts, cmd)
 			out := string(res.Stdout)
