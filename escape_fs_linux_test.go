@@ -100,29 +100,31 @@ func TestEscapeExeOverwrite(t *testing.T) {
 	before := [2][32]byte{fileHash(t, self), fileHash(t, bind.Source)}
 	for _, inProcess := range []bool{false, true} {
 		t.Run(fmt.Sprintf("InProcess=%v", inProcess), func(t *testing.T) {
-			s := newTest(t, attackOpts(t, Options{InProcess: inProcess}))
-			// A first run starts the spawner, whose copy is then listed too.
-			if _, err := s.Run(context.Background(), Command("true")); err != nil {
-				t.Fatal(err)
-			}
-			ids := hostBinaryIDs(t)
-			t.Logf("host binary identities: %v", ids)
-			_, rep := runAttack(t, s, "exe", ids...)
-			if rep == nil {
-				t.Fatal("attack exe printed no report")
-			}
-			requireBlocked(t, rep, 12)
-			for _, what := range []string{"open /proc/self/exe O_WRONLY", "open /proc/1/exe O_RDWR",
-				"reopen /proc/self/exe through", "find the host binary among the mappings", "open " + helperPath + " O_WRONLY"} {
-				if _, ok := rep.Find(what); !ok {
-					t.Errorf("attack exe made no attempt %q", what)
+			forEachRoot(t, func(t *testing.T, root escapeRoot) {
+				s := newTest(t, attackOpts(t, root, Options{InProcess: inProcess}))
+				// A first run starts the spawner, whose copy is then listed too.
+				if _, err := s.Run(context.Background(), Command("true")); err != nil {
+					t.Fatal(err)
 				}
-			}
-			// The program is pid 1 and is the bound helper itself: the
-			// init that ran before it is gone.
-			if got := rep.Seen["readlink /proc/1/exe"]; got != helperPath {
-				t.Errorf("/proc/1/exe = %q, want %s", got, helperPath)
-			}
+				ids := hostBinaryIDs(t)
+				t.Logf("host binary identities: %v", ids)
+				_, rep := runAttack(t, s, "exe", ids...)
+				if rep == nil {
+					t.Fatal("attack exe printed no report")
+				}
+				requireBlocked(t, rep, 12)
+				for _, what := range []string{"open /proc/self/exe O_WRONLY", "open /proc/1/exe O_RDWR",
+					"reopen /proc/self/exe through", "find the host binary among the mappings", "open " + helperPath + " O_WRONLY"} {
+					if _, ok := rep.Find(what); !ok {
+						t.Errorf("attack exe made no attempt %q", what)
+					}
+				}
+				// The program is pid 1 and is the bound helper itself: the
+				// init that ran before it is gone.
+				if got := rep.Seen["readlink /proc/1/exe"]; got != helperPath {
+					t.Errorf("/proc/1/exe = %q, want %s", got, helperPath)
+				}
+			})
 		})
 	}
 	if after := [2][32]byte{fileHash(t, self), fileHash(t, bind.Source)}; after != before {
@@ -157,46 +159,48 @@ func TestEscapeLeakedFds(t *testing.T) {
 	if wd, _ := os.Getwd(); !strings.HasPrefix(wd, "/") {
 		t.Fatalf("working directory %q", wd)
 	}
-	for _, inProcess := range []bool{false, true} {
-		t.Run(fmt.Sprintf("InProcess=%v", inProcess), func(t *testing.T) {
-			_, rep := mustReport(t, Options{InProcess: inProcess}, "fds")
-			// The leaked-fd attempts count as worked; no other attempt
-			// may have been needed to fail this.
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		for _, inProcess := range []bool{false, true} {
+			t.Run(fmt.Sprintf("InProcess=%v", inProcess), func(t *testing.T) {
+				_, rep := mustReport(t, root, Options{InProcess: inProcess}, "fds")
+				// The leaked-fd attempts count as worked; no other attempt
+				// may have been needed to fail this.
+				requireBlocked(t, rep, 4)
+				if got := rep.Seen["inherited fds"]; got != "[0 1 2]" {
+					t.Errorf("fds inherited inside: %s, want [0 1 2] (%v)", got, rep.Seen)
+				}
+				if got := rep.Seen["getcwd"]; got != DefaultDir {
+					t.Errorf("working directory inside: %q, want %s", got, DefaultDir)
+				}
+			})
+		}
+		// The runc exploit's working directory: an fd the init might hold
+		// while it changes to Cmd.Dir. The run must fail, or run inside.
+		s := newTest(t, attackOpts(t, root, Options{}))
+		for fd := 3; fd <= 12; fd++ {
+			cmd := helperCmd("attack", "fds")
+			cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", fd)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			res, err := s.Run(ctx, cmd)
+			cancel()
+			if err != nil {
+				var se *SetupError
+				if !errors.As(err, &se) {
+					t.Errorf("Dir %s: %v, want a *SetupError", cmd.Dir, err)
+				} else if fd == 3 {
+					t.Logf("Dir %s: %v", cmd.Dir, err)
+				}
+				continue
+			}
+			rep, perr := attack.Parse(res.Stdout)
+			if perr != nil {
+				t.Errorf("Dir %s: ran without a report: %v\n%s", cmd.Dir, perr, res.Stderr)
+				continue
+			}
+			t.Logf("Dir %s ran, in %s", cmd.Dir, rep.Seen["getcwd"])
 			requireBlocked(t, rep, 4)
-			if got := rep.Seen["inherited fds"]; got != "[0 1 2]" {
-				t.Errorf("fds inherited inside: %s, want [0 1 2] (%v)", got, rep.Seen)
-			}
-			if got := rep.Seen["getcwd"]; got != DefaultDir {
-				t.Errorf("working directory inside: %q, want %s", got, DefaultDir)
-			}
-		})
-	}
-	// The runc exploit's working directory: an fd the init might hold
-	// while it changes to Cmd.Dir. The run must fail, or run inside.
-	s := newTest(t, attackOpts(t, Options{}))
-	for fd := 3; fd <= 12; fd++ {
-		cmd := helperCmd("attack", "fds")
-		cmd.Dir = fmt.Sprintf("/proc/self/fd/%d", fd)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, err := s.Run(ctx, cmd)
-		cancel()
-		if err != nil {
-			var se *SetupError
-			if !errors.As(err, &se) {
-				t.Errorf("Dir %s: %v, want a *SetupError", cmd.Dir, err)
-			} else if fd == 3 {
-				t.Logf("Dir %s: %v", cmd.Dir, err)
-			}
-			continue
 		}
-		rep, perr := attack.Parse(res.Stdout)
-		if perr != nil {
-			t.Errorf("Dir %s: ran without a report: %v\n%s", cmd.Dir, perr, res.Stderr)
-			continue
-		}
-		t.Logf("Dir %s ran, in %s", cmd.Dir, rep.Seen["getcwd"])
-		requireBlocked(t, rep, 4)
-	}
+	})
 }
 
 // TestEscapeRoot tries the ways out of a root: "/..", the chroot-twice
@@ -210,15 +214,17 @@ func TestEscapeLeakedFds(t *testing.T) {
 // capability (which would refuse them again).
 func TestEscapeRoot(t *testing.T) {
 	requireSandbox(t)
-	res, rep := mustReport(t, Options{}, "root")
-	requireBlocked(t, rep, 35)
-	for _, what := range []string{"chroot /tmp/sbxtest-jail", "pivot_root", "mount proc", "bind /",
-		"remount /usr read-write", "umount2 /proc/keys", "fsopen tmpfs", "fspick /usr", "open_tree clone /",
-		"move_mount the mask", "mount_setattr clear read-only on /usr"} {
-		requireRefusedBy(t, rep, what, "EPERM")
-	}
-	requireDenied(t, res, "mount", "umount2", "chroot", "pivot_root", "fsopen", "fspick", "open_tree",
-		"move_mount", "mount_setattr")
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		res, rep := mustReport(t, root, Options{}, "root")
+		requireBlocked(t, rep, 35)
+		for _, what := range []string{"chroot /tmp/sbxtest-jail", "pivot_root", "mount proc", "bind /",
+			"remount /usr read-write", "umount2 /proc/keys", "fsopen tmpfs", "fspick /usr", "open_tree clone /",
+			"move_mount the mask", "mount_setattr clear read-only on /usr"} {
+			requireRefusedBy(t, rep, what, "EPERM")
+		}
+		requireDenied(t, res, "mount", "umount2", "chroot", "pivot_root", "fsopen", "fspick", "open_tree",
+			"move_mount", "mount_setattr")
+	})
 }
 
 // mountTable is the set of lines of a mountinfo file.
@@ -256,152 +262,154 @@ func mountTable(t *testing.T, p string) map[string]bool {
 // of the bind), which cannot be renamed.
 func TestEscapeBindSymlinkRace(t *testing.T) {
 	requireSandbox(t)
-	src := sharedTempDir(t)
-	marker := fmt.Sprintf("sbxtest-marker-%d", time.Now().UnixNano())
-	if err := os.WriteFile(filepath.Join(src, marker), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The bind's root as mountinfo shows it; on the host it lies under
-	// /tmp, which inside is the sandbox's own tmpfs, so seeing the
-	// marker's host path inside means a host tree was mounted there.
-	srcRoot, err := filepath.EvalSymlinks(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostOnly := filepath.Join(srcRoot, marker)
-	// The target's last name exists on hosts (/var) but not in the
-	// sandbox's root: a target resolved against the host's tree would
-	// find it and mount there, out of the sandbox's sight, where a target
-	// resolved inside the root makes a new /var.
-	s := newTest(t, attackOpts(t, Options{Binds: []Bind{{Source: src, Target: "/workspace/a/var"}}}))
-	landed := func() (*Result, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return s.Run(ctx, helperCmd("attack", "landed", srcRoot, marker, hostOnly,
-			"/workspace/a/var", "/var", "/etc/var", "/", "/etc", "/workspace", "/workspace/a", "/tmp"))
-	}
-	// A first run, undisturbed: the bind is where it was asked for.
-	res, err := landed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := attack.Parse(res.Stdout)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, res.Stderr)
-	}
-	if rep.Seen["mounted at"] != "/workspace/a/var" || rep.Seen["marker in"] != "/workspace/a/var" {
-		t.Fatalf("undisturbed bind: %v", rep.Seen)
-	}
-	pid := spawnerPID()
-	if pid == 0 {
-		t.Fatal("no spawner")
-	}
-	spawnerMounts := fmt.Sprintf("/proc/%d/mountinfo", pid)
-	hostBefore, spawnerBefore := mountTable(t, "/proc/self/mountinfo"), mountTable(t, spawnerMounts)
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		src := sharedTempDir(t)
+		marker := fmt.Sprintf("sbxtest-marker-%d", time.Now().UnixNano())
+		if err := os.WriteFile(filepath.Join(src, marker), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The bind's root as mountinfo shows it; on the host it lies under
+		// /tmp, which inside is the sandbox's own tmpfs, so seeing the
+		// marker's host path inside means a host tree was mounted there.
+		srcRoot, err := filepath.EvalSymlinks(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostOnly := filepath.Join(srcRoot, marker)
+		// The target's last name exists on hosts (/var) but not in the
+		// sandbox's root: a target resolved against the host's tree would
+		// find it and mount there, out of the sandbox's sight, where a target
+		// resolved inside the root makes a new /var.
+		s := newTest(t, attackOpts(t, root, Options{Binds: []Bind{{Source: src, Target: "/workspace/a/var"}}}))
+		landed := func() (*Result, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return s.Run(ctx, helperCmd("attack", "landed", srcRoot, marker, hostOnly,
+				"/workspace/a/var", "/var", "/etc/var", "/", "/etc", "/workspace", "/workspace/a", "/tmp"))
+		}
+		// A first run, undisturbed: the bind is where it was asked for.
+		res, err := landed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := attack.Parse(res.Stdout)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, res.Stderr)
+		}
+		if rep.Seen["mounted at"] != "/workspace/a/var" || rep.Seen["marker in"] != "/workspace/a/var" {
+			t.Fatalf("undisturbed bind: %v", rep.Seen)
+		}
+		pid := spawnerPID()
+		if pid == 0 {
+			t.Fatal("no spawner")
+		}
+		spawnerMounts := fmt.Sprintf("/proc/%d/mountinfo", pid)
+		hostBefore, spawnerBefore := mountTable(t, "/proc/self/mountinfo"), mountTable(t, spawnerMounts)
 
-	swapCtx, stopSwap := context.WithTimeout(context.Background(), 90*time.Second)
-	defer stopSwap()
-	var swapRes *Result
-	var swapErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		swapRes, swapErr = s.Run(swapCtx, helperCmd("attack", "swap", "/workspace/a", "/workspace/stop", "60s"))
-	}()
-	// Let the swapping start before the first victim.
-	if !waitFor(func() bool {
-		es, err := s.ReadDir(DefaultDir)
-		return err == nil && slices.ContainsFunc(es, func(e WorkspaceEntry) bool { return strings.HasPrefix(e.Name, ".a-link") })
-	}) {
-		t.Fatal("the swapping run never started")
-	}
-
-	const runs, parallel = 60, 3
-	var mu sync.Mutex
-	outcomes := map[string]int{}
-	sem := make(chan struct{}, parallel)
-	var vg sync.WaitGroup
-	for i := 0; i < runs; i++ {
-		vg.Add(1)
-		sem <- struct{}{}
+		swapCtx, stopSwap := context.WithTimeout(context.Background(), 90*time.Second)
+		defer stopSwap()
+		var swapRes *Result
+		var swapErr error
+		var wg sync.WaitGroup
+		wg.Add(1)
 		go func() {
-			defer vg.Done()
-			defer func() { <-sem }()
-			res, err := landed()
-			var outcome string
-			switch {
-			case err != nil:
-				var se *SetupError
-				if !errors.As(err, &se) {
-					t.Errorf("victim run: %v, want success or a *SetupError", err)
-				}
-				outcome = "setup error"
-				if se != nil {
-					outcome += ": " + se.Op
-				}
-			default:
-				rep, perr := attack.Parse(res.Stdout)
-				if perr != nil {
-					t.Errorf("victim run without a report: %v %v\n%s", res.Err(), perr, res.Stderr)
-					return
-				}
-				for _, a := range rep.Worked() {
-					t.Errorf("victim run: %q worked (%v)", a.What, rep.Seen)
-				}
-				// The directory that was /workspace/a may have been
-				// renamed since (the swapping goes on), and the mount
-				// moved with it: only /var and /etc/var stay put.
-				at := rep.Seen["mounted at"]
-				switch {
-				case at == "/var" || at == "/etc/var":
-					if rep.Seen["marker through mount point"] != at {
-						t.Errorf("bind mounted at %s, but the marker is not seen there: %v", at, rep.Seen)
-					}
-				case workspaceMount.MatchString(at):
-					at = "the workspace"
-				default:
-					t.Errorf("bind mounted at %q: want one place, /workspace/a/var or where a symlink led (%v)", at, rep.Seen)
-				}
-				outcome = "mounted at " + at
-			}
-			mu.Lock()
-			outcomes[outcome]++
-			mu.Unlock()
+			defer wg.Done()
+			swapRes, swapErr = s.Run(swapCtx, helperCmd("attack", "swap", "/workspace/a", "/workspace/stop", "60s"))
 		}()
-	}
-	vg.Wait()
-	if err := s.WriteFile("/workspace/stop", nil, 0o644); err != nil {
-		t.Error(err)
-	}
-	wg.Wait()
-	t.Logf("victim runs: %v", outcomes)
-	if swapErr != nil {
-		t.Fatalf("swapping run: %v", swapErr)
-	}
-	swapRep, err := attack.Parse(swapRes.Stdout)
-	if err != nil {
-		t.Fatalf("swapping run: %v\n%s", err, swapRes.Stderr)
-	}
-	t.Logf("swapping run: %v", swapRep.Seen)
-	if n, _ := strconv.Atoi(swapRep.Seen["swaps"]); n == 0 {
-		t.Errorf("no swaps made: %v", swapRep.Seen)
-	}
-	// The race must have been run for real: some victims met a symlink.
-	if outcomes["mounted at the workspace"] == runs {
-		t.Errorf("every victim run found the directory: the race was never met (%v)", outcomes)
-	}
+		// Let the swapping start before the first victim.
+		if !waitFor(func() bool {
+			es, err := s.ReadDir(DefaultDir)
+			return err == nil && slices.ContainsFunc(es, func(e WorkspaceEntry) bool { return strings.HasPrefix(e.Name, ".a-link") })
+		}) {
+			t.Fatal("the swapping run never started")
+		}
 
-	for name, tab := range map[string]struct {
-		path   string
-		before map[string]bool
-	}{"this process": {"/proc/self/mountinfo", hostBefore}, "the spawner": {spawnerMounts, spawnerBefore}} {
-		for l := range mountTable(t, tab.path) {
-			if !tab.before[l] {
-				t.Errorf("new mount in %s's mount table: %s", name, l)
+		const runs, parallel = 60, 3
+		var mu sync.Mutex
+		outcomes := map[string]int{}
+		sem := make(chan struct{}, parallel)
+		var vg sync.WaitGroup
+		for i := 0; i < runs; i++ {
+			vg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer vg.Done()
+				defer func() { <-sem }()
+				res, err := landed()
+				var outcome string
+				switch {
+				case err != nil:
+					var se *SetupError
+					if !errors.As(err, &se) {
+						t.Errorf("victim run: %v, want success or a *SetupError", err)
+					}
+					outcome = "setup error"
+					if se != nil {
+						outcome += ": " + se.Op
+					}
+				default:
+					rep, perr := attack.Parse(res.Stdout)
+					if perr != nil {
+						t.Errorf("victim run without a report: %v %v\n%s", res.Err(), perr, res.Stderr)
+						return
+					}
+					for _, a := range rep.Worked() {
+						t.Errorf("victim run: %q worked (%v)", a.What, rep.Seen)
+					}
+					// The directory that was /workspace/a may have been
+					// renamed since (the swapping goes on), and the mount
+					// moved with it: only /var and /etc/var stay put.
+					at := rep.Seen["mounted at"]
+					switch {
+					case at == "/var" || at == "/etc/var":
+						if rep.Seen["marker through mount point"] != at {
+							t.Errorf("bind mounted at %s, but the marker is not seen there: %v", at, rep.Seen)
+						}
+					case workspaceMount.MatchString(at):
+						at = "the workspace"
+					default:
+						t.Errorf("bind mounted at %q: want one place, /workspace/a/var or where a symlink led (%v)", at, rep.Seen)
+					}
+					outcome = "mounted at " + at
+				}
+				mu.Lock()
+				outcomes[outcome]++
+				mu.Unlock()
+			}()
+		}
+		vg.Wait()
+		if err := s.WriteFile("/workspace/stop", nil, 0o644); err != nil {
+			t.Error(err)
+		}
+		wg.Wait()
+		t.Logf("victim runs: %v", outcomes)
+		if swapErr != nil {
+			t.Fatalf("swapping run: %v", swapErr)
+		}
+		swapRep, err := attack.Parse(swapRes.Stdout)
+		if err != nil {
+			t.Fatalf("swapping run: %v\n%s", err, swapRes.Stderr)
+		}
+		t.Logf("swapping run: %v", swapRep.Seen)
+		if n, _ := strconv.Atoi(swapRep.Seen["swaps"]); n == 0 {
+			t.Errorf("no swaps made: %v", swapRep.Seen)
+		}
+		// The race must have been run for real: some victims met a symlink.
+		if outcomes["mounted at the workspace"] == runs {
+			t.Errorf("every victim run found the directory: the race was never met (%v)", outcomes)
+		}
+
+		for name, tab := range map[string]struct {
+			path   string
+			before map[string]bool
+		}{"this process": {"/proc/self/mountinfo", hostBefore}, "the spawner": {spawnerMounts, spawnerBefore}} {
+			for l := range mountTable(t, tab.path) {
+				if !tab.before[l] {
+					t.Errorf("new mount in %s's mount table: %s", name, l)
+				}
 			}
 		}
-	}
+	})
 }
 
 // workspaceMount is where a bind at /workspace/a/var is after the
@@ -503,73 +511,75 @@ func (w *readyWriter) bytes() []byte {
 // host is unchanged.
 func TestEscapeCgroup(t *testing.T) {
 	requireSandbox(t)
-	agents := releaseAgents()
-	const memory, pids = 128 << 20, 64
-	s := newTest(t, attackOpts(t, Options{Memory: memory, Pids: pids}))
-	mark := fmt.Sprintf("sbxtest-cgroup-%d", time.Now().UnixNano())
-	stdin, hold, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	defer hold.Close()
-	out := &readyWriter{ready: make(chan struct{})}
-	cmd := helperCmd("attack", "cgroup", "wait", mark)
-	cmd.Stdin, cmd.Stdout = stdin, out
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	type ran struct {
-		res *Result
-		err error
-	}
-	done := make(chan ran, 1)
-	go func() {
-		res, err := s.Run(ctx, cmd)
-		done <- ran{res, err}
-	}()
-	select {
-	case <-out.ready:
-	case r := <-done:
-		t.Fatalf("attack cgroup ended before it was ready: %v %v\n%s", r.err, r.res, out.bytes())
-	}
-	// Every attempt is made; the run's cgroup still holds its limits.
-	if cgroupErr() == nil {
-		pidsOf := hostProcesses(mark)
-		if len(pidsOf) != 1 {
-			t.Fatalf("host processes of the attack: %v", pidsOf)
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		agents := releaseAgents()
+		const memory, pids = 128 << 20, 64
+		s := newTest(t, attackOpts(t, root, Options{Memory: memory, Pids: pids}))
+		mark := fmt.Sprintf("sbxtest-cgroup-%d", time.Now().UnixNano())
+		stdin, hold, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
 		}
-		got := hostCgroupLimits(t, pidsOf[0])
-		t.Logf("the run's cgroup limits, read from the host after the attack: %v", got)
-		if want := map[string]string{"memory": strconv.Itoa(memory), "pids": strconv.Itoa(pids)}; got["memory"] != want["memory"] || got["pids"] != want["pids"] {
-			t.Errorf("the run's cgroup limits after the attack: %v, want %v", got, want)
+		defer stdin.Close()
+		defer hold.Close()
+		out := &readyWriter{ready: make(chan struct{})}
+		cmd := helperCmd("attack", "cgroup", "wait", mark)
+		cmd.Stdin, cmd.Stdout = stdin, out
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		type ran struct {
+			res *Result
+			err error
 		}
-	} else {
-		t.Logf("no cgroup for runs here (%v): checking the rlimits that stand in", cgroupErr())
-	}
-	hold.Close()
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	rep, err := attack.Parse(out.bytes())
-	if err != nil {
-		t.Fatalf("%v\n%s", err, r.res.Stderr)
-	}
-	requireBlocked(t, rep, 10)
-	for _, what := range []string{"mount cgroup -o none,name=sbxtest,release_agent", "fsopen cgroup",
-		"clone new user+mount+cgroup namespaces", "unshare user+mount+cgroup namespaces"} {
-		requireRefusedBy(t, rep, what, "EPERM")
-	}
-	requireDenied(t, r.res, "mount", "fsopen", "clone", "unshare")
-	for _, l := range r.res.Limits {
-		if (l.Name == "memory" || l.Name == "pids") && !l.Enforced {
-			t.Errorf("limit %s not enforced: %+v", l.Name, l)
+		done := make(chan ran, 1)
+		go func() {
+			res, err := s.Run(ctx, cmd)
+			done <- ran{res, err}
+		}()
+		select {
+		case <-out.ready:
+		case r := <-done:
+			t.Fatalf("attack cgroup ended before it was ready: %v %v\n%s", r.err, r.res, out.bytes())
 		}
-	}
-	if after := releaseAgents(); !maps.Equal(agents, after) {
-		t.Errorf("host release_agent files changed: before %v, after %v", agents, after)
-	}
-	t.Logf("release_agent files checked: %d; seen inside: %v", len(agents), rep.Seen)
+		// Every attempt is made; the run's cgroup still holds its limits.
+		if cgroupErr() == nil {
+			pidsOf := hostProcesses(mark)
+			if len(pidsOf) != 1 {
+				t.Fatalf("host processes of the attack: %v", pidsOf)
+			}
+			got := hostCgroupLimits(t, pidsOf[0])
+			t.Logf("the run's cgroup limits, read from the host after the attack: %v", got)
+			if want := map[string]string{"memory": strconv.Itoa(memory), "pids": strconv.Itoa(pids)}; got["memory"] != want["memory"] || got["pids"] != want["pids"] {
+				t.Errorf("the run's cgroup limits after the attack: %v, want %v", got, want)
+			}
+		} else {
+			t.Logf("no cgroup for runs here (%v): checking the rlimits that stand in", cgroupErr())
+		}
+		hold.Close()
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		rep, err := attack.Parse(out.bytes())
+		if err != nil {
+			t.Fatalf("%v\n%s", err, r.res.Stderr)
+		}
+		requireBlocked(t, rep, 10)
+		for _, what := range []string{"mount cgroup -o none,name=sbxtest,release_agent", "fsopen cgroup",
+			"clone new user+mount+cgroup namespaces", "unshare user+mount+cgroup namespaces"} {
+			requireRefusedBy(t, rep, what, "EPERM")
+		}
+		requireDenied(t, r.res, "mount", "fsopen", "clone", "unshare")
+		for _, l := range r.res.Limits {
+			if (l.Name == "memory" || l.Name == "pids") && !l.Enforced {
+				t.Errorf("limit %s not enforced: %+v", l.Name, l)
+			}
+		}
+		if after := releaseAgents(); !maps.Equal(agents, after) {
+			t.Errorf("host release_agent files changed: before %v, after %v", agents, after)
+		}
+		t.Logf("release_agent files checked: %d; seen inside: %v", len(agents), rep.Seen)
+	})
 }
 
 // openPty opens a new pseudo-terminal pair on the host and returns the
@@ -623,13 +633,13 @@ func drain(fd int) string {
 	}
 }
 
-// tiocstiRun runs the tiocsti attack with the slave of a new pty as its
+// tiocstiRun runs the tiocsti attack in root with the slave of a new pty as its
 // Cmd.Stdin, on a terminal of its own when terminal is set, and returns
 // the run's result, the attack's report and what arrived on the caller's
 // terminal: the slave's input queue (what a shell reading the terminal
 // would get) and the master's side (echo). Output is captured, for the
 // report.
-func tiocstiRun(t *testing.T, opts Options, text string, terminal bool) (*Result, *attack.Report, string) {
+func tiocstiRun(t *testing.T, root escapeRoot, opts Options, text string, terminal bool) (*Result, *attack.Report, string) {
 	t.Helper()
 	master, slave := openPty(t)
 	cmd := helperCmd("attack", "tiocsti", text)
@@ -638,10 +648,10 @@ func tiocstiRun(t *testing.T, opts Options, text string, terminal bool) (*Result
 	if terminal {
 		cmd.Terminal = &Terminal{}
 		// A run with a terminal always starts cold: no pool to check.
-		s = New(testOpts(attackOpts(t, opts)))
+		s = New(testOpts(attackOpts(t, root, opts)))
 		t.Cleanup(func() { s.Close() })
 	} else {
-		s = newTest(t, attackOpts(t, opts))
+		s = newTest(t, attackOpts(t, root, opts))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -675,42 +685,44 @@ func tiocstiRun(t *testing.T, opts Options, text string, terminal bool) (*Result
 // 6.2) and lands there, not on the caller's.
 func TestEscapeTIOCSTI(t *testing.T) {
 	requireSandbox(t)
-	legacy, err := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti")
-	t.Logf("dev.tty.legacy_tiocsti = %q (%v)", strings.TrimSpace(string(legacy)), err)
-	marker := fmt.Sprintf("sbxtest-injected-%d", time.Now().UnixNano())
-	for _, terminal := range []bool{false, true} {
-		// A newline ends the echo of the injection on the program's
-		// own terminal before its report.
-		res, rep, arrived := tiocstiRun(t, Options{}, marker+"\n", terminal)
-		requireBlocked(t, rep, 9)
-		for _, fd := range []string{"0", "1", "2"} {
-			requireRefusedBy(t, rep, "TIOCSTI on fd "+fd, "EPERM")
-			requireRefusedBy(t, rep, "TIOCSTI with high request bits on fd "+fd, "EPERM")
-			requireRefusedBy(t, rep, "TIOCLINUX paste selection on fd "+fd, "EPERM")
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		legacy, err := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti")
+		t.Logf("dev.tty.legacy_tiocsti = %q (%v)", strings.TrimSpace(string(legacy)), err)
+		marker := fmt.Sprintf("sbxtest-injected-%d", time.Now().UnixNano())
+		for _, terminal := range []bool{false, true} {
+			// A newline ends the echo of the injection on the program's
+			// own terminal before its report.
+			res, rep, arrived := tiocstiRun(t, root, Options{}, marker+"\n", terminal)
+			requireBlocked(t, rep, 9)
+			for _, fd := range []string{"0", "1", "2"} {
+				requireRefusedBy(t, rep, "TIOCSTI on fd "+fd, "EPERM")
+				requireRefusedBy(t, rep, "TIOCSTI with high request bits on fd "+fd, "EPERM")
+				requireRefusedBy(t, rep, "TIOCLINUX paste selection on fd "+fd, "EPERM")
+			}
+			requireDenied(t, res, "ioctl")
+			if arrived != "" {
+				t.Errorf("terminal %v: the caller's terminal got %q: the injection arrived", terminal, arrived)
+			}
+			t.Logf("terminal %v: seen inside: %v; on the caller's terminal: %q", terminal, rep.Seen, arrived)
 		}
-		requireDenied(t, res, "ioctl")
-		if arrived != "" {
-			t.Errorf("terminal %v: the caller's terminal got %q: the injection arrived", terminal, arrived)
-		}
-		t.Logf("terminal %v: seen inside: %v; on the caller's terminal: %q", terminal, rep.Seen, arrived)
-	}
 
-	t.Run("NoSeccomp", func(t *testing.T) {
-		_, rep, arrived := tiocstiRun(t, Options{NoSeccomp: true}, marker+"\n", false)
-		if a, _ := rep.Find("TIOCSTI on fd 0"); a.Worked || rep.Seen["fd 0 is a terminal"] != "ENOTTY" || strings.Contains(arrived, marker) {
-			t.Errorf("with pipes the program found a terminal: attempt %+v, seen %v, the caller's terminal got %q", a, rep.Seen, arrived)
-		}
-		res, rep, arrived := tiocstiRun(t, Options{NoSeccomp: true}, marker+"\n", true)
-		a, _ := rep.Find("TIOCSTI on fd 0")
-		switch {
-		case strings.Contains(arrived, marker):
-			t.Errorf("the injection into the program's own terminal reached the caller's: %q", arrived)
-		case strings.TrimSpace(string(legacy)) == "0":
-			t.Logf("the kernel refuses TIOCSTI itself (dev.tty.legacy_tiocsti=0): %+v; the detector is not exercised", a)
-		case !a.Worked || !strings.Contains(string(res.Stdout), marker):
-			t.Errorf("without seccomp the injection into the program's own terminal should work and echo there: attempt %+v, output %q", a, res.Stdout)
-		default:
-			t.Logf("without seccomp the marker went into the program's own terminal only: the detector works")
-		}
+		t.Run("NoSeccomp", func(t *testing.T) {
+			_, rep, arrived := tiocstiRun(t, root, Options{NoSeccomp: true}, marker+"\n", false)
+			if a, _ := rep.Find("TIOCSTI on fd 0"); a.Worked || rep.Seen["fd 0 is a terminal"] != "ENOTTY" || strings.Contains(arrived, marker) {
+				t.Errorf("with pipes the program found a terminal: attempt %+v, seen %v, the caller's terminal got %q", a, rep.Seen, arrived)
+			}
+			res, rep, arrived := tiocstiRun(t, root, Options{NoSeccomp: true}, marker+"\n", true)
+			a, _ := rep.Find("TIOCSTI on fd 0")
+			switch {
+			case strings.Contains(arrived, marker):
+				t.Errorf("the injection into the program's own terminal reached the caller's: %q", arrived)
+			case strings.TrimSpace(string(legacy)) == "0":
+				t.Logf("the kernel refuses TIOCSTI itself (dev.tty.legacy_tiocsti=0): %+v; the detector is not exercised", a)
+			case !a.Worked || !strings.Contains(string(res.Stdout), marker):
+				t.Errorf("without seccomp the injection into the program's own terminal should work and echo there: attempt %+v, output %q", a, res.Stdout)
+			default:
+				t.Logf("without seccomp the marker went into the program's own terminal only: the detector works")
+			}
+		})
 	})
 }

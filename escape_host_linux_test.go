@@ -50,62 +50,64 @@ func randomToken(t *testing.T, prefix string) string {
 // process_vm_readv and pidfd_getfd even on the program's own child.
 func TestEscapeHostProcesses(t *testing.T) {
 	requireSandbox(t)
-	s := newTest(t, attackOpts(t, Options{}))
-	if _, err := s.Run(context.Background(), Command("true")); err != nil { // start the spawner
-		t.Fatal(err)
-	}
-	spid := spawnerPID()
-	sentinel := exec.Command("/bin/sleep", "3600")
-	if err := sentinel.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sentinel.Process.Kill()
-		sentinel.Wait()
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		s := newTest(t, attackOpts(t, root, Options{}))
+		if _, err := s.Run(context.Background(), Command("true")); err != nil { // start the spawner
+			t.Fatal(err)
+		}
+		spid := spawnerPID()
+		sentinel := exec.Command("/bin/sleep", "3600")
+		if err := sentinel.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			sentinel.Process.Kill()
+			sentinel.Wait()
+		})
+		var args []string
+		for _, p := range []int{sentinel.Process.Pid, os.Getpid(), spid, os.Getppid()} {
+			// A parent that is the host's init (in the test VM) shares its
+			// number with the program itself.
+			if p > 16 {
+				args = append(args, strconv.Itoa(p))
+			}
+		}
+		res, rep := runAttack(t, s, "procs", args...)
+		if rep == nil {
+			t.Fatalf("no report: %v\n%s\n%s", res.Err(), res.Stdout, res.Stderr)
+		}
+		requireBlocked(t, rep, 30)
+		sp := args[0]
+		requireRefusedBy(t, rep, "kill SIGKILL host pid "+sp, "ESRCH")
+		requireRefusedBy(t, rep, "kill 0 host pid "+strconv.Itoa(spid), "ESRCH")
+		requireRefusedBy(t, rep, "pidfd_open host pid "+sp, "ESRCH")
+		requireRefusedBy(t, rep, "ptrace attach host pid "+sp, "EPERM")
+		requireRefusedBy(t, rep, "ptrace attach own child", "EPERM")
+		requireRefusedBy(t, rep, "ptrace seize own child", "EPERM")
+		requireRefusedBy(t, rep, "process_vm_readv own child", "EPERM")
+		requireRefusedBy(t, rep, "pidfd_getfd own child", "EPERM")
+		for _, w := range []string{"climb out of /proc/1/root", "climb out of /proc/1/cwd"} {
+			if _, ok := rep.Find(w); !ok {
+				t.Errorf("attack made no attempt %q; saw %v", w, rep.Seen)
+			}
+		}
+		requireDenied(t, res, "ptrace", "process_vm_readv", "pidfd_getfd")
+		// Only the program itself (pid 1) at the time it looked.
+		if n, _ := strconv.Atoi(rep.Seen["npids"]); n < 1 || n > 3 {
+			t.Errorf("the sandbox sees %s processes (%s), want only its own few", rep.Seen["npids"], rep.Seen["pids"])
+		}
+		for k, v := range rep.Seen {
+			if strings.HasPrefix(k, "host pid ") {
+				t.Errorf("%s %s: a host pid numbered like a process inside; the attempts on it were skipped", k, v)
+			}
+		}
+		// From the host: the sentinel lives (a killed child of ours would be
+		// a zombie until waited for).
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sentinel.Process.Pid))
+		if f := strings.Fields(string(stat)); err != nil || len(f) < 3 || f[2] == "Z" {
+			t.Errorf("host sentinel %d is gone: %q %v", sentinel.Process.Pid, stat, err)
+		}
 	})
-	var args []string
-	for _, p := range []int{sentinel.Process.Pid, os.Getpid(), spid, os.Getppid()} {
-		// A parent that is the host's init (in the test VM) shares its
-		// number with the program itself.
-		if p > 16 {
-			args = append(args, strconv.Itoa(p))
-		}
-	}
-	res, rep := runAttack(t, s, "procs", args...)
-	if rep == nil {
-		t.Fatalf("no report: %v\n%s\n%s", res.Err(), res.Stdout, res.Stderr)
-	}
-	requireBlocked(t, rep, 30)
-	sp := args[0]
-	requireRefusedBy(t, rep, "kill SIGKILL host pid "+sp, "ESRCH")
-	requireRefusedBy(t, rep, "kill 0 host pid "+strconv.Itoa(spid), "ESRCH")
-	requireRefusedBy(t, rep, "pidfd_open host pid "+sp, "ESRCH")
-	requireRefusedBy(t, rep, "ptrace attach host pid "+sp, "EPERM")
-	requireRefusedBy(t, rep, "ptrace attach own child", "EPERM")
-	requireRefusedBy(t, rep, "ptrace seize own child", "EPERM")
-	requireRefusedBy(t, rep, "process_vm_readv own child", "EPERM")
-	requireRefusedBy(t, rep, "pidfd_getfd own child", "EPERM")
-	for _, w := range []string{"climb out of /proc/1/root", "climb out of /proc/1/cwd"} {
-		if _, ok := rep.Find(w); !ok {
-			t.Errorf("attack made no attempt %q; saw %v", w, rep.Seen)
-		}
-	}
-	requireDenied(t, res, "ptrace", "process_vm_readv", "pidfd_getfd")
-	// Only the program itself (pid 1) at the time it looked.
-	if n, _ := strconv.Atoi(rep.Seen["npids"]); n < 1 || n > 3 {
-		t.Errorf("the sandbox sees %s processes (%s), want only its own few", rep.Seen["npids"], rep.Seen["pids"])
-	}
-	for k, v := range rep.Seen {
-		if strings.HasPrefix(k, "host pid ") {
-			t.Errorf("%s %s: a host pid numbered like a process inside; the attempts on it were skipped", k, v)
-		}
-	}
-	// From the host: the sentinel lives (a killed child of ours would be
-	// a zombie until waited for).
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sentinel.Process.Pid))
-	if f := strings.Fields(string(stat)); err != nil || len(f) < 3 || f[2] == "Z" {
-		t.Errorf("host sentinel %d is gone: %q %v", sentinel.Process.Pid, stat, err)
-	}
 }
 
 // TestEscapeSecrets models the reads that turn a sandbox into a data leak:
@@ -120,49 +122,51 @@ func TestEscapeHostProcesses(t *testing.T) {
 // of syslog and the empty network namespace are what hold.
 func TestEscapeSecrets(t *testing.T) {
 	requireSandbox(t)
-	token := randomToken(t, "sbxsecret-")
-	visible := randomToken(t, "sbxvisible-")
-	t.Setenv("SBXTEST_SECRET_TOKEN", token)
-	private := filepath.Join(t.TempDir(), "secret")
-	shared := filepath.Join(sharedTempDir(t), "secret")
-	for _, f := range []string{private, shared} {
-		if err := os.WriteFile(f, []byte(token+"\n"), 0o644); err != nil {
-			t.Fatal(err)
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		token := randomToken(t, "sbxsecret-")
+		visible := randomToken(t, "sbxvisible-")
+		t.Setenv("SBXTEST_SECRET_TOKEN", token)
+		private := filepath.Join(t.TempDir(), "secret")
+		shared := filepath.Join(sharedTempDir(t), "secret")
+		for _, f := range []string{private, shared} {
+			if err := os.WriteFile(f, []byte(token+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	// The dump is up to 4 MiB: keep all of it.
-	opts := Options{OutputLimit: 16 << 20, Env: []string{"SBXTEST_VISIBLE=" + visible}}
-	res, rep := mustReport(t, opts, "secrets", private, shared)
-	requireBlocked(t, rep, 30)
-	if bytes.Contains(res.Stdout, []byte(token)) || bytes.Contains(res.Stderr, []byte(token)) {
-		i := bytes.Index(res.Stdout, []byte(token))
-		t.Errorf("the host's secret is in the attack's output, near:\n%q", res.Stdout[max(0, i-300):i])
-	}
-	// The dump works: it holds what the sandbox was given.
-	if !bytes.Contains(res.Stdout, []byte(visible)) || !bytes.Contains(res.Stdout, []byte("==> /etc/passwd <==")) {
-		t.Errorf("the dump (%s bytes) lacks the run's own environment or /etc/passwd", rep.Seen["dumped"])
-	}
-	host, _ := os.ReadFile("/etc/passwd")
-	if p := rep.Seen["passwd"]; !strings.Contains(p, fmt.Sprintf("sandbox:x:%d:%d:", SandboxUID, SandboxGID)) ||
-		p == string(host) || strings.Count(p, "\n") > 5 {
-		t.Errorf("/etc/passwd inside is not the generated one:\n%s", p)
-	}
-	for _, w := range []string{"read /etc/shadow", "read /proc/kmsg", "read /dev/kmsg", "read /proc/kcore"} {
-		if _, ok := rep.Find(w); !ok {
-			t.Errorf("no attempt %q", w)
+		// The dump is up to 4 MiB: keep all of it.
+		opts := Options{OutputLimit: 16 << 20, Env: []string{"SBXTEST_VISIBLE=" + visible}}
+		res, rep := mustReport(t, root, opts, "secrets", private, shared)
+		requireBlocked(t, rep, 30)
+		if bytes.Contains(res.Stdout, []byte(token)) || bytes.Contains(res.Stderr, []byte(token)) {
+			i := bytes.Index(res.Stdout, []byte(token))
+			t.Errorf("the host's secret is in the attack's output, near:\n%q", res.Stdout[max(0, i-300):i])
 		}
-	}
-	requireRefusedBy(t, rep, "read /etc/shadow", "ENOENT")
-	requireRefusedBy(t, rep, "syslog read all", "EPERM")
-	requireDenied(t, res, "syslog")
-	if rep.Seen["interfaces"] != "lo" || rep.Seen["proc net dev"] != "lo" {
-		t.Errorf("interfaces inside: %q, /proc/net/dev: %q, want only lo", rep.Seen["interfaces"], rep.Seen["proc net dev"])
-	}
-	for _, a := range strings.Fields(rep.Seen["addrs"]) {
-		if ip, _, err := net.ParseCIDR(a); err != nil || !ip.IsLoopback() {
-			t.Errorf("address %s visible inside", a)
+		// The dump works: it holds what the sandbox was given.
+		if !bytes.Contains(res.Stdout, []byte(visible)) || !bytes.Contains(res.Stdout, []byte("==> /etc/passwd <==")) {
+			t.Errorf("the dump (%s bytes) lacks the run's own environment or /etc/passwd", rep.Seen["dumped"])
 		}
-	}
+		host, _ := os.ReadFile("/etc/passwd")
+		if p := rep.Seen["passwd"]; !strings.Contains(p, fmt.Sprintf("sandbox:x:%d:%d:", SandboxUID, SandboxGID)) ||
+			p == string(host) || strings.Count(p, "\n") > 5 {
+			t.Errorf("/etc/passwd inside is not the generated one:\n%s", p)
+		}
+		for _, w := range []string{"read /etc/shadow", "read /proc/kmsg", "read /dev/kmsg", "read /proc/kcore"} {
+			if _, ok := rep.Find(w); !ok {
+				t.Errorf("no attempt %q", w)
+			}
+		}
+		requireRefusedBy(t, rep, "read /etc/shadow", "ENOENT")
+		requireRefusedBy(t, rep, "syslog read all", "EPERM")
+		requireDenied(t, res, "syslog")
+		if rep.Seen["interfaces"] != "lo" || rep.Seen["proc net dev"] != "lo" {
+			t.Errorf("interfaces inside: %q, /proc/net/dev: %q, want only lo", rep.Seen["interfaces"], rep.Seen["proc net dev"])
+		}
+		for _, a := range strings.Fields(rep.Seen["addrs"]) {
+			if ip, _, err := net.ParseCIDR(a); err != nil || !ip.IsLoopback() {
+				t.Errorf("address %s visible inside", a)
+			}
+		}
+	})
 }
 
 // TestEscapeKernelWrites models the escapes through the kernel's own
@@ -177,22 +181,26 @@ func TestEscapeSecrets(t *testing.T) {
 // and the hostname are unchanged.
 func TestEscapeKernelWrites(t *testing.T) {
 	requireSandbox(t)
-	before := hostKernelState()
-	_, rep := mustReport(t, Options{}, "writes")
-	requireBlocked(t, rep, 50)
-	requireRefusedBy(t, rep, "mknod /tmp/sbxtest-sda", "EPERM")
-	requireRefusedBy(t, rep, "write -1000 to /proc/self/oom_score_adj", "EACCES")
-	if a, ok := rep.Find("setuid copy raises euid"); !ok || !strings.Contains(a.Err, "euid stayed 1000") {
-		t.Errorf("setuid copy of the helper: %+v (found %v), want it run with euid 1000", a, ok)
-	}
-	if fi, err := os.Stat("/usr/bin/mount"); err == nil && fi.Mode()&os.ModeSetuid != 0 {
-		if _, ok := rep.Find("setuid /usr/bin/mount mounts a tmpfs"); !ok {
-			t.Errorf("the host has a setuid mount, the attack did not try it; setuid files seen: %s", rep.Seen["setuid files"])
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		before := hostKernelState()
+		_, rep := mustReport(t, root, Options{}, "writes")
+		requireBlocked(t, rep, 50)
+		requireRefusedBy(t, rep, "mknod /tmp/sbxtest-sda", "EPERM")
+		requireRefusedBy(t, rep, "write -1000 to /proc/self/oom_score_adj", "EACCES")
+		if a, ok := rep.Find("setuid copy raises euid"); !ok || !strings.Contains(a.Err, "euid stayed 1000") {
+			t.Errorf("setuid copy of the helper: %+v (found %v), want it run with euid 1000", a, ok)
 		}
-	}
-	if after := hostKernelState(); after != before {
-		t.Errorf("host kernel state changed:\nbefore %s\nafter  %s", before, after)
-	}
+		// The image holds no mount: the store drops set-id bits, which
+		// TestEscapeImage checks.
+		if fi, err := os.Stat("/usr/bin/mount"); root.image == nil && err == nil && fi.Mode()&os.ModeSetuid != 0 {
+			if _, ok := rep.Find("setuid /usr/bin/mount mounts a tmpfs"); !ok {
+				t.Errorf("the host has a setuid mount, the attack did not try it; setuid files seen: %s", rep.Seen["setuid files"])
+			}
+		}
+		if after := hostKernelState(); after != before {
+			t.Errorf("host kernel state changed:\nbefore %s\nafter  %s", before, after)
+		}
+	})
 }
 
 // hostKernelState is what the writes attack must not change, as the host
@@ -246,105 +254,107 @@ func listenUDP(t *testing.T, addr string) (*udpCounter, error) {
 // ever saw a connection or datagram.
 func TestEscapeNetwork(t *testing.T) {
 	requireSandbox(t)
-	type counted struct {
-		name string
-		n    func() int64
-	}
-	var counters []counted
-	var args []string
-	tcp := func(addr string) *countingListener {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Logf("no TCP listener on %s here: %v", addr, err)
-			return nil
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		type counted struct {
+			name string
+			n    func() int64
 		}
-		ln.Close()
-		cl := listenCounting(t, "tcp", ln.Addr().String())
-		counters = append(counters, counted{"tcp " + cl.Addr().String(), cl.n.Load})
-		return cl
-	}
-	for _, a := range []string{"127.0.0.1:0", "[::1]:0"} {
-		if cl := tcp(a); cl != nil {
-			args = append(args, "tcp="+cl.Addr().String())
+		var counters []counted
+		var args []string
+		tcp := func(addr string) *countingListener {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Logf("no TCP listener on %s here: %v", addr, err)
+				return nil
+			}
+			ln.Close()
+			cl := listenCounting(t, "tcp", ln.Addr().String())
+			counters = append(counters, counted{"tcp " + cl.Addr().String(), cl.n.Load})
+			return cl
 		}
-	}
-	// One listener on every host address: the attack is given the host's
-	// non-loopback ones.
-	var hostIPs []string
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			hostIPs = append(hostIPs, n.IP.String())
+		for _, a := range []string{"127.0.0.1:0", "[::1]:0"} {
+			if cl := tcp(a); cl != nil {
+				args = append(args, "tcp="+cl.Addr().String())
+			}
 		}
-	}
-	if len(hostIPs) == 0 {
-		t.Log("this host has no address but loopback: no listener on every address")
-	} else if all := tcp(":0"); all != nil {
-		port := strconv.Itoa(all.Addr().(*net.TCPAddr).Port)
-		for _, ip := range hostIPs {
-			args = append(args, "tcp="+net.JoinHostPort(ip, port))
+		// One listener on every host address: the attack is given the host's
+		// non-loopback ones.
+		var hostIPs []string
+		addrs, _ := net.InterfaceAddrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+				hostIPs = append(hostIPs, n.IP.String())
+			}
 		}
-	}
-	for _, a := range []string{"127.0.0.1:0", "[::1]:0"} {
-		u, err := listenUDP(t, a)
-		if err != nil {
-			t.Logf("no UDP listener on %s here: %v", a, err)
-			continue
+		if len(hostIPs) == 0 {
+			t.Log("this host has no address but loopback: no listener on every address")
+		} else if all := tcp(":0"); all != nil {
+			port := strconv.Itoa(all.Addr().(*net.TCPAddr).Port)
+			for _, ip := range hostIPs {
+				args = append(args, "tcp="+net.JoinHostPort(ip, port))
+			}
 		}
-		counters = append(counters, counted{"udp " + u.LocalAddr().String(), u.n.Load})
-		args = append(args, "udp="+u.LocalAddr().String())
-	}
-	abstract := "@" + randomToken(t, "sbxtest-")
-	path := filepath.Join(sharedTempDir(t), "sock")
-	for _, a := range []string{abstract, path} {
-		cl := listenCounting(t, "unix", a)
-		counters = append(counters, counted{"unix " + a, cl.n.Load})
-		args = append(args, "unix="+a)
-	}
-	os.Chmod(path, 0o777)
-	// The host side works: each listener counts a connection from here.
-	for _, a := range args {
-		kind, addr, _ := strings.Cut(a, "=")
-		c, err := net.Dial(kind, addr)
-		if err != nil {
-			t.Fatalf("host-side dial %s: %v", a, err)
+		for _, a := range []string{"127.0.0.1:0", "[::1]:0"} {
+			u, err := listenUDP(t, a)
+			if err != nil {
+				t.Logf("no UDP listener on %s here: %v", a, err)
+				continue
+			}
+			counters = append(counters, counted{"udp " + u.LocalAddr().String(), u.n.Load})
+			args = append(args, "udp="+u.LocalAddr().String())
 		}
-		c.Write([]byte("ping"))
-		c.Close()
-	}
-	// One count per dial; the listener on every address gets several.
-	total := func() (n int64) {
-		for _, c := range counters {
-			n += c.n()
+		abstract := "@" + randomToken(t, "sbxtest-")
+		path := filepath.Join(sharedTempDir(t), "sock")
+		for _, a := range []string{abstract, path} {
+			cl := listenCounting(t, "unix", a)
+			counters = append(counters, counted{"unix " + a, cl.n.Load})
+			args = append(args, "unix="+a)
 		}
-		return n
-	}
-	waitFor(func() bool { return total() >= int64(len(args)) })
-	base := make([]int64, len(counters))
-	for i, c := range counters {
-		if base[i] = c.n(); base[i] == 0 {
-			t.Fatalf("host listener %s never counted the host's own connection", c.name)
+		os.Chmod(path, 0o777)
+		// The host side works: each listener counts a connection from here.
+		for _, a := range args {
+			kind, addr, _ := strings.Cut(a, "=")
+			c, err := net.Dial(kind, addr)
+			if err != nil {
+				t.Fatalf("host-side dial %s: %v", a, err)
+			}
+			c.Write([]byte("ping"))
+			c.Close()
 		}
-	}
-	t.Logf("listeners: %v", args)
+		// One count per dial; the listener on every address gets several.
+		total := func() (n int64) {
+			for _, c := range counters {
+				n += c.n()
+			}
+			return n
+		}
+		waitFor(func() bool { return total() >= int64(len(args)) })
+		base := make([]int64, len(counters))
+		for i, c := range counters {
+			if base[i] = c.n(); base[i] == 0 {
+				t.Fatalf("host listener %s never counted the host's own connection", c.name)
+			}
+		}
+		t.Logf("listeners: %v", args)
 
-	res, rep := mustReport(t, Options{}, "net", args...)
-	requireBlocked(t, rep, 30)
-	time.Sleep(100 * time.Millisecond) // let a connection that got through be counted
-	for i, c := range counters {
-		if got := c.n(); got != base[i] {
-			t.Errorf("host listener %s was reached from the sandbox: %d new", c.name, got-base[i])
+		res, rep := mustReport(t, root, Options{}, "net", args...)
+		requireBlocked(t, rep, 30)
+		time.Sleep(100 * time.Millisecond) // let a connection that got through be counted
+		for i, c := range counters {
+			if got := c.n(); got != base[i] {
+				t.Errorf("host listener %s was reached from the sandbox: %d new", c.name, got-base[i])
+			}
 		}
-	}
-	requireRefusedBy(t, rep, "connect tcp 169.254.169.254:80", "ENETUNREACH")
-	requireRefusedBy(t, rep, "connect unix "+abstract, "ECONNREFUSED")
-	requireRefusedBy(t, rep, "connect unix "+path, "ENOENT")
-	requireRefusedBy(t, rep, "socket AF_INET SOCK_RAW ICMP", "EPERM")
-	requireRefusedBy(t, rep, "socket AF_PACKET SOCK_RAW", "EPERM")
-	requireRefusedBy(t, rep, "socket netlink NETFILTER", "EPERM")
-	requireRefusedBy(t, rep, "RTM_NEWLINK add a dummy interface", "EPERM")
-	requireRefusedBy(t, rep, "RTM_NEWADDR add 10.99.0.1/24 to lo", "EPERM")
-	requireDenied(t, res, "socket")
+		requireRefusedBy(t, rep, "connect tcp 169.254.169.254:80", "ENETUNREACH")
+		requireRefusedBy(t, rep, "connect unix "+abstract, "ECONNREFUSED")
+		requireRefusedBy(t, rep, "connect unix "+path, "ENOENT")
+		requireRefusedBy(t, rep, "socket AF_INET SOCK_RAW ICMP", "EPERM")
+		requireRefusedBy(t, rep, "socket AF_PACKET SOCK_RAW", "EPERM")
+		requireRefusedBy(t, rep, "socket netlink NETFILTER", "EPERM")
+		requireRefusedBy(t, rep, "RTM_NEWLINK add a dummy interface", "EPERM")
+		requireRefusedBy(t, rep, "RTM_NEWADDR add 10.99.0.1/24 to lo", "EPERM")
+		requireDenied(t, res, "socket")
+	})
 }
 
 // requireNothingLeft fails unless, within a second, no host process
@@ -440,32 +450,36 @@ func TestEscapeExhaustion(t *testing.T) {
 		return false
 	}
 	t.Run("forkbomb", func(t *testing.T) {
-		m := randomToken(t, "sbxfork-")
-		s := newTest(t, limitOpts(t, attackOpts(t, Options{Pids: 64})))
-		res, rep, err := runFor(t, s, 30*time.Second, "exhaust", "forkbomb", m)
-		if err != nil || rep == nil {
-			t.Fatalf("fork bomb did not end by itself with a report: %v %+v\n%s", err, res, res.Stderr)
-		}
-		requireBlocked(t, rep, 1)
-		if n, _ := strconv.Atoi(rep.Seen["forks"]); n >= 64 {
-			t.Errorf("forked %d processes under a limit of 64", n)
-		}
-		if !noCgroup(t, "PidsLimitHit") && !res.PidsLimitHit {
-			t.Errorf("Result does not say the pids limit was hit: %+v", res)
-		}
-		requireNothingLeft(t, m)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			m := randomToken(t, "sbxfork-")
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Pids: 64})))
+			res, rep, err := runFor(t, s, 30*time.Second, "exhaust", "forkbomb", m)
+			if err != nil || rep == nil {
+				t.Fatalf("fork bomb did not end by itself with a report: %v %+v\n%s", err, res, res.Stderr)
+			}
+			requireBlocked(t, rep, 1)
+			if n, _ := strconv.Atoi(rep.Seen["forks"]); n >= 64 {
+				t.Errorf("forked %d processes under a limit of 64", n)
+			}
+			if !noCgroup(t, "PidsLimitHit") && !res.PidsLimitHit {
+				t.Errorf("Result does not say the pids limit was hit: %+v", res)
+			}
+			requireNothingLeft(t, m)
+		})
 	})
 	t.Run("execbomb", func(t *testing.T) {
-		m := randomToken(t, "sbxexec-")
-		s := newTest(t, limitOpts(t, attackOpts(t, Options{Pids: 64})))
-		res, _, err := runFor(t, s, 30*time.Second, "exhaust", "execbomb", m)
-		if err != nil || res.Outcome == Timeout {
-			t.Fatalf("exec bomb did not end by itself: %v %v", err, res.Outcome)
-		}
-		if !noCgroup(t, "PidsLimitHit") && !res.PidsLimitHit {
-			t.Errorf("Result does not say the pids limit was hit: %+v", res)
-		}
-		requireNothingLeft(t, m)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			m := randomToken(t, "sbxexec-")
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Pids: 64})))
+			res, _, err := runFor(t, s, 30*time.Second, "exhaust", "execbomb", m)
+			if err != nil || res.Outcome == Timeout {
+				t.Fatalf("exec bomb did not end by itself: %v %v", err, res.Outcome)
+			}
+			if !noCgroup(t, "PidsLimitHit") && !res.PidsLimitHit {
+				t.Errorf("Result does not say the pids limit was hit: %+v", res)
+			}
+			requireNothingLeft(t, m)
+		})
 	})
 	// The Go runtime needs more than 64 MiB of RLIMIT_DATA to start.
 	memLimit := int64(64 << 20)
@@ -473,138 +487,152 @@ func TestEscapeExhaustion(t *testing.T) {
 		memLimit = 256 << 20
 	}
 	t.Run("membomb", func(t *testing.T) {
-		limit := memLimit
-		m := randomToken(t, "sbxmem-")
-		s := newTest(t, limitOpts(t, attackOpts(t, Options{Memory: limit})))
-		res, rep, err := runFor(t, s, 60*time.Second, "exhaust", "membomb", m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cgroupErr() != nil {
-			// RLIMIT_DATA: the mapping fails and the attack reports it.
-			if rep == nil {
-				t.Fatalf("no report under RLIMIT_DATA: %v\n%s", res.Err(), res.Stderr)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			limit := memLimit
+			m := randomToken(t, "sbxmem-")
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Memory: limit})))
+			res, rep, err := runFor(t, s, 60*time.Second, "exhaust", "membomb", m)
+			if err != nil {
+				t.Fatal(err)
 			}
-			requireBlocked(t, rep, 1)
-			if n, _ := strconv.ParseInt(rep.Seen["mapped"], 10, 64); n > limit {
-				t.Errorf("mapped %d bytes under a %d RLIMIT_DATA", n, limit)
+			if cgroupErr() != nil {
+				// RLIMIT_DATA: the mapping fails and the attack reports it.
+				if rep == nil {
+					t.Fatalf("no report under RLIMIT_DATA: %v\n%s", res.Err(), res.Stderr)
+				}
+				requireBlocked(t, rep, 1)
+				if n, _ := strconv.ParseInt(rep.Seen["mapped"], 10, 64); n > limit {
+					t.Errorf("mapped %d bytes under a %d RLIMIT_DATA", n, limit)
+				}
+			} else {
+				if res.Outcome != OutOfMemory || res.OOMKills < 1 {
+					t.Errorf("outcome %v, OOM kills %d, want out of memory; stdout tail %q", res.Outcome, res.OOMKills, tail(res.Stdout))
+				}
+				if res.MemoryPeak > limit+limit/8 {
+					t.Errorf("peak %d bytes over a %d limit", res.MemoryPeak, limit)
+				}
 			}
-		} else {
-			if res.Outcome != OutOfMemory || res.OOMKills < 1 {
-				t.Errorf("outcome %v, OOM kills %d, want out of memory; stdout tail %q", res.Outcome, res.OOMKills, tail(res.Stdout))
+			if a := memAvailable(); a < 256<<20 {
+				t.Errorf("host MemAvailable %d MiB after the bomb", a>>20)
 			}
-			if res.MemoryPeak > limit+limit/8 {
-				t.Errorf("peak %d bytes over a %d limit", res.MemoryPeak, limit)
-			}
-		}
-		if a := memAvailable(); a < 256<<20 {
-			t.Errorf("host MemAvailable %d MiB after the bomb", a>>20)
-		}
-		requireNothingLeft(t, m)
+			requireNothingLeft(t, m)
+		})
 	})
 	t.Run("diskfill", func(t *testing.T) {
-		const size = 8 << 20
-		m := randomToken(t, "sbxdisk-")
-		s := newTest(t, attackOpts(t, Options{TmpSize: size, WorkspaceSize: size}))
-		_, rep, err := runFor(t, s, 60*time.Second, "exhaust", "diskfill", m)
-		if err != nil || rep == nil {
-			t.Fatalf("no report: %v", err)
-		}
-		requireBlocked(t, rep, 3)
-		for _, dir := range []string{"/tmp", "/workspace", "/dev/shm"} {
-			n, _ := strconv.Atoi(rep.Seen[dir+" bytes"])
-			if e := rep.Seen[dir+" err"]; e != "ENOSPC" || n > size || n < size/2 {
-				t.Errorf("filling %s: %d bytes, then %s; want ENOSPC at about %d", dir, n, e, size)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			const size = 8 << 20
+			m := randomToken(t, "sbxdisk-")
+			s := newTest(t, attackOpts(t, root, Options{TmpSize: size, WorkspaceSize: size}))
+			_, rep, err := runFor(t, s, 60*time.Second, "exhaust", "diskfill", m)
+			if err != nil || rep == nil {
+				t.Fatalf("no report: %v", err)
 			}
-		}
-		requireNothingLeft(t, m)
+			requireBlocked(t, rep, 3)
+			for _, dir := range []string{"/tmp", "/workspace", "/dev/shm"} {
+				n, _ := strconv.Atoi(rep.Seen[dir+" bytes"])
+				if e := rep.Seen[dir+" err"]; e != "ENOSPC" || n > size || n < size/2 {
+					t.Errorf("filling %s: %d bytes, then %s; want ENOSPC at about %d", dir, n, e, size)
+				}
+			}
+			requireNothingLeft(t, m)
+		})
 	})
 	// Empty files take no bytes of a tmpfs's size but about 1 KiB of
 	// kernel memory each: nr_inodes (recipe.TmpfsInodes) bounds them, in /tmp
 	// within a run and in a session's workspace across runs, whose files
 	// outlive the run's cgroup and its memory limit.
 	t.Run("inodes", func(t *testing.T) {
-		const size = 32 << 20
-		m := randomToken(t, "sbxinodes-")
-		s := newTest(t, limitOpts(t, attackOpts(t, Options{Memory: memLimit, TmpSize: size})))
-		res, rep, err := runFor(t, s, 60*time.Second, "exhaust", "inodes", m)
-		if err != nil || rep == nil {
-			t.Fatalf("no report: %v, %v\n%s", err, res.Err(), tail(res.Stderr))
-		}
-		requireRefusedBy(t, rep, "create 300000 empty files", "ENOSPC")
-		// The tmpfs root and what the run itself made take a few.
-		if files, _ := strconv.Atoi(rep.Seen["files"]); files > int(recipe.TmpfsInodes(size)) || files < int(recipe.TmpfsInodes(size))-16 {
-			t.Errorf("created %d empty files in /tmp, want ENOSPC just short of %d", files, recipe.TmpfsInodes(size))
-		}
-		requireNothingLeft(t, m)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			const size = 32 << 20
+			m := randomToken(t, "sbxinodes-")
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Memory: memLimit, TmpSize: size})))
+			res, rep, err := runFor(t, s, 60*time.Second, "exhaust", "inodes", m)
+			if err != nil || rep == nil {
+				t.Fatalf("no report: %v, %v\n%s", err, res.Err(), tail(res.Stderr))
+			}
+			requireRefusedBy(t, rep, "create 300000 empty files", "ENOSPC")
+			// The tmpfs root and what the run itself made take a few.
+			if files, _ := strconv.Atoi(rep.Seen["files"]); files > int(recipe.TmpfsInodes(size)) || files < int(recipe.TmpfsInodes(size))-16 {
+				t.Errorf("created %d empty files in /tmp, want ENOSPC just short of %d", files, recipe.TmpfsInodes(size))
+			}
+			requireNothingLeft(t, m)
+		})
 	})
 	t.Run("inodes-session", func(t *testing.T) {
-		const size = 16 << 20
-		m := randomToken(t, "sbxinodes-")
-		s := newTest(t, limitOpts(t, attackOpts(t, Options{Memory: memLimit, WorkspaceSize: size})))
-		var counts []int
-		for range 3 {
-			if _, _, err := runFor(t, s, 60*time.Second, "exhaust", "inodes", m, "/workspace"); err != nil {
-				t.Fatal(err)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			const size = 16 << 20
+			m := randomToken(t, "sbxinodes-")
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Memory: memLimit, WorkspaceSize: size})))
+			var counts []int
+			for range 3 {
+				if _, _, err := runFor(t, s, 60*time.Second, "exhaust", "inodes", m, "/workspace"); err != nil {
+					t.Fatal(err)
+				}
+				ents, err := s.ReadDir(".")
+				if err != nil {
+					t.Fatal(err)
+				}
+				counts = append(counts, len(ents))
 			}
-			ents, err := s.ReadDir(".")
-			if err != nil {
-				t.Fatal(err)
+			if bound := int(recipe.TmpfsInodes(size)); counts[0] < bound-16 || counts[2] > bound {
+				t.Errorf("files in the session workspace after each of 3 runs: %v; want about %d, the bound, which later runs cannot pass", counts, bound)
 			}
-			counts = append(counts, len(ents))
-		}
-		if bound := int(recipe.TmpfsInodes(size)); counts[0] < bound-16 || counts[2] > bound {
-			t.Errorf("files in the session workspace after each of 3 runs: %v; want about %d, the bound, which later runs cannot pass", counts, bound)
-		}
-		requireNothingLeft(t, m)
+			requireNothingLeft(t, m)
+		})
 	})
 	t.Run("fdexhaust", func(t *testing.T) {
-		const nofile = 200
-		m := randomToken(t, "sbxfd-")
-		s := newTest(t, attackOpts(t, Options{MaxOpenFiles: nofile}))
-		_, rep, err := runFor(t, s, 30*time.Second, "exhaust", "fdexhaust", m)
-		if err != nil || rep == nil {
-			t.Fatalf("no report: %v", err)
-		}
-		requireRefusedBy(t, rep, "raise RLIMIT_NOFILE", "EPERM")
-		n, _ := strconv.Atoi(rep.Seen["opened"])
-		if rep.Seen["open err"] != "EMFILE" || n > nofile || n < nofile-20 || rep.Seen["nofile"] != "200 200" {
-			t.Errorf("opened %d fds, then %s, limit %s; want EMFILE just short of %d", n, rep.Seen["open err"], rep.Seen["nofile"], nofile)
-		}
-		requireNothingLeft(t, m)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			const nofile = 200
+			m := randomToken(t, "sbxfd-")
+			s := newTest(t, attackOpts(t, root, Options{MaxOpenFiles: nofile}))
+			_, rep, err := runFor(t, s, 30*time.Second, "exhaust", "fdexhaust", m)
+			if err != nil || rep == nil {
+				t.Fatalf("no report: %v", err)
+			}
+			requireRefusedBy(t, rep, "raise RLIMIT_NOFILE", "EPERM")
+			n, _ := strconv.Atoi(rep.Seen["opened"])
+			if rep.Seen["open err"] != "EMFILE" || n > nofile || n < nofile-20 || rep.Seen["nofile"] != "200 200" {
+				t.Errorf("opened %d fds, then %s, limit %s; want EMFILE just short of %d", n, rep.Seen["open err"], rep.Seen["nofile"], nofile)
+			}
+			requireNothingLeft(t, m)
+		})
 	})
 	t.Run("flood", func(t *testing.T) {
-		const limit = 64 << 10
-		m := randomToken(t, "sbxflood-")
-		s := newTest(t, attackOpts(t, Options{OutputLimit: limit}))
-		res, _, err := runFor(t, s, 2*time.Second, "exhaust", "flood", m)
-		if err != nil || res.Outcome != Timeout {
-			t.Fatalf("an endless flood: err %v, outcome %v; want the deadline to end it", err, res.Outcome)
-		}
-		if !res.StdoutTruncated || !res.StderrTruncated || len(res.Stdout) > limit+100 || len(res.Stderr) > limit+100 {
-			t.Errorf("kept %d and %d bytes (truncated %v %v) under a %d limit", len(res.Stdout), len(res.Stderr),
-				res.StdoutTruncated, res.StderrTruncated, limit)
-		}
-		if res.StdoutBytes < 16*limit {
-			t.Errorf("the flood wrote only %d bytes in 2 s: was it drained?", res.StdoutBytes)
-		}
-		requireNothingLeft(t, m)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			const limit = 64 << 10
+			m := randomToken(t, "sbxflood-")
+			s := newTest(t, attackOpts(t, root, Options{OutputLimit: limit}))
+			res, _, err := runFor(t, s, 2*time.Second, "exhaust", "flood", m)
+			if err != nil || res.Outcome != Timeout {
+				t.Fatalf("an endless flood: err %v, outcome %v; want the deadline to end it", err, res.Outcome)
+			}
+			if !res.StdoutTruncated || !res.StderrTruncated || len(res.Stdout) > limit+100 || len(res.Stderr) > limit+100 {
+				t.Errorf("kept %d and %d bytes (truncated %v %v) under a %d limit", len(res.Stdout), len(res.Stderr),
+					res.StdoutTruncated, res.StderrTruncated, limit)
+			}
+			if res.StdoutBytes < 16*limit {
+				t.Errorf("the flood wrote only %d bytes in 2 s: was it drained?", res.StdoutBytes)
+			}
+			requireNothingLeft(t, m)
+		})
 	})
 	t.Run("spin", func(t *testing.T) {
-		m := randomToken(t, "sbxspin-")
-		s := newTest(t, limitOpts(t, attackOpts(t, Options{CPUs: 0.5})))
-		res, _, err := runFor(t, s, 2*time.Second, "exhaust", "spin", m)
-		if err != nil || res.Outcome != Timeout {
-			t.Fatalf("an endless spin: err %v, outcome %v; want the deadline to end it", err, res.Outcome)
-		}
-		if !noCgroup(t, "the CPU quota") {
-			// Half a CPU over the run's wall time, whatever the number
-			// of CPUs spun on; tolerance for the quota's 100 ms period.
-			if lim := res.WallTime/2 + res.WallTime/4 + 100*time.Millisecond; res.CgroupCPU > lim || res.CgroupCPU < res.WallTime/5 {
-				t.Errorf("spinning on every CPU for %v under 0.5 CPU used %v of CPU, want about half", res.WallTime, res.CgroupCPU)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			m := randomToken(t, "sbxspin-")
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{CPUs: 0.5})))
+			res, _, err := runFor(t, s, 2*time.Second, "exhaust", "spin", m)
+			if err != nil || res.Outcome != Timeout {
+				t.Fatalf("an endless spin: err %v, outcome %v; want the deadline to end it", err, res.Outcome)
 			}
-		}
-		requireNothingLeft(t, m)
+			if !noCgroup(t, "the CPU quota") {
+				// Half a CPU over the run's wall time, whatever the number
+				// of CPUs spun on; tolerance for the quota's 100 ms period.
+				if lim := res.WallTime/2 + res.WallTime/4 + 100*time.Millisecond; res.CgroupCPU > lim || res.CgroupCPU < res.WallTime/5 {
+					t.Errorf("spinning on every CPU for %v under 0.5 CPU used %v of CPU, want about half", res.WallTime, res.CgroupCPU)
+				}
+			}
+			requireNothingLeft(t, m)
+		})
 	})
 }
 
@@ -649,47 +677,53 @@ func TestEscapeSurvival(t *testing.T) {
 		}
 	}
 	t.Run("exit", func(t *testing.T) {
-		m := randomToken(t, "sbxdaemon-")
-		dir := sharedTempDir(t)
-		s := newTest(t, attackOpts(t, Options{Binds: []Bind{{Source: dir, Target: "/shared", Writable: true}}}))
-		res, rep := runAttack(t, s, "survive", "exit", m, "/shared")
-		if rep == nil || rep.Seen["daemon writing"] != "true" {
-			t.Fatalf("the daemon did not start: %+v\n%s\n%s", rep, res.Stdout, res.Stderr)
-		}
-		requireNothingLeft(t, m)
-		checkDaemon(t, dir)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			m := randomToken(t, "sbxdaemon-")
+			dir := sharedTempDir(t)
+			s := newTest(t, attackOpts(t, root, Options{Binds: []Bind{{Source: dir, Target: "/shared", Writable: true}}}))
+			res, rep := runAttack(t, s, "survive", "exit", m, "/shared")
+			if rep == nil || rep.Seen["daemon writing"] != "true" {
+				t.Fatalf("the daemon did not start: %+v\n%s\n%s", rep, res.Stdout, res.Stderr)
+			}
+			requireNothingLeft(t, m)
+			checkDaemon(t, dir)
+		})
 	})
 	t.Run("timeout", func(t *testing.T) {
-		m := randomToken(t, "sbxdaemon-")
-		dir := sharedTempDir(t)
-		s := newTest(t, attackOpts(t, Options{Binds: []Bind{{Source: dir, Target: "/shared", Writable: true}}}))
-		res, _, err := runFor(t, s, 3*time.Second, "survive", "stay", m, "/shared")
-		if err != nil || res.Outcome != Timeout {
-			t.Fatalf("err %v, outcome %v; want the deadline to end the run", err, res.Outcome)
-		}
-		if !strings.Contains(string(res.Stdout), "staying true") {
-			t.Fatalf("the daemon did not start before the deadline: %q\n%s", res.Stdout, res.Stderr)
-		}
-		requireNothingLeft(t, m)
-		checkDaemon(t, dir)
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			m := randomToken(t, "sbxdaemon-")
+			dir := sharedTempDir(t)
+			s := newTest(t, attackOpts(t, root, Options{Binds: []Bind{{Source: dir, Target: "/shared", Writable: true}}}))
+			res, _, err := runFor(t, s, 3*time.Second, "survive", "stay", m, "/shared")
+			if err != nil || res.Outcome != Timeout {
+				t.Fatalf("err %v, outcome %v; want the deadline to end the run", err, res.Outcome)
+			}
+			if !strings.Contains(string(res.Stdout), "staying true") {
+				t.Fatalf("the daemon did not start before the deadline: %q\n%s", res.Stdout, res.Stderr)
+			}
+			requireNothingLeft(t, m)
+			checkDaemon(t, dir)
+		})
 	})
 	t.Run("session", func(t *testing.T) {
-		m := randomToken(t, "sbxdaemon-")
-		s := newTest(t, attackOpts(t, Options{}))
-		res, rep := runAttack(t, s, "survive", "exit", m, "/workspace")
-		if rep == nil || rep.Seen["daemon writing"] != "true" {
-			t.Fatalf("the daemon did not start: %+v\n%s\n%s", rep, res.Stdout, res.Stderr)
-		}
-		requireNothingLeft(t, m)
-		// The next Run shares the workspace the daemon wrote to, and
-		// nothing else.
-		_, rep = runAttack(t, s, "survive", "look", randomToken(t, "sbxlook-"), "/workspace")
-		if rep == nil {
-			t.Fatal("no report from the second run")
-		}
-		requireBlocked(t, rep, 2)
-		if b, err := s.ReadFile("daemon.json"); err != nil || !bytes.Contains(b, []byte(m)) {
-			t.Errorf("the first run's daemon left no report in the workspace: %v", err)
-		}
+		forEachRoot(t, func(t *testing.T, root escapeRoot) {
+			m := randomToken(t, "sbxdaemon-")
+			s := newTest(t, attackOpts(t, root, Options{}))
+			res, rep := runAttack(t, s, "survive", "exit", m, "/workspace")
+			if rep == nil || rep.Seen["daemon writing"] != "true" {
+				t.Fatalf("the daemon did not start: %+v\n%s\n%s", rep, res.Stdout, res.Stderr)
+			}
+			requireNothingLeft(t, m)
+			// The next Run shares the workspace the daemon wrote to, and
+			// nothing else.
+			_, rep = runAttack(t, s, "survive", "look", randomToken(t, "sbxlook-"), "/workspace")
+			if rep == nil {
+				t.Fatal("no report from the second run")
+			}
+			requireBlocked(t, rep, 2)
+			if b, err := s.ReadFile("daemon.json"); err != nil || !bytes.Contains(b, []byte(m)) {
+				t.Errorf("the first run's daemon left no report in the workspace: %v", err)
+			}
+		})
 	})
 }

@@ -151,28 +151,3 @@ func TestEscapeImage(t *testing.T) {
 		})
 	}
 }
-
-// TestEscapeImageRoot runs the escape suite's root attack (climbing out
-// of the root, chroot and mount escapes, writes to the read-only tree) in
-// an image's root instead of the host's /usr: the image's files are as
-// read-only and as closed as the host's binds.
-func TestEscapeImageRoot(t *testing.T) {
-	requireSandbox(t)
-	dir := t.TempDir()
-	// The attack program is this test binary, bound in as always; the
-	// image holds the libraries it loads.
-	if err := imagetest.HostProgram(dir, "/proc/self/exe", "/usr/lib/sbxtest/unused"); err != nil {
-		t.Skipf("no libraries of the test binary for an image: %v", err)
-	}
-	os.Remove(filepath.Join(dir, "usr", "lib", "sbxtest", "unused"))
-	imagetest.HostShell(t, dir)
-	img := imagetest.Image(t, "", v1.Config{Env: []string{"PATH=/bin"}}, imagetest.Layer(t, dir, imagetest.Dir("usr/bin/", 0o755)))
-	ref := imagetest.WriteLayout(t, filepath.Join(dir, "layout"), img, "v1")
-	res, rep := mustReport(t, Options{Image: &Image{Ref: ref, Store: imageStore(t)}}, "root")
-	requireBlocked(t, rep, 35)
-	for _, what := range []string{"chroot /tmp/sbxtest-jail", "pivot_root", "mount proc", "bind /",
-		"remount /usr read-write", "open_tree clone /", "mount_setattr clear read-only on /usr"} {
-		requireRefusedBy(t, rep, what, "EPERM")
-	}
-	requireDenied(t, res, "mount", "chroot", "pivot_root", "open_tree", "mount_setattr")
-}

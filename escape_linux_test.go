@@ -17,14 +17,15 @@ import (
 // the breakouts they model are listed in internal/attack's files; the
 // classes already tested elsewhere by what the program sees (TestProcMasked,
 // TestOnlyStdioInherited, TestForkBombContained, ...) are attacked here
-// once more by the attack program, so the suite stands on its own.
+// once more by the attack program, so the suite stands on its own. Each
+// attack runs in the host's /usr and in an image's root (forEachRoot).
 
-// attackOpts is opts with the attack program (the test binary) bound
-// read-only at helperPath.
-func attackOpts(t *testing.T, opts Options) Options {
+// attackOpts is opts in root, with the attack program (the test binary)
+// bound read-only at helperPath.
+func attackOpts(t *testing.T, root escapeRoot, opts Options) Options {
 	t.Helper()
 	opts.Binds = append(slices.Clone(opts.Binds), helperBind(t))
-	return opts
+	return root.with(opts)
 }
 
 // runAttack runs attack name in s and returns how the run ended and the
@@ -49,14 +50,17 @@ func runFor(t *testing.T, s *Sandbox, d time.Duration, name string, args ...stri
 		t.Fatalf("Run attack %s: %v", name, err)
 	}
 	rep, _ := attack.Parse(res.Stdout)
+	if rep != nil {
+		requireRan(t, s, rep)
+	}
 	return res, rep, err
 }
 
-// mustReport runs attack name in a new sandbox built from opts, requires
-// that it finished and printed its report, and returns both.
-func mustReport(t *testing.T, opts Options, name string, args ...string) (*Result, *attack.Report) {
+// mustReport runs attack name in a new sandbox built from opts in root,
+// requires that it finished and printed its report, and returns both.
+func mustReport(t *testing.T, root escapeRoot, opts Options, name string, args ...string) (*Result, *attack.Report) {
 	t.Helper()
-	s := newTest(t, attackOpts(t, opts))
+	s := newTest(t, attackOpts(t, root, opts))
 	res, rep := runAttack(t, s, name, args...)
 	if rep == nil {
 		t.Fatalf("attack %s printed no report: %v\nstdout:\n%s\nstderr:\n%s", name, res.Err(), res.Stdout, res.Stderr)
@@ -119,11 +123,13 @@ func spawnerPID() int {
 // would still refuse most: the program holds no capability.
 func TestEscapeNamespaces(t *testing.T) {
 	requireSandbox(t)
-	res, rep := mustReport(t, Options{}, "userns")
-	requireBlocked(t, rep, 25)
-	requireRefusedBy(t, rep, "unshare user", "EPERM")
-	requireRefusedBy(t, rep, "clone with a new user namespace", "EPERM")
-	requireRefusedBy(t, rep, "clone3 with a new user namespace", "ENOSYS")
-	requireRefusedBy(t, rep, "setns user", "EPERM")
-	requireDenied(t, res, "unshare", "clone", "setns")
+	forEachRoot(t, func(t *testing.T, root escapeRoot) {
+		res, rep := mustReport(t, root, Options{}, "userns")
+		requireBlocked(t, rep, 25)
+		requireRefusedBy(t, rep, "unshare user", "EPERM")
+		requireRefusedBy(t, rep, "clone with a new user namespace", "EPERM")
+		requireRefusedBy(t, rep, "clone3 with a new user namespace", "ENOSYS")
+		requireRefusedBy(t, rep, "setns user", "EPERM")
+		requireDenied(t, res, "unshare", "clone", "setns")
+	})
 }

@@ -12,6 +12,13 @@ import (
 	"time"
 )
 
+// The live sandbox's escapes run with the host's /usr only, not in the
+// escape suite's image root (escape_roots_linux_test.go): their hostile
+// calls are Python programs (the watcher, the pid squatter), which an
+// image would have to carry with their standard library, and what they
+// attack, a new process entering a live sandbox, is the same whichever
+// files the root holds.
+
 // entrantWatcher is the hostile first call of a live sandbox: it waits in
 // the background for new processes and, for the first half second of
 // each one's life, tries as fast as it can every way into it: ptrace

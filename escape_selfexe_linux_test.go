@@ -70,7 +70,8 @@ func TestEscapeSelfExeInterpreter(t *testing.T) {
 		{"program /proc/1/exe", []string{"/proc/1/exe"}, true},
 	}
 	// A program's own execs resolve /proc/self/exe to the program: bash,
-	// here, which runs the script as a bash script.
+	// here, which runs the script as a bash script. The escape suite's
+	// image has bash where the host has it.
 	if _, err := os.Stat("/bin/bash"); err == nil {
 		cases = append(cases, tc{"bash runs a script #!/proc/self/exe", []string{"/bin/bash", "-c", in("self.sh") + "; " + in("one.sh") + "; exec /proc/self/exe -c 'echo bash-exec'"}, false})
 	} else {
@@ -84,40 +85,42 @@ func TestEscapeSelfExeInterpreter(t *testing.T) {
 		opts Options
 	}{{"cold", Options{}}, {"pooled", Options{Pool: 1}}, {"in process", Options{InProcess: true}}, {"egress proxy", Options{Network: NetworkAllow, Egress: []string{"example.test"}}}} {
 		t.Run(mode.name, func(t *testing.T) {
-			opts := mode.opts
-			opts.Binds = []Bind{{Source: dir, Target: selfExeCanaryDir, Writable: true}}
-			s := newTest(t, opts)
-			for _, c := range cases {
-				os.Remove(filepath.Join(dir, "ran"))
-				cmd := Command(c.args[0], c.args[1:]...)
-				cmd.Env = []string{helperEnv + "=selfexe-canary", "PATH=/usr/bin:/bin"}
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				res, err := s.Run(ctx, cmd)
-				cancel()
-				var stdout, stderr string
-				if res != nil {
-					stdout, stderr = string(res.Stdout), string(res.Stderr)
+			forEachRoot(t, func(t *testing.T, root escapeRoot) {
+				opts := mode.opts
+				opts.Binds = []Bind{{Source: dir, Target: selfExeCanaryDir, Writable: true}}
+				s := newTest(t, root.with(opts))
+				for _, c := range cases {
+					os.Remove(filepath.Join(dir, "ran"))
+					cmd := Command(c.args[0], c.args[1:]...)
+					cmd.Env = []string{helperEnv + "=selfexe-canary", "PATH=/usr/bin:/bin"}
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					res, err := s.Run(ctx, cmd)
+					cancel()
+					var stdout, stderr string
+					if res != nil {
+						stdout, stderr = string(res.Stdout), string(res.Stderr)
+					}
+					// Inside: what the program printed.
+					if strings.Contains(stdout, selfExeCanary) {
+						t.Errorf("%s: the caller's binary ran inside: %q", c.name, stdout)
+					}
+					// Outside: what it would have left on the host.
+					if b, err := os.ReadFile(filepath.Join(dir, "ran")); err == nil {
+						t.Errorf("%s: the caller's binary ran inside, and wrote %q", c.name, b)
+					}
+					if c.refused && (err != nil || res.ExitCode != 126 || !strings.Contains(stderr, "sandbox exec shim: refused")) {
+						t.Errorf("%s: err %v, stdout %q, stderr %q; want exit 126 and the exec shim's refusal", c.name, err, stdout, stderr)
+					}
+					if strings.Contains(c.name, "bash") && (err != nil || !res.Success() || stdout != "bash-exec\n") {
+						t.Errorf("%s: err %v, stdout %q, stderr %q; want bash to run the scripts and print bash-exec", c.name, err, stdout, stderr)
+					}
+					code := -1
+					if res != nil {
+						code = res.ExitCode
+					}
+					t.Logf("%s: exit %d, err %v, stderr %q", c.name, code, err, stderr)
 				}
-				// Inside: what the program printed.
-				if strings.Contains(stdout, selfExeCanary) {
-					t.Errorf("%s: the caller's binary ran inside: %q", c.name, stdout)
-				}
-				// Outside: what it would have left on the host.
-				if b, err := os.ReadFile(filepath.Join(dir, "ran")); err == nil {
-					t.Errorf("%s: the caller's binary ran inside, and wrote %q", c.name, b)
-				}
-				if c.refused && (err != nil || res.ExitCode != 126 || !strings.Contains(stderr, "sandbox exec shim: refused")) {
-					t.Errorf("%s: err %v, stdout %q, stderr %q; want exit 126 and the exec shim's refusal", c.name, err, stdout, stderr)
-				}
-				if strings.Contains(c.name, "bash") && (err != nil || !res.Success() || stdout != "bash-exec\n") {
-					t.Errorf("%s: err %v, stdout %q, stderr %q; want bash to run the scripts and print bash-exec", c.name, err, stdout, stderr)
-				}
-				code := -1
-				if res != nil {
-					code = res.ExitCode
-				}
-				t.Logf("%s: exit %d, err %v, stderr %q", c.name, code, err, stderr)
-			}
+			})
 		})
 	}
 }

@@ -251,6 +251,7 @@ func TestMain(m *testing.M) {
 	if helperCopy.path != "" {
 		os.RemoveAll(filepath.Dir(helperCopy.path))
 	}
+	removeEscapeImage()
 	os.Exit(code)
 }
 

@@ -113,6 +113,12 @@ func Names() []string {
 	return names
 }
 
+// RootMarker is a file that only the escape suite's image root holds.
+// Every attack reports what it read there (Seen["root marker"], empty in
+// any other root), so that the test knows which root it ran in: an image
+// option that went unused would otherwise pass as the host's /usr.
+const RootMarker = "/usr/share/sbxtest/root"
+
 // Main runs the attack args[0] with the rest of args, prints its report as
 // JSON on the last line of standard output, and returns the exit status.
 // Some attacks (exhaustion, survival) are judged by how the run ended, and
@@ -123,6 +129,10 @@ func Main(args []string) int {
 		return 2
 	}
 	r := &Report{Attack: args[0]}
+	// Read first: some attacks use up the fds or memory a read needs.
+	if b, err := os.ReadFile(RootMarker); err == nil {
+		r.See("root marker", "%s", strings.TrimSpace(string(b)))
+	}
 	attacks[args[0]](r, args[1:])
 	b, err := json.Marshal(r)
 	if err != nil {
