@@ -198,6 +198,7 @@ func TestEscapeLeakedFds(t *testing.T) {
 				continue
 			}
 			t.Logf("Dir %s ran, in %s", cmd.Dir, rep.Seen["getcwd"])
+			requireRan(t, s, rep)
 			requireBlocked(t, rep, 4)
 		}
 	})
@@ -296,6 +297,7 @@ func TestEscapeBindSymlinkRace(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, res.Stderr)
 		}
+		requireRan(t, s, rep)
 		if rep.Seen["mounted at"] != "/workspace/a/var" || rep.Seen["marker in"] != "/workspace/a/var" {
 			t.Fatalf("undisturbed bind: %v", rep.Seen)
 		}
@@ -564,6 +566,7 @@ func TestEscapeCgroup(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, r.res.Stderr)
 		}
+		requireRan(t, s, rep)
 		requireBlocked(t, rep, 10)
 		for _, what := range []string{"mount cgroup -o none,name=sbxtest,release_agent", "fsopen cgroup",
 			"clone new user+mount+cgroup namespaces", "unshare user+mount+cgroup namespaces"} {
@@ -633,8 +636,8 @@ func drain(fd int) string {
 	}
 }
 
-// tiocstiRun runs the tiocsti attack in root with the slave of a new pty as its
-// Cmd.Stdin, on a terminal of its own when terminal is set, and returns
+// tiocstiRun runs the tiocsti attack in root with the slave of a new pty as
+// its Cmd.Stdin, on a terminal of its own when terminal is set, and returns
 // the run's result, the attack's report and what arrived on the caller's
 // terminal: the slave's input queue (what a shell reading the terminal
 // would get) and the master's side (echo). Output is captured, for the
@@ -663,6 +666,7 @@ func tiocstiRun(t *testing.T, root escapeRoot, opts Options, text string, termin
 	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Stderr)
 	}
+	requireRan(t, s, rep)
 	arrived := drain(int(slave.Fd())) + drain(master)
 	return res, rep, arrived
 }
