@@ -46,10 +46,9 @@ func TestEscapeImageLayers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Every file is world-writable, and the directories too: an unpack
-	// that followed a link out, as root or as the rootless test user,
-	// would be allowed to change them.
-	before := hostTree(t, host)
+	// They belong to the user the test runs as, who owns the store: an
+	// unpack that followed a link out, as root or rootless, would be
+	// allowed to change them.
 	up := "../../../../../../../.." + host
 
 	dir := t.TempDir()
@@ -133,6 +132,9 @@ func TestEscapeImageLayers(t *testing.T) {
 		show() { l=; read -r l < "$1"; printf %s "$l"; }`
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Taken anew for each image, so that one that changed the
+			// host fails alone.
+			before := hostTree(t, host)
 			layers := [][]byte{base}
 			for _, l := range tc.layers {
 				layers = append(layers, imagetest.Layer(t, "", l...))
