@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"debug/elf"
 	"os"
 	"path"
 	"path/filepath"
@@ -74,13 +75,16 @@ func escapeImage(t *testing.T) *Image {
 		}
 		b.dir = dir
 		tree := filepath.Join(dir, "tree")
-		// A statically linked test binary needs nothing of the image;
-		// the program copied with it is only there to name its libraries.
-		if err := imagetest.HostProgram(tree, "/proc/self/exe", "/unused"); err != nil {
-			b.skip = "no libraries of the test binary for an image: " + err.Error()
-			return
+		// A statically linked test binary (the VM's) needs nothing of
+		// the image; a copy of a dynamic one is made only to bring its
+		// loader and libraries, and removed.
+		if dynamic(t, "/proc/self/exe") {
+			if err := imagetest.HostProgram(tree, "/proc/self/exe", "/unused"); err != nil {
+				b.skip = "no libraries of the test binary for an image: " + err.Error()
+				return
+			}
+			os.Remove(filepath.Join(tree, "unused"))
 		}
-		os.Remove(filepath.Join(tree, "unused"))
 		programs := []string{"/bin/sh", "/bin/true", "/bin/sleep"}
 		if _, err := os.Stat("/bin/bash"); err == nil {
 			programs = append(programs, "/bin/bash")
@@ -106,6 +110,23 @@ func escapeImage(t *testing.T) *Image {
 		t.Fatal("the escape suite's image could not be built (see the first test that used it)")
 	}
 	return &Image{Ref: b.ref, Store: filepath.Join(b.dir, "store")}
+}
+
+// dynamic says whether the program at p is dynamically linked: whether it
+// names an interpreter, the loader.
+func dynamic(t *testing.T, p string) bool {
+	t.Helper()
+	f, err := elf.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
 }
 
 // escapeImageMarker is what the escape suite's image holds at
