@@ -56,10 +56,11 @@ var escapeImageBuild struct {
 
 // escapeImage is the escape suite's image root: the dynamic loader and
 // libraries the attack program (this test binary, bound in as on the
-// host's /usr) loads, and the few programs the attacks run: sh, true,
-// sleep (the procs attack's child), and bash where the host has it (the
-// self-exe test's scripts). The store is the test binary's own: the first
-// Sandbox to use it pulls the image, later ones find it stored.
+// host's /usr) loads, and the few programs the tests run besides it: true
+// (which starts the spawner), sleep (the procs attack's child), and bash
+// where the host has it (the self-exe test's scripts); no shell, which no
+// attack runs. The store is the test binary's own: the first Sandbox to
+// use it pulls the image, later ones find it stored.
 func escapeImage(t *testing.T) *Image {
 	t.Helper()
 	b := &escapeImageBuild
@@ -85,7 +86,7 @@ func escapeImage(t *testing.T) *Image {
 			}
 			os.Remove(filepath.Join(tree, "unused"))
 		}
-		programs := []string{"/bin/sh", "/bin/true", "/bin/sleep"}
+		programs := []string{"/bin/true", "/bin/sleep"}
 		if _, err := os.Stat("/bin/bash"); err == nil {
 			programs = append(programs, "/bin/bash")
 		}
