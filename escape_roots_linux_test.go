@@ -24,7 +24,6 @@ import (
 
 // escapeRoot is a root filesystem the escape suite's attacks run in.
 type escapeRoot struct {
-	name string
 	// image is Options.Image for the root; nil is the host's /usr.
 	image *Image
 }
@@ -33,8 +32,8 @@ type escapeRoot struct {
 // each names.
 func forEachRoot(t *testing.T, f func(t *testing.T, root escapeRoot)) {
 	t.Helper()
-	t.Run("host", func(t *testing.T) { f(t, escapeRoot{name: "host"}) })
-	t.Run("image", func(t *testing.T) { f(t, escapeRoot{name: "image", image: escapeImage(t)}) })
+	t.Run("host", func(t *testing.T) { f(t, escapeRoot{}) })
+	t.Run("image", func(t *testing.T) { f(t, escapeRoot{image: escapeImage(t)}) })
 }
 
 // with is opts with the sandbox's root set to r.
