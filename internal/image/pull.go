@@ -80,7 +80,8 @@ type PullOptions struct {
 	// Mirrors gives, per registry host ("docker.io", "ghcr.io",
 	// "localhost:5000"), mirrors to fetch its images from, each
 	// "HOST[:PORT][/PATH]", tried in order before the registry itself
-	// (see mirror.go for what a mirror is trusted with). Zero: the
+	// (see Registry mirrors in the package doc for what a mirror
+	// is trusted with and when the next is asked). Zero: the
 	// registry alone.
 	Mirrors map[string][]string
 	// Timeout bounds the whole pull, on top of ctx's deadline. Zero or
