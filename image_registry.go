@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fumehood/sandbox/internal/image"
 )
@@ -58,4 +59,17 @@ func (im *Image) pullTimedOut(err error) error {
 func (im *Image) registryOptions(o *image.PullOptions) {
 	o.Mirrors = im.Mirrors
 	o.Timeout = im.PullTimeout
+}
+
+// cloneMirrors copies Image.Mirrors, which the caller may change after
+// New, as it may change the Image.
+func cloneMirrors(m map[string][]string) map[string][]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(m))
+	for reg, mirrors := range m {
+		out[reg] = slices.Clone(mirrors)
+	}
+	return out
 }

@@ -22,9 +22,17 @@ func TestImageMirror(t *testing.T) {
 	imagetest.Push(t, mirror, "team/shell:v1", shellImage(t))
 	ref := "unreachable.test/team/shell:v1"
 	store := imageStore(t)
-	res := run(t, Options{Image: &Image{Ref: ref, Store: store, Insecure: true,
-		Mirrors: map[string][]string{"unreachable.test": {mirror}}}},
-		Command("/bin/sh", "-c", "read -r m < /srv/app/marker; echo $m"))
+	mirrors := map[string][]string{"unreachable.test": {mirror}}
+	sb := New(testOpts(Options{Image: &Image{Ref: ref, Store: store, Insecure: true, Mirrors: mirrors}}))
+	defer sb.Close()
+	// The Sandbox keeps the mirrors it was given, as it keeps its Image.
+	mirrors["unreachable.test"][0] = "127.0.0.1:1"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := sb.Run(ctx, Command("/bin/sh", "-c", "read -r m < /srv/app/marker; echo $m"))
+	if err != nil {
+		t.Fatalf("run from the mirror: %v", err)
+	}
 	if string(res.Stdout) != "from the image\n" {
 		t.Errorf("run from the mirror: stdout %q, stderr %q", res.Stdout, res.Stderr)
 	}
