@@ -23,10 +23,18 @@ func CheckMirrors(m map[string][]string) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys) // the same error for the same map
+	seen := map[string]string{}
 	for _, reg := range keys {
-		if _, err := parseRegistryHost(reg); err != nil {
+		r, err := parseRegistryHost(reg)
+		if err != nil {
 			return fmt.Errorf("registry %q of Mirrors: %v (want a registry host such as docker.io or localhost:5000): %w", reg, err, ErrBadReference)
 		}
+		// docker.io and index.docker.io are one registry: which list
+		// would apply is not for a map's order to decide.
+		if other, ok := seen[r.RegistryStr()]; ok {
+			return fmt.Errorf("registry %q of Mirrors: the same registry as %q; give its mirrors once: %w", reg, other, ErrBadReference)
+		}
+		seen[r.RegistryStr()] = reg
 		for _, mirror := range m[reg] {
 			if _, err := mirrorRepository(mirror, "library/x", false); err != nil {
 				return fmt.Errorf("mirror %q of registry %s: %v (want HOST[:PORT][/PATH], e.g. mirror.example:5000; no scheme: "+

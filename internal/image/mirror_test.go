@@ -215,8 +215,12 @@ func TestCheckMirrors(t *testing.T) {
 		{"https://docker.io", "mirror.example", "https://docker.io"},
 		{"docker.io/library", "mirror.example", "docker.io/library"},
 		{"", "mirror.example", `""`},
+		{"index.docker.io", "mirror.example", `"index.docker.io" of Mirrors: the same registry as "docker.io"`},
 	} {
 		m := map[string][]string{c.registry: {c.mirror}}
+		if c.registry == "index.docker.io" {
+			m["docker.io"] = []string{c.mirror}
+		}
 		err := CheckMirrors(m)
 		if !errors.Is(err, ErrBadReference) || !strings.Contains(err.Error(), c.bad) {
 			t.Errorf("CheckMirrors(%q): %v, want ErrBadReference naming %s", m, err, c.bad)
@@ -230,5 +234,35 @@ func TestCheckMirrors(t *testing.T) {
 	}
 	if n := reg.count(""); n != 0 {
 		t.Errorf("the registry was asked %d times with bad mirrors", n)
+	}
+}
+
+// TestMirrorSources: docker.io's mirrors apply to a short docker hub
+// name, with its library/ path, by tag and by digest, mirrors first and
+// the registry last.
+func TestMirrorSources(t *testing.T) {
+	o := PullOptions{Mirrors: map[string][]string{"docker.io": {"m1.example", "m2.example:5000/hub"}}}
+	digest := "sha256:" + strings.Repeat("a", 64)
+	for ref, want := range map[string][]string{
+		"python:3.12": {"m1.example/library/python:3.12", "m2.example:5000/hub/library/python:3.12", "index.docker.io/library/python:3.12"},
+		"python@" + digest: {"m1.example/library/python@" + digest, "m2.example:5000/hub/library/python@" + digest,
+			"index.docker.io/library/python@" + digest},
+		"ghcr.io/o/x:v1": {"ghcr.io/o/x:v1"},
+	} {
+		r, err := parseReference(ref, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs, err := o.sourcesOf(r.remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range srcs {
+			got = append(got, s.ref.Name())
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: sources %q, want %q", ref, got, want)
+		}
 	}
 }
