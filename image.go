@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fumehood/sandbox/internal/image"
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -67,6 +68,26 @@ type Image struct {
 	// Progress, when set, is called as layers are fetched, from the
 	// goroutine that pulls (the one calling Run).
 	Progress func(ImageProgress)
+
+	// Mirrors gives, per registry host ("docker.io", "ghcr.io"), mirrors
+	// to fetch its images from, each "HOST[:PORT][/PATH]" (e.g.
+	// "mirror.example:5000"), tried in order before the registry itself,
+	// as docker's registry-mirrors. The image keeps its own Ref and is
+	// checked by the same digests: a mirror can withhold an image, never
+	// change one. A mirror that does not have the image, refuses, fails
+	// or cannot be reached passes the pull to the next (then to the
+	// registry); one that serves a manifest other than a Ref's digest, or
+	// sends the pull to plain HTTP off loopback, fails it. A tag is
+	// answered by the first mirror that has it, as by a registry: pin a
+	// digest (name@sha256:...) to trust a mirror with nothing. Insecure
+	// applies to each mirror on loopback. A mirror that is not a host is
+	// an error matching ErrBadImageRef and ErrInvalidOption. Nil: the
+	// registry alone.
+	Mirrors map[string][]string
+	// PullTimeout bounds the whole pull, on top of Run's ctx. A pull
+	// that runs out fails Run with an error matching ErrImageTimeout and
+	// leaves nothing in the store. Zero: DefaultPullTimeout (10 minutes).
+	PullTimeout time.Duration
 }
 
 // ImageProgress is a pull's progress in fetching one layer of an image.
@@ -130,6 +151,7 @@ func (im *Image) pullOptions() image.PullOptions {
 	if im.Credentials != nil {
 		o.Keychain = credentials(im.Credentials)
 	}
+	im.registryOptions(&o)
 	if f := im.Progress; f != nil {
 		ref := im.Ref
 		o.Progress = func(p image.Progress) {
@@ -189,7 +211,7 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 	defer st.Close()
 	img, err := st.Pull(ctx, im.Ref, im.pullOptions())
 	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+		return fmt.Errorf("sandbox: %w", im.pullTimedOut(err))
 	}
 	lease, err := st.Use(ctx, img)
 	if err != nil {

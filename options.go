@@ -46,6 +46,9 @@ func (o *Options) validate() error {
 		case o.Image.Store != "" && !path.IsAbs(o.Image.Store):
 			return optionErr("Options.Image.Store", o.Image.Store, "must be an absolute host path")
 		}
+		if err := o.Image.checkRegistry(); err != nil {
+			return err
+		}
 	}
 	if o.Rootfs != "" {
 		if err := checkHostDir("Options.Rootfs", o.Rootfs); err != nil {

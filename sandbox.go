@@ -483,6 +483,7 @@ func New(opts Options) *Sandbox {
 		// The caller's Image may change after New; the Sandbox keeps the
 		// one it was given.
 		im := *opts.Image
+		im.Mirrors = cloneMirrors(im.Mirrors)
 		s.opts.Image = &im
 		s.image = newImageRoot()
 	}

@@ -23,6 +23,7 @@ type imageFlags struct {
 	platform string
 	store    absDir
 	insecure bool
+	registry registryFlags
 }
 
 // add defines the flags in fs; withRef adds --image too.
@@ -39,6 +40,7 @@ func (f *imageFlags) add(fs *flag.FlagSet, withRef bool) {
 	fs.Var(&f.store, "image-store", "keep images in `DIR` (default "+defaultStoreHelp()+")")
 	fs.BoolVar(&f.insecure, "insecure-registry", false,
 		"allow plain HTTP to a registry on a loopback address (a test registry)")
+	f.registry.add(fs)
 }
 
 // defaultStoreHelp is the default store as the help text gives it.
@@ -60,7 +62,8 @@ func (f *imageFlags) image(progress io.Writer) *sandbox.Image {
 	if f.ref == "" {
 		return nil
 	}
-	im := &sandbox.Image{Ref: f.ref, Platform: f.platform, Store: string(f.store), Insecure: f.insecure}
+	im := &sandbox.Image{Ref: f.ref, Platform: f.platform, Store: string(f.store), Insecure: f.insecure,
+		Mirrors: f.registry.mirrors.m, PullTimeout: f.registry.timeout()}
 	if progress != nil {
 		im.Progress = newPullProgress(progress).show
 	}
@@ -70,6 +73,9 @@ func (f *imageFlags) image(progress io.Writer) *sandbox.Image {
 // imageHint says what to do about an error from pulling an image, or ""
 // when it is not one.
 func imageHint(err error) string {
+	if h := pullTimeoutHint(err); h != "" {
+		return h
+	}
 	switch {
 	case errors.Is(err, sandbox.ErrImageInsecure):
 		return "plain HTTP is allowed only to a registry on loopback, with --insecure-registry"
@@ -202,6 +208,7 @@ func pullMain(args []string, s streams) int {
 	f.ref = fs.Arg(0)
 	prog := f.image(s.stderr).Progress
 	img, err := st.Pull(ctx, f.ref, image.PullOptions{Platform: f.platform, Insecure: f.insecure,
+		Mirrors: f.registry.mirrors.m, Timeout: f.registry.timeout(),
 		Progress: func(p image.Progress) {
 			prog(sandbox.ImageProgress{Ref: f.ref, Layer: p.Layer, Index: p.Index, Count: p.Count, Done: p.Done, Total: p.Total})
 		}})
@@ -215,6 +222,9 @@ func pullMain(args []string, s streams) int {
 
 const imagesUsage = `Usage: sandbox images [flags]         list the stored images
        sandbox images prune [flags]   remove every stored image no sandbox uses
+
+The IN USE column says whether a sandbox (of any process) uses the image
+now; prune keeps those.
 
 Flags:
 `
@@ -270,9 +280,15 @@ func imagesMain(args []string, s streams) int {
 		return exitFailure
 	}
 	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REF\tDIGEST\tPLATFORM\tSIZE")
+	fmt.Fprintln(tw, "REF\tDIGEST\tPLATFORM\tSIZE\tIN USE")
 	for _, img := range imgs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", img.Ref, img.Digest, img.Platform, sizeOf(img.Size))
+		used, err := inUseColumn(st, img)
+		if err != nil {
+			tw.Flush()
+			fmt.Fprintf(s.stderr, "sandbox: images: %v\n", err)
+			return exitFailure
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", img.Ref, img.Digest, img.Platform, sizeOf(img.Size), used)
 	}
 	tw.Flush()
 	return 0

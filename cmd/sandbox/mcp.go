@@ -62,7 +62,7 @@ Flags:
 // network and seccomp policy. The others (--json, --tty, --dir,
 // --workspace, ...) describe one command line's run, not a session's.
 var mcpRunFlags = []string{
-	"ro-bind", "bind", "rootfs", "image", "platform", "image-store", "insecure-registry", "env", "memory", "cpus", "pids", "tmp-size", "workspace-size",
+	"ro-bind", "bind", "rootfs", "image", "platform", "image-store", "insecure-registry", "registry-mirror", "pull-timeout", "env", "memory", "cpus", "pids", "tmp-size", "workspace-size",
 	"max-file-size", "best-effort", "seccomp", "seccomp-kill", "net", "ca-certs", "secret",
 }
 

@@ -32,6 +32,40 @@
 // refused unless the caller asked for it and the registry is on loopback.
 // The caller and its options are trusted.
 //
+// # Registry mirrors
+//
+// PullOptions.Mirrors works as docker's registry-mirrors and the mirrors
+// of containers' registries.conf: an image of a registry with mirrors is
+// asked of each mirror in order, then of the registry itself. The image
+// keeps the reference it was asked by: its record, its Ref and Prune's
+// keep see the registry's name, never a mirror's.
+//
+// A mirror is trusted with nothing: what it serves is checked against the
+// same digests as the registry's, so it can withhold an image but not
+// change one. A reference by digest (name@sha256:...) must get
+// exactly that manifest from a mirror. A reference by tag gets the image
+// the first mirror that has the tag holds for it, as from a registry (and
+// as docker and containerd do): a mirror is a cache, and a cache of a tag
+// may lag behind the registry; name the digest to pin the image.
+//
+// What a mirror answers decides what comes next:
+//   - it does not have the manifest (404, "manifest unknown"), refuses us
+//     (401, 403, 429), fails (5xx), or cannot be reached (no route, refused
+//     connection, DNS, TLS): the next mirror, then the registry, and the
+//     error of the last one tried names the mirrors tried before;
+//   - it serves a manifest that is not the digest asked for, or that is not
+//     an image: an error, never the next, since a mirror that serves wrong
+//     bytes is broken or hostile and silence would hide it;
+//   - plain HTTP to it refused (see Insecure): an error, never the next.
+//
+// The mirror that served the manifest serves its config and layers too;
+// one of them it then fails to serve fails the pull.
+//
+// Insecure's rule holds for each mirror as for the registry: plain HTTP
+// only to one on a loopback address; any other is reached by HTTPS alone.
+// Insecure is an error unless the registry or one of its mirrors is on
+// loopback.
+//
 // # Layout of a store
 //
 //	lock                   flock: shared by pulls and Use, exclusive for Prune

@@ -24,3 +24,9 @@ var (
 	// allowed.
 	ErrInsecure = errors.New("insecure registry refused")
 )
+
+// ErrTimeout: the pull took longer than PullOptions.Timeout. The error
+// matches context.DeadlineExceeded too, as a pull that ran out of ctx's
+// deadline does; ErrTimeout tells the two apart, since the cure differs
+// (a longer Timeout, or a longer deadline).
+var ErrTimeout = errors.New("image pull timed out")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -75,6 +76,17 @@ type PullOptions struct {
 	// Progress, when set, is called as layers are fetched, from the
 	// goroutine that called Pull.
 	Progress func(Progress)
+
+	// Mirrors gives, per registry host ("docker.io", "ghcr.io",
+	// "localhost:5000"), mirrors to fetch its images from, each
+	// "HOST[:PORT][/PATH]", tried in order before the registry itself
+	// (see Registry mirrors in the package doc for what a mirror
+	// is trusted with and when the next is asked). Zero: the
+	// registry alone.
+	Mirrors map[string][]string
+	// Timeout bounds the whole pull, on top of ctx's deadline. Zero or
+	// less: DefaultTimeout.
+	Timeout time.Duration
 }
 
 // DefaultMaxBytes is PullOptions.MaxBytes's default, 4 GiB.
@@ -93,6 +105,9 @@ func (o PullOptions) withDefaults() PullOptions {
 	if o.MaxUnpackedBytes <= 0 {
 		o.MaxUnpackedBytes = 4 * o.MaxBytes
 	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
 	return o
 }
 
@@ -102,18 +117,26 @@ func (o PullOptions) withDefaults() PullOptions {
 // name@sha256:...), oci:DIR[:TAG] (an OCI image layout; the tag may be
 // omitted when it holds one image), oci-archive:FILE[:TAG] (a tar of one)
 // or docker-archive:FILE[:REF] (what docker save writes). Pull honours
-// ctx's deadline. If it fails or is cancelled, the store holds nothing of
-// the image (unless its root could not be built from its stored layers,
-// which Prune then removes); if its process dies, what it left in the
-// store's tmp/ is removed by the next Open or Prune.
+// ctx's deadline and o.Timeout. If it fails or is cancelled, the store
+// holds nothing of the image (unless its root could not be built from its
+// stored layers, which Prune then removes); if its process dies, what it
+// left in the store's tmp/ is removed by the next Open or Prune.
 func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, error) {
 	o = o.withDefaults()
+	return s.pullWithin(ctx, ref, o, s.pull)
+}
+
+// pull is Pull without its timeout.
+func (s *Store) pull(ctx context.Context, ref string, o PullOptions) (*Image, error) {
 	r, err := parseReference(ref, o.Insecure)
 	if err != nil {
 		return nil, err
 	}
-	if o.Insecure && (r.kind != kindRegistry || !isLoopback(r.remote.Context().RegistryStr())) {
-		return nil, fmt.Errorf("image %s: Insecure (plain HTTP) is allowed only for a registry on a loopback address, where no one can read or change it on the way: %w", ref, ErrInsecure)
+	if err := CheckMirrors(o.Mirrors); err != nil {
+		return nil, fmt.Errorf("image %s: %w", ref, err)
+	}
+	if o.Insecure && (r.kind != kindRegistry || !o.anyOnLoopback(r.remote)) {
+		return nil, fmt.Errorf("image %s: Insecure (plain HTTP) is allowed only for a registry (or a mirror of it) on a loopback address, where no one can read or change it on the way: %w", ref, ErrInsecure)
 	}
 	wantp, err := v1.ParsePlatform(o.Platform)
 	if err != nil {

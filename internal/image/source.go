@@ -16,7 +16,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -39,13 +38,9 @@ const refNameAnnotation = "org.opencontainers.image.ref.name"
 func (s *Store) find(ctx context.Context, r reference, want v1.Platform, o PullOptions, work string) (found, error) {
 	switch r.kind {
 	case kindRegistry:
-		desc, err := remote.Get(r.remote,
-			remote.WithContext(ctx),
-			remote.WithAuthFromKeychain(o.Keychain),
-			remote.WithTransport(newTransport(o.Insecure)),
-			remote.WithUserAgent("fumehood-sandbox"))
+		desc, err := getManifest(ctx, r, o)
 		if err != nil {
-			return found{}, remoteError(ctx, r.raw, err)
+			return found{}, err
 		}
 		if desc.MediaType.IsIndex() {
 			idx, err := desc.ImageIndex()

@@ -1,0 +1,112 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fumehood/sandbox/internal/image"
+	"github.com/fumehood/sandbox/internal/imagetest"
+)
+
+// TestImageMirror: an image of a registry that resolves nowhere runs from
+// its mirror on loopback and is stored by its own name; a mirror that is
+// not a host is refused by New, naming it.
+func TestImageMirror(t *testing.T) {
+	requireSandbox(t)
+	mirror := imagetest.Registry(t)
+	imagetest.Push(t, mirror, "team/shell:v1", shellImage(t))
+	ref := "unreachable.test/team/shell:v1"
+	store := imageStore(t)
+	mirrors := map[string][]string{"unreachable.test": {mirror}}
+	sb := New(testOpts(Options{Image: &Image{Ref: ref, Store: store, Insecure: true, Mirrors: mirrors}}))
+	defer sb.Close()
+	// The Sandbox keeps the mirrors it was given, as it keeps its Image.
+	mirrors["unreachable.test"][0] = "127.0.0.1:1"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := sb.Run(ctx, Command("/bin/sh", "-c", "read -r m < /srv/app/marker; echo $m"))
+	if err != nil {
+		t.Fatalf("run from the mirror: %v", err)
+	}
+	if string(res.Stdout) != "from the image\n" {
+		t.Errorf("run from the mirror: stdout %q, stderr %q", res.Stdout, res.Stderr)
+	}
+	st, err := image.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if list, err := st.List(); err != nil || len(list) != 1 || list[0].Ref != ref {
+		t.Errorf("the store lists %+v (%v), want one image named %s", list, err, ref)
+	}
+
+	bad := "http://" + mirror
+	s := New(Options{Image: &Image{Ref: ref, Store: imageStore(t), Mirrors: map[string][]string{"unreachable.test": {bad}}}})
+	defer s.Close()
+	if err := s.Err(); !errors.Is(err, ErrBadImageRef) || !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), bad) {
+		t.Errorf("New with mirror %s: %v, want ErrBadImageRef and ErrInvalidOption naming it", bad, err)
+	}
+}
+
+// TestImagePullTimeout: a registry that stalls in the middle of the
+// image fails the Run when Image.PullTimeout runs out, with an error that
+// names the image and the option and matches ErrImageTimeout, and the
+// store holds nothing of it.
+func TestImagePullTimeout(t *testing.T) {
+	requireSandbox(t)
+	ref := imagetest.StalledRegistry(t, "stalled/shell:v1", shellImage(t))
+	store := imageStore(t)
+	s := newTest(t, Options{Image: &Image{Ref: ref, Store: store, Insecure: true, PullTimeout: 500 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := s.Run(ctx, Command("/bin/sh", "-c", "true"))
+	if !errors.Is(err, ErrImageTimeout) || !errors.Is(err, context.DeadlineExceeded) ||
+		!strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "Options.Image.PullTimeout (500ms)") {
+		t.Errorf("Run: %v; want ErrImageTimeout naming %s and Options.Image.PullTimeout", err, ref)
+	}
+	t.Log(err)
+	s.Close() // waits for a pool's pull too
+	if left := storeEntries(t, store); len(left) > 0 {
+		t.Errorf("the store holds %v after a pull that timed out", left)
+	}
+
+	if err := New(Options{Image: &Image{Ref: ref, PullTimeout: -time.Second}}).Err(); !errors.Is(err, ErrInvalidOption) ||
+		!strings.Contains(err.Error(), "PullTimeout") {
+		t.Errorf("New with a negative PullTimeout: %v, want ErrInvalidOption naming it", err)
+	}
+}
+
+// TestImageInUse: the store says a Sandbox's image is in use while the
+// Sandbox is open, and not after Close.
+func TestImageInUse(t *testing.T) {
+	requireSandbox(t)
+	refs := imageRefs(t, shellImage(t))
+	store := imageStore(t)
+	s := newTest(t, Options{Image: &Image{Ref: refs["oci"], Store: store}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Run(ctx, Command("/bin/sh", "-c", "true")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := image.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	list, err := st.List()
+	if err != nil || len(list) != 1 {
+		t.Fatalf("List: %+v, %v", list, err)
+	}
+	if used, err := st.InUse(ctx, list[0]); err != nil || !used {
+		t.Errorf("InUse with the Sandbox open: %v, %v; want true", used, err)
+	}
+	s.Close()
+	if used, err := st.InUse(ctx, list[0]); err != nil || used {
+		t.Errorf("InUse after Close: %v, %v; want false", used, err)
+	}
+}
