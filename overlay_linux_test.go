@@ -1,0 +1,150 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fumehood/sandbox/internal/imagetest"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// layeredImage is an image of the host's sh whose upper layers delete
+// files and directories of the ones below, hide a directory's contents
+// (opaque) and meet their own layer's entries with whiteouts, in each
+// order (a whiteout deletes only what is below).
+func layeredImage(t *testing.T) v1.Image {
+	t.Helper()
+	dir := t.TempDir()
+	imagetest.HostShell(t, dir)
+	l1 := imagetest.Layer(t, dir,
+		imagetest.Dir("data/", 0o755),
+		imagetest.File("data/keep", 0o644, "kept"),
+		imagetest.File("data/gone", 0o644, "deleted"),
+		imagetest.Dir("data/dir/", 0o755),
+		imagetest.File("data/dir/inside", 0o644, "deleted with its dir"),
+		imagetest.Dir("data/opq/", 0o755),
+		imagetest.File("data/opq/old", 0o644, "hidden by the opaque dir"),
+		imagetest.Dir("data/redo/", 0o755),
+		imagetest.File("data/redo/old", 0o644, "below a whiteout then a dir"),
+		imagetest.Dir("data/late/", 0o755),
+		imagetest.File("data/late/old", 0o644, "below a dir then its whiteout"),
+		imagetest.File("data/tofile", 0o644, "below"),
+		imagetest.Symlink("data/link", "keep"),
+	)
+	l2 := imagetest.Layer(t, "",
+		imagetest.File("data/.wh.gone", 0o644, ""),
+		imagetest.File("data/.wh.dir", 0o644, ""),
+		imagetest.File("data/opq/.wh..wh..opq", 0o644, ""),
+		imagetest.File("data/opq/new", 0o644, "above the opaque mark"),
+		imagetest.File("data/.wh.redo", 0o644, ""),
+		imagetest.Dir("data/redo/", 0o755),
+		imagetest.File("data/redo/new", 0o644, "a whiteout then a dir"),
+		imagetest.Dir("data/late/", 0o755),
+		imagetest.File("data/late/new", 0o644, "a dir then its whiteout"),
+		imagetest.File("data/.wh.late", 0o644, ""),
+		imagetest.File("data/.wh.tofile", 0o644, ""),
+		imagetest.File("data/tofile", 0o644, "a whiteout then a file"),
+		imagetest.File("data/added", 0o644, "added"),
+	)
+	l3 := imagetest.Layer(t, "",
+		imagetest.File("data/.wh.link", 0o644, ""),
+		imagetest.File("data/.wh.added", 0o644, ""),
+		imagetest.Dir("data/dir/", 0o700),
+		imagetest.File("data/dir/back", 0o600, "a new dir where one was deleted"),
+	)
+	return imagetest.Image(t, "", v1.Config{}, l1, l2, l3)
+}
+
+// listScript prints every entry beneath /data, with its type, mode and
+// first line, then the file system of each mount of /data, /bin and
+// /data's parent, from /proc/self/mountinfo: all with sh's builtins, the
+// image's only program.
+const listScript = `
+list() {
+	for f in "$1"/* "$1"/.[!.]*; do
+		if [ -L "$f" ]; then echo "$f symlink"
+		elif [ -d "$f" ]; then echo "$f dir"; list "$f"
+		elif [ -f "$f" ]; then read -r l < "$f"; echo "$f file $l"
+		elif [ -e "$f" ]; then echo "$f other"
+		fi
+	done
+}
+list /data
+while read -r id parent dev root mnt rest; do
+	case $mnt in /data|/bin|/lib|/lib64|/usr) echo "mount $mnt ${rest#* - }";; esac
+done < /proc/self/mountinfo
+`
+
+// TestImageOverlay: a program sees exactly the same tree of a layered
+// image whether its root is the overlay of the layers or the hard-linked
+// root (forced), and from inside, mountinfo shows which it got. Run as
+// root and rootless.
+func TestImageOverlay(t *testing.T) {
+	requireSandbox(t)
+	ref := imagetest.WriteLayout(t, filepath.Join(t.TempDir(), "layout"), layeredImage(t), "v1")
+	store := imageStore(t)
+	listing := func(t *testing.T, hardLinked bool) (tree, mounts []string) {
+		hardLinkedRootOnly.Store(hardLinked)
+		defer hardLinkedRootOnly.Store(false)
+		res := run(t, Options{Image: &Image{Ref: ref, Store: store}}, Command("/bin/sh", "-c", listScript))
+		if res.ExitCode != 0 {
+			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+			if strings.HasPrefix(l, "mount ") {
+				mounts = append(mounts, l)
+			} else {
+				tree = append(tree, l)
+			}
+		}
+		return tree, mounts
+	}
+	overlay, overlayMounts := listing(t, false)
+	linked, linkedMounts := listing(t, true)
+	want := []string{
+		"/data/dir dir", "/data/dir/back file a new dir where one was deleted",
+		"/data/keep file kept",
+		"/data/late dir", "/data/late/new file a dir then its whiteout",
+		"/data/opq dir", "/data/opq/new file above the opaque mark",
+		"/data/redo dir", "/data/redo/new file a whiteout then a dir",
+		"/data/tofile file a whiteout then a file",
+	}
+	if !slices.Equal(linked, want) {
+		t.Errorf("hard-linked root:\n\t%s\nwant\n\t%s", strings.Join(linked, "\n\t"), strings.Join(want, "\n\t"))
+	}
+	if !slices.Equal(overlay, linked) {
+		t.Errorf("overlay:\n\t%s\nhard-linked root:\n\t%s", strings.Join(overlay, "\n\t"), strings.Join(linked, "\n\t"))
+	}
+	fsOf := func(mounts []string, mnt string) string {
+		for _, m := range mounts {
+			if f := strings.Fields(m); len(f) > 2 && f[1] == mnt {
+				return f[2]
+			}
+		}
+		return ""
+	}
+	if got := fsOf(overlayMounts, "/data"); got != "overlay" {
+		var probes []string
+		overlayProbes.Range(func(k, v any) bool {
+			probes = append(probes, fmt.Sprintf("%q: %v", k, v.(*overlayProbe).err))
+			return true
+		})
+		t.Errorf("overlay: /data is on %q, want overlay:\n%s\nprobes: %s", got, strings.Join(overlayMounts, "\n"), probes)
+	}
+	if got := fsOf(linkedMounts, "/data"); got == "overlay" || got == "" {
+		t.Errorf("hard-linked root: /data is on %q:\n%s", got, strings.Join(linkedMounts, "\n"))
+	}
+	// Neither form leaves a whiteout in the root the host keeps.
+	filepath.WalkDir(filepath.Join(store, "roots"), func(p string, e os.DirEntry, err error) error {
+		if err == nil && (e.Type()&os.ModeDevice != 0 || strings.HasPrefix(e.Name(), ".wh.")) {
+			t.Errorf("the store's root holds %s", p)
+		}
+		return nil
+	})
+}
