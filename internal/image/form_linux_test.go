@@ -1,6 +1,8 @@
 package image
 
 import (
+	"archive/tar"
+	"bytes"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -184,6 +186,8 @@ func sameLayerLayers(t *testing.T) [][]byte {
 			file("d", 0o644, "below"),
 			dir("e/", 0o755), file("e/old", 0o644, "below"),
 			dir("f/", 0o755), file("f/old", 0o644, "below"),
+			file("g", 0o644, "below a device 0/0 of the tar"),
+			dir("h/", 0o755), file("h/old", 0o644, "below a dir with the opaque xattr in the tar"),
 		),
 		tarOf(t,
 			file(".wh.a", 0o644, ""), dir("a/", 0o755), file("a/new", 0o644, "whiteout, then the dir"),
@@ -193,11 +197,35 @@ func sameLayerLayers(t *testing.T) [][]byte {
 			file(".wh.e", 0o644, ""), file("e", 0o644, "whiteout, then a file"),
 			file("f/.wh..wh..opq", 0o644, ""), file("f/new", 0o644, "opaque"),
 		),
+		overlayLookalikes(t),
 	}
 }
 
+// overlayLookalikes is a layer whose entries look like the overlay form's
+// whiteouts to a store that would keep them: a character device 0/0 and a
+// directory with the opaque xattr in its PAX records. Neither may delete
+// anything below.
+func overlayLookalikes(t *testing.T) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, h := range []*tar.Header{
+		{Name: "g", Typeflag: tar.TypeChar, Mode: 0o666, Format: tar.FormatPAX},
+		{Name: "h/", Typeflag: tar.TypeDir, Mode: 0o755, Format: tar.FormatPAX,
+			PAXRecords: map[string]string{"SCHILY.xattr." + opaqueXattr: "y"}},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 // TestLayerFormsAgree: both forms give the same root for whiteouts that
-// meet their own layer's entries.
+// meet their own layer's entries, and a layer cannot make a whiteout or an
+// opaque directory but by the tar's own names.
 func TestLayerFormsAgree(t *testing.T) {
 	reg := newRegistry(t, "", "")
 	ref := reg.push(t, "test/same:v1", imageOf(t, "", sameLayerLayers(t)...), nil)
@@ -216,6 +244,8 @@ func TestLayerFormsAgree(t *testing.T) {
 		"d": "file 0644 the file, then its whiteout",
 		"e": "file 0644 whiteout, then a file",
 		"f": "dir 0755", "f/new": "file 0644 opaque",
+		"g": "file 0644 below a device 0/0 of the tar",
+		"h": "dir 0755", "h/old": "file 0644 below a dir with the opaque xattr in the tar",
 	}
 	checkTree(t, img.Root, want)
 	refuseOverlayForm(t, true, syscall.EPERM)
