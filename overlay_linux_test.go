@@ -130,12 +130,7 @@ func TestImageOverlay(t *testing.T) {
 		return ""
 	}
 	if got := fsOf(overlayMounts, "/data"); got != "overlay" {
-		var probes []string
-		overlayProbes.Range(func(k, v any) bool {
-			probes = append(probes, fmt.Sprintf("%q: %v", k, v.(*overlayProbe).err))
-			return true
-		})
-		t.Errorf("overlay: /data is on %q, want overlay:\n%s\nprobes: %s", got, strings.Join(overlayMounts, "\n"), probes)
+		t.Errorf("overlay: /data is on %q, want overlay:\n%s\nprobes failed: %s", got, strings.Join(overlayMounts, "\n"), overlayProbeErrors())
 	}
 	if got := fsOf(linkedMounts, "/data"); got == "overlay" || got == "" {
 		t.Errorf("hard-linked root: /data is on %q:\n%s", got, strings.Join(linkedMounts, "\n"))
@@ -147,4 +142,17 @@ func TestImageOverlay(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// overlayProbeErrors are the overlay probes of this process that failed,
+// with their stores and ids.
+func overlayProbeErrors() []string {
+	var out []string
+	overlayProbes.Range(func(k, v any) bool {
+		if err := v.(*overlayProbe).err; err != nil {
+			out = append(out, fmt.Sprintf("%q: %v", k, err))
+		}
+		return true
+	})
+	return out
 }

@@ -79,8 +79,11 @@
 //     layers/ is searchable as roots/ is). The caller's process decides
 //     once per store and sandbox user, by a child cloned with the
 //     sandbox's ids that mounts an image's layers as the init would;
-//   - at most 88 layers, the names the init gives them ("0:1:...") filling
-//     the 255 bytes fsconfig takes for lowerdir.
+//   - two layers at least, since overlayfs takes no fewer lower
+//     directories without an upper one (an image of one layer has the
+//     hard-linked root, at no more cost), and at most 88, the names the
+//     init gives them ("0:1:...") filling the 255 bytes fsconfig takes for
+//     lowerdir.
 //
 // Both roots are the same tree: the hard-linked builder reads both forms,
 // and a whiteout deletes only what the layers below have, as the OCI spec
