@@ -256,3 +256,25 @@ func TestLayerFormsAgree(t *testing.T) {
 	}
 	checkTree(t, markers.Root, want)
 }
+
+// TestLayerFormOpaqueTop: a layer whose top directory is opaque hides
+// every layer below it: the image lists only the layers from it up for an
+// overlay, and its root holds only what they have.
+func TestLayerFormOpaqueTop(t *testing.T) {
+	reg := newRegistry(t, "", "")
+	ref := reg.push(t, "test/top:v1", imageOf(t, "",
+		tarOf(t, file("below", 0o644, "hidden")),
+		tarOf(t, file(".wh..wh..opq", 0o644, ""), file("mid", 0o644, "kept")),
+		tarOf(t, file("top", 0o644, "kept")),
+	), nil)
+	s, _ := newStore(t)
+	img, err := s.Pull(ctxT(t), ref, local())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTree(t, img.Root, map[string]string{"mid": "file 0644 kept", "top": "file 0644 kept"})
+	dirs := layerDirs(s, img)
+	if want := []string{dirs[2], dirs[1]}; !slices.Equal(img.Layers, want) {
+		t.Errorf("Layers %q, want %q", img.Layers, want)
+	}
+}
