@@ -27,7 +27,7 @@ func (o *Options) rootfsLayers() []string {
 		return nil
 	}
 	uid, gid := o.HostIDs()
-	if !overlayWorks(layers, uid, gid) {
+	if !overlayWorks(layers, uid, gid, o.pulled.Ref, o.logger()) {
 		return nil
 	}
 	return layers

@@ -5,9 +5,9 @@ package sandbox
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,8 +26,10 @@ type overlayProbe struct {
 	err  error
 }
 
-// overlayProbes holds a probe per image store and sandbox user, so that
-// each is tried once per process.
+// overlayProbes holds a probe per stack of layers and sandbox user, so
+// that each is tried once per process. What decides is mostly the kernel
+// and the store, but a probe per image keeps one image's failure from
+// denying the overlay to the others.
 var overlayProbes sync.Map
 
 // overlayWorks says whether a sandbox whose user maps to uid and gid can
@@ -36,12 +38,18 @@ var overlayProbes sync.Map
 // namespace, and userxattr, which such a mount needs to read the layers'
 // opaque marks), and a store the sandbox's user can reach. A child of this
 // binary, cloned into a sandbox's namespaces with the sandbox's ids, mounts
-// them; the answer is kept for the rest of the process.
-func overlayWorks(layers []string, uid, gid int) bool {
-	key := fmt.Sprintf("%s\x00%d\x00%d", filepath.Dir(filepath.Dir(layers[0])), uid, gid)
+// them; the answer is kept for the rest of the process, and a failure is
+// logged to log once, naming ref.
+func overlayWorks(layers []string, uid, gid int, ref string, log *slog.Logger) bool {
+	key := fmt.Sprintf("%d:%d:%s", uid, gid, strings.Join(layers, "\x00"))
 	v, _ := overlayProbes.LoadOrStore(key, &overlayProbe{})
 	p := v.(*overlayProbe)
-	p.once.Do(func() { p.err = probeOverlay(layers, uid, gid) })
+	p.once.Do(func() {
+		p.err = probeOverlay(layers, uid, gid)
+		if p.err != nil {
+			log.Info("sandbox: image root: no overlay of the image's layers here, using its hard-linked root", "image", ref, "err", p.err)
+		}
+	})
 	return p.err == nil
 }
 

@@ -89,24 +89,8 @@ func TestImageOverlay(t *testing.T) {
 	requireSandbox(t)
 	ref := imagetest.WriteLayout(t, filepath.Join(t.TempDir(), "layout"), layeredImage(t), "v1")
 	store := imageStore(t)
-	listing := func(t *testing.T, hardLinked bool) (tree, mounts []string) {
-		hardLinkedRootOnly.Store(hardLinked)
-		defer hardLinkedRootOnly.Store(false)
-		res := run(t, Options{Image: &Image{Ref: ref, Store: store}}, Command("/bin/sh", "-c", listScript))
-		if res.ExitCode != 0 {
-			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
-		}
-		for _, l := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
-			if strings.HasPrefix(l, "mount ") {
-				mounts = append(mounts, l)
-			} else {
-				tree = append(tree, l)
-			}
-		}
-		return tree, mounts
-	}
-	overlay, overlayMounts := listing(t, false)
-	linked, linkedMounts := listing(t, true)
+	overlay, overlayMounts := imageListing(t, ref, store, false)
+	linked, linkedMounts := imageListing(t, ref, store, true)
 	want := []string{
 		"/data/dir dir", "/data/dir/back file a new dir where one was deleted",
 		"/data/keep file kept",
@@ -121,20 +105,7 @@ func TestImageOverlay(t *testing.T) {
 	if !slices.Equal(overlay, linked) {
 		t.Errorf("overlay:\n\t%s\nhard-linked root:\n\t%s", strings.Join(overlay, "\n\t"), strings.Join(linked, "\n\t"))
 	}
-	fsOf := func(mounts []string, mnt string) string {
-		for _, m := range mounts {
-			if f := strings.Fields(m); len(f) > 2 && f[1] == mnt {
-				return f[2]
-			}
-		}
-		return ""
-	}
-	if got := fsOf(overlayMounts, "/data"); got != "overlay" {
-		t.Errorf("overlay: /data is on %q, want overlay:\n%s\nprobes failed: %s", got, strings.Join(overlayMounts, "\n"), overlayProbeErrors())
-	}
-	if got := fsOf(linkedMounts, "/data"); got == "overlay" || got == "" {
-		t.Errorf("hard-linked root: /data is on %q:\n%s", got, strings.Join(linkedMounts, "\n"))
-	}
+	checkRootFS(t, overlayMounts, linkedMounts)
 	// Neither form leaves a whiteout in the root the host keeps.
 	filepath.WalkDir(filepath.Join(store, "roots"), func(p string, e os.DirEntry, err error) error {
 		if err == nil && (e.Type()&os.ModeDevice != 0 || strings.HasPrefix(e.Name(), ".wh.")) {
@@ -155,4 +126,67 @@ func overlayProbeErrors() []string {
 		return true
 	})
 	return out
+}
+
+// imageListing runs listScript in the image ref, stored in store, with
+// its hard-linked root or (where the kernel allows) the overlay of its
+// layers, and returns what it printed of /data and of the mounts.
+func imageListing(t *testing.T, ref, store string, hardLinked bool) (tree, mounts []string) {
+	t.Helper()
+	hardLinkedRootOnly.Store(hardLinked)
+	defer hardLinkedRootOnly.Store(false)
+	res := run(t, Options{Image: &Image{Ref: ref, Store: store}}, Command("/bin/sh", "-c", listScript))
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		if strings.HasPrefix(l, "mount ") {
+			mounts = append(mounts, l)
+		} else {
+			tree = append(tree, l)
+		}
+	}
+	return tree, mounts
+}
+
+// checkRootFS fails unless /data is on an overlay in the mounts
+// imageListing found in overlay mode and on no overlay in the other.
+func checkRootFS(t *testing.T, overlayMounts, linkedMounts []string) {
+	t.Helper()
+	fsOf := func(mounts []string, mnt string) string {
+		for _, m := range mounts {
+			if f := strings.Fields(m); len(f) > 2 && f[1] == mnt {
+				return f[2]
+			}
+		}
+		return ""
+	}
+	if got := fsOf(overlayMounts, "/data"); got != "overlay" {
+		t.Errorf("overlay: /data is on %q, want overlay:\n%s\nprobes failed: %s", got, strings.Join(overlayMounts, "\n"), overlayProbeErrors())
+	}
+	if got := fsOf(linkedMounts, "/data"); got == "overlay" || got == "" {
+		t.Errorf("hard-linked root: /data is on %q:\n%s", got, strings.Join(linkedMounts, "\n"))
+	}
+}
+
+// TestImageOverlayRepeatedLayer: an image that repeats a layer above
+// another (which overlayfs would refuse as given) gets an overlay all the
+// same, the same tree as its hard-linked root: the repeated layer puts
+// back what the one between deleted.
+func TestImageOverlayRepeatedLayer(t *testing.T) {
+	requireSandbox(t)
+	dir := t.TempDir()
+	imagetest.HostShell(t, dir)
+	base := imagetest.Layer(t, dir, imagetest.Dir("data/", 0o755), imagetest.File("data/x", 0o644, "from the repeated layer"))
+	mid := imagetest.Layer(t, "", imagetest.File("data/.wh.x", 0o644, ""), imagetest.File("data/y", 0o644, "from the middle"))
+	ref := imagetest.WriteLayout(t, filepath.Join(t.TempDir(), "layout"), imagetest.Image(t, "", v1.Config{}, base, mid, base), "v1")
+	store := imageStore(t)
+	overlay, overlayMounts := imageListing(t, ref, store, false)
+	linked, linkedMounts := imageListing(t, ref, store, true)
+	want := []string{"/data/x file from the repeated layer", "/data/y file from the middle"}
+	if !slices.Equal(linked, want) || !slices.Equal(overlay, want) {
+		t.Errorf("overlay:\n\t%s\nhard-linked root:\n\t%s\nwant\n\t%s", strings.Join(overlay, "\n\t"),
+			strings.Join(linked, "\n\t"), strings.Join(want, "\n\t"))
+	}
+	checkRootFS(t, overlayMounts, linkedMounts)
 }

@@ -2,4 +2,6 @@
 
 package sandbox
 
-func overlayWorks([]string, int, int) bool { return false }
+import "log/slog"
+
+func overlayWorks([]string, int, int, string, *slog.Logger) bool { return false }

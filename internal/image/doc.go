@@ -77,8 +77,8 @@
 //   - Linux 5.11 or later, for overlayfs in a user namespace and its
 //     userxattr option, and a store the sandbox's user can reach (its
 //     layers/ is searchable as roots/ is). The caller's process decides
-//     once per store and sandbox user, by a child cloned with the
-//     sandbox's ids that mounts an image's layers as the init would;
+//     once per image and sandbox user, by a child cloned with the
+//     sandbox's ids that mounts the image's layers as the init would;
 //   - two layers at least, since overlayfs takes no fewer lower
 //     directories without an upper one (an image of one layer has the
 //     hard-linked root, at no more cost), and at most 88, the names the
