@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/recipe"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
@@ -189,4 +190,30 @@ func TestImageOverlayRepeatedLayer(t *testing.T) {
 			strings.Join(linked, "\n\t"), strings.Join(want, "\n\t"))
 	}
 	checkRootFS(t, overlayMounts, linkedMounts)
+}
+
+// TestImageOverlayManyLayers: an image of recipe.MaxOverlayLayers layers
+// gets an overlay (the kernel takes its lowerdir option, so the limit is
+// not set too high), one of a layer more its hard-linked root; both see
+// every layer's file.
+func TestImageOverlayManyLayers(t *testing.T) {
+	requireSandbox(t)
+	dir := t.TempDir()
+	imagetest.HostShell(t, dir)
+	layers := [][]byte{imagetest.Layer(t, dir, imagetest.Dir("data/", 0o755))}
+	for i := 1; i <= recipe.MaxOverlayLayers; i++ {
+		layers = append(layers, imagetest.Layer(t, "", imagetest.File(fmt.Sprintf("data/f%03d", i), 0o644, "x")))
+	}
+	store := imageStore(t)
+	for _, n := range []int{recipe.MaxOverlayLayers, recipe.MaxOverlayLayers + 1} {
+		ref := imagetest.WriteLayout(t, filepath.Join(t.TempDir(), "layout"), imagetest.Image(t, "", v1.Config{}, layers[:n]...), "v1")
+		tree, mounts := imageListing(t, ref, store, false)
+		if len(tree) != n-1 {
+			t.Errorf("%d layers: %d files in /data, want %d", n, len(tree), n-1)
+		}
+		overlay := slices.ContainsFunc(mounts, func(m string) bool { return strings.HasPrefix(m, "mount /data overlay ") })
+		if want := n <= recipe.MaxOverlayLayers; overlay != want {
+			t.Errorf("%d layers: /data on an overlay: %v, want %v (probes failed: %s)\n%s", n, overlay, want, overlayProbeErrors(), strings.Join(mounts, "\n"))
+		}
+	}
 }
