@@ -3,12 +3,14 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fumehood/sandbox/internal/imagetest"
 	"github.com/fumehood/sandbox/internal/recipe"
@@ -215,5 +217,43 @@ func TestImageOverlayManyLayers(t *testing.T) {
 		if want := n <= recipe.MaxOverlayLayers; overlay != want {
 			t.Errorf("%d layers: /data on an overlay: %v, want %v (probes failed: %s)\n%s", n, overlay, want, overlayProbeErrors(), strings.Join(mounts, "\n"))
 		}
+	}
+}
+
+// TestImageOverlayPooledAndLive: a pooled sandbox, prepared before its
+// program, and a live one, which runs several programs, get the overlay
+// root too, with the same tree.
+func TestImageOverlayPooledAndLive(t *testing.T) {
+	requireSandbox(t)
+	ref := imagetest.WriteLayout(t, filepath.Join(t.TempDir(), "layout"), layeredImage(t), "v1")
+	store := imageStore(t)
+	want, _ := imageListing(t, ref, store, false)
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"pooled", Options{Pool: 1}},
+		{"live", Options{Live: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := c.opts
+			opts.Image = &Image{Ref: ref, Store: store}
+			s := newTest(t, opts)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for i := range 2 {
+				res, err := s.Run(ctx, Command("/bin/sh", "-c", listScript))
+				if err != nil || res.ExitCode != 0 {
+					t.Fatalf("run %d: %v %+v %s", i, err, res, res.Stderr)
+				}
+				out := string(res.Stdout)
+				if !strings.Contains(out, "mount /data overlay ") {
+					t.Errorf("run %d: /data is not on an overlay:\n%s", i, out)
+				}
+				if got := strings.Join(want, "\n") + "\n"; !strings.HasPrefix(out, got) {
+					t.Errorf("run %d: tree\n%s\nwant it to begin\n%s", i, out, got)
+				}
+			}
+		})
 	}
 }
