@@ -306,6 +306,7 @@ func (o *Options) spec(f *compiledFilter) wire.Spec {
 	sp := wire.Spec{
 		Hostname:      orDefault(o.Hostname, DefaultHostname),
 		Rootfs:        o.rootfs(),
+		RootfsLayers:  o.rootfsLayers(),
 		Workspace:     o.Workspace,
 		WorkspaceSize: orDefault(o.WorkspaceSize, DefaultWorkspaceSize),
 		TmpSize:       orDefault(o.TmpSize, DefaultTmpSize),

@@ -41,6 +41,8 @@ func init() {
 		os.Exit(0)
 	case roleKeeper:
 		keeper.Main()
+	case roleOverlayProbe:
+		overlayProbeMain()
 	}
 }
 

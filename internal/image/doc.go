@@ -82,18 +82,55 @@
 // its directory (a Lease): flocks end with their process, so a crashed
 // sandbox never pins a root for ever.
 //
-// # Why hard-linked roots and not an overlay mount
+// # Overlay, and the hard-linked fallback
 //
-// A root is one tree of hard links to the files of its unpacked layers,
-// with whiteouts applied by leaving out what they delete: no file data is
-// copied, and building a root costs a directory walk. An overlay mount of
-// the layers would avoid even that, but its whiteouts are character device
-// nodes or trusted.* xattrs, which an unprivileged user cannot make, and
-// mounting an overlay in the sandbox's user namespace needs Linux 5.11 or
-// later. The hard-linked tree works on every kernel and for every user; an
-// overlay of it can come later where the kernel allows it. The root's
-// files share inodes with the layers and with other roots, so a root must
-// never be written: the sandbox binds it read-only.
+// Every image has a hard-linked root, roots/<chainID>/: one tree of hard
+// links to the files of its unpacked layers, with whiteouts applied by
+// leaving out what they delete. No file data is copied; building it costs
+// a directory walk at pull, once per image, and it works on every kernel
+// and for every user. It is the tree the caller's side reads (the planner
+// reads its top-level entries and /etc, the trust bundle is looked for in
+// it), the directory a Lease flocks and Prune checks, and the sandbox's
+// root where no overlay can be had. Its files share inodes with the
+// layers and with other roots, so it must never be written: the sandbox
+// binds it read-only.
+//
+// Where the kernel allows it, the sandbox's root is instead a read-only
+// overlay of the image's layers (Image.Layers, top first: lowerdir only,
+// with userxattr), mounted by the sandbox's init in its user namespace.
+// That needs:
+//
+//   - each layer stored in overlay form (layerForm): its whiteouts as
+//     character devices 0/0, which any user may make since Linux 5.8, and
+//     its opaque directories marked with the xattr user.overlay.opaque=y,
+//     which the store's file system must keep (ext4, xfs, btrfs, and tmpfs
+//     since 6.6 do). A probe in each layer's directory as it is unpacked
+//     decides; where either is refused the layer keeps marker files
+//     (.wh.NAME, .wh..wh..opq) as layers stored by older versions do, and
+//     an image with any such layer always uses its hard-linked root;
+//   - Linux 5.11 or later, for overlayfs in a user namespace and its
+//     userxattr option, and a store the sandbox's user can reach (its
+//     layers/ is searchable as roots/ is). The caller's process decides
+//     once per image and sandbox user, by a child cloned with the
+//     sandbox's ids that mounts the image's layers as the init would;
+//   - two layers at least, since overlayfs takes no fewer lower
+//     directories without an upper one (an image of one layer has the
+//     hard-linked root, at no more cost), and at most 88, the names the
+//     init gives them ("0:1:...") filling the 255 bytes fsconfig takes for
+//     lowerdir.
+//
+// Both roots are the same tree: the hard-linked builder reads both forms,
+// and a whiteout deletes only what the layers below have, as the OCI spec
+// says and overlayfs does (in overlay form, a directory that meets its own
+// layer's whiteout is made opaque). No whiteout device ever appears in a
+// root. What the overlay costs: two mounts per sandbox start (a tmpfs that
+// names the layers, and the overlay) and one probe child per process.
+// What it gives is the kernel's merge of the layers themselves, with no
+// tree of links between them and the sandbox. The hard-linked root is
+// still built at pull for every image, since the caller's side reads it;
+// building only what that side reads (the top-level entries and /etc)
+// would spare overlay users the walk and the links, but a link in /etc to
+// elsewhere in the image would then be read from a tree that lacks it.
 //
 // # Limitations
 //
@@ -101,14 +138,15 @@
 // that needs files of several owners sees them all as one. Every file is
 // readable by everyone, and every directory searchable (see permOf), so
 // that a sandbox whose user is not the store's owner can use it; the
-// store's directory and its roots/ are searchable but not listable by
+// store's directory, its roots/ and its layers/ are searchable but not listable by
 // other users, who can reach a root only by its chain ID, which only those
 // who hold the image know. Names with
 // a colon cannot be used as paths in oci: and docker-archive: references
 // (the path ends at the first colon, as in skopeo). A docker archive has
 // no manifest, so an image from one is named by its config's digest
-// (docker's image ID). Whiteouts in a layer's own directory are kept as
-// empty marker files; only roots are meant to be used. Every root adds a
+// (docker's image ID). Whiteouts in a layer's own directory are kept in
+// its form (see above); only roots and overlays of whole images are meant
+// to be used. Every root adds a
 // link to each file of its layers, and file systems bound the links of
 // one inode (65,000 on ext4): tens of thousands of roots sharing a layer
 // is the limit, and a pull past it fails with EMLINK. An Image's Root is

@@ -38,6 +38,11 @@ type Image struct {
 	Cmd        []string
 	// Size is the size of its layers unpacked, in bytes.
 	Size int64
+	// Layers are the host directories of the image's layers, top first,
+	// when every one is stored in overlay form: a read-only overlay of
+	// them (lowerdir, with userxattr) is the same tree as Root. Nil when
+	// one is not; Root is the image's tree either way.
+	Layers []string
 
 	chainID string
 	diffIDs []string
@@ -239,6 +244,7 @@ func (s *Store) pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 		return nil, err
 	}
 	img := s.image(rec)
+	img.Layers = s.overlayLayers(diffIDs)
 	return &img, nil
 }
 
@@ -266,6 +272,7 @@ func (s *Store) keepRecord(ref string, rec record) (*Image, error) {
 		}
 	}
 	img := s.image(rec)
+	img.Layers = s.overlayLayers(rec.DiffIDs)
 	return &img, nil
 }
 
@@ -320,7 +327,8 @@ type budget struct{ fetched, unpacked int64 }
 
 // layerMetadata is stored next to an unpacked layer.
 type layerMetadata struct {
-	Size int64 `json:"size"` // of the uncompressed tar
+	Size int64     `json:"size"` // of the uncompressed tar
+	Form layerForm `json:"form,omitempty"`
 }
 
 // unpackLayer unpacks layer i of n into work/<diffID hex> unless the store
@@ -351,6 +359,11 @@ func (s *Store) unpackLayer(ctx context.Context, ref string, i, n int, l layerSo
 	if err := s.root.Mkdir(tmp, 0o700); err != nil {
 		return fail(err)
 	}
+	// Searchable by all, as roots/ is: an overlay of the layer is
+	// mounted by the sandbox's user.
+	if err := s.root.Chmod(tmp, 0o711); err != nil {
+		return fail(err)
+	}
 	if err := s.root.Mkdir(tmp+"/"+layerFS, 0o755); err != nil {
 		return fail(err)
 	}
@@ -359,6 +372,7 @@ func (s *Store) unpackLayer(ctx context.Context, ref string, i, n int, l layerSo
 		return fail(err)
 	}
 	defer dst.Close()
+	form := formFor(dst)
 
 	rc, err := l.open()
 	if err != nil {
@@ -381,7 +395,7 @@ func (s *Store) unpackLayer(ctx context.Context, ref string, i, n int, l layerSo
 	}
 	defer closeDR()
 	unpacked := &counter{r: dr, limit: b.unpacked, what: "unpacked layers", ctx: ctx, h: newSHA256()}
-	if err := unpackTar(ctx, tar.NewReader(unpacked), dst, true); err != nil {
+	if err := unpackTar(ctx, tar.NewReader(unpacked), dst, form); err != nil {
 		return fail(readError(ctx, err))
 	}
 	// What follows the tar's end still counts towards both digests.
@@ -405,7 +419,7 @@ func (s *Store) unpackLayer(ctx context.Context, ref string, i, n int, l layerSo
 	b.fetched -= fetched.n
 	b.unpacked -= unpacked.n
 
-	meta, _ := json.Marshal(layerMetadata{Size: unpacked.n})
+	meta, _ := json.Marshal(layerMetadata{Size: unpacked.n, Form: form})
 	if err := s.root.WriteFile(tmp+"/"+layerMeta, meta, recordMode); err != nil {
 		return fail(err)
 	}

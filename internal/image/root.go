@@ -17,7 +17,9 @@ import (
 // directory what they put in it, and an entry replaces whatever lower
 // layers had at its name (a directory over a symlink replaces the symlink,
 // so building never follows a link an image made). Whiteouts themselves
-// never appear in the root.
+// never appear in the root. Layers in either form (layerForm) are read:
+// the marker form's files, and the overlay form's whiteout devices and
+// opaque directories, which mean the same.
 func (s *Store) buildRoot(chain string, diffIDs []string, work string) error {
 	rel := s.rootRel(chain)
 	if s.exists(rel) {
@@ -31,7 +33,7 @@ func (s *Store) buildRoot(chain string, diffIDs []string, work string) error {
 		return fmt.Errorf("root %s: %w", chain, err)
 	}
 	for _, d := range diffIDs {
-		if err := s.mergeDir(s.layerRel(d)+"/"+layerFS, tmp); err != nil {
+		if err := s.mergeDir(s.layerRel(d)+"/"+layerFS, tmp, s.layerForm(d) == formOverlay); err != nil {
 			return fmt.Errorf("root %s: layer %s: %w", chain, d, err)
 		}
 	}
@@ -43,11 +45,16 @@ func (s *Store) buildRoot(chain string, diffIDs []string, work string) error {
 
 // mergeDir applies the directory src of a layer onto the directory dst of
 // a root being built; both are paths in the store, and dst is a directory
-// this build made.
-func (s *Store) mergeDir(src, dst string) error {
+// this build made. With overlay, the layer is in overlay form.
+func (s *Store) mergeDir(src, dst string, overlay bool) error {
 	ents, err := fs.ReadDir(s.root.FS(), src)
 	if err != nil {
 		return err
+	}
+	if overlay {
+		if err := s.applyOverlayWhiteouts(src, dst, ents); err != nil {
+			return err
+		}
 	}
 	// Whiteouts first: they remove only what lower layers put here.
 	for _, e := range ents {
@@ -77,7 +84,7 @@ func (s *Store) mergeDir(src, dst string) error {
 	}
 	for _, e := range ents {
 		n := e.Name()
-		if strings.HasPrefix(n, whiteoutPrefix) {
+		if strings.HasPrefix(n, whiteoutPrefix) || e.Type()&fs.ModeCharDevice != 0 {
 			continue
 		}
 		from, to := src+"/"+n, dst+"/"+n
@@ -108,7 +115,43 @@ func (s *Store) mergeDir(src, dst string) error {
 		if err := s.root.Chmod(to, info.Mode()&(fs.ModePerm|fs.ModeSticky)|0o700); err != nil {
 			return err
 		}
-		if err := s.mergeDir(from, to); err != nil {
+		if err := s.mergeDir(from, to, overlay); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyOverlayWhiteouts removes from dst what the overlay form's
+// whiteouts in src, a directory of a layer, delete: everything if src is
+// opaque, and each name a whiteout device holds. The store holds no other
+// device (the unpacker drops them), and none is ever linked into a root.
+func (s *Store) applyOverlayWhiteouts(src, dst string, ents []fs.DirEntry) error {
+	f, err := s.root.Open(src)
+	if err != nil {
+		return err
+	}
+	opaque, err := isOpaque(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if opaque {
+		below, err := fs.ReadDir(s.root.FS(), dst)
+		if err != nil {
+			return err
+		}
+		for _, b := range below {
+			if err := s.root.RemoveAll(dst + "/" + b.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	for _, e := range ents {
+		if e.Type()&fs.ModeCharDevice == 0 {
+			continue
+		}
+		if err := s.root.RemoveAll(dst + "/" + e.Name()); err != nil {
 			return err
 		}
 	}

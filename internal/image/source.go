@@ -304,7 +304,7 @@ func (s *Store) extractArchive(ctx context.Context, r reference, tmp string, max
 	}
 	defer dst.Close()
 	c := &counter{r: f, limit: maxBytes, what: "archive", ctx: ctx}
-	if err := unpackTar(ctx, tar.NewReader(c), dst, false); err != nil {
+	if err := unpackTar(ctx, tar.NewReader(c), dst, formNone); err != nil {
 		return fmt.Errorf("image %s: archive %s: %w", r.raw, r.path, readError(ctx, err))
 	}
 	return nil

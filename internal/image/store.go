@@ -87,6 +87,12 @@ func Open(dir string) (*Store, error) {
 		root.Close()
 		return nil, fmt.Errorf("image store %s: %w", dir, err)
 	}
+	// Layers too: an overlay of an image's layers is mounted by the
+	// sandbox's user, who reaches each by name.
+	if err := root.Chmod(layersDir, 0o711); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("image store %s: %w", dir, err)
+	}
 	// Temporary directories are made only under the shared lock: holding
 	// it exclusively means none is in use.
 	lk, err := s.tryLockStore(true)

@@ -42,9 +42,9 @@ const (
 // maps its own ids and sees the root read-only, so an image's owners give
 // no one anything.
 //
-// With whiteouts set, whiteout entries are kept as empty marker files for
-// buildRoot; they are refused when naming "." or "..".
-func unpackTar(ctx context.Context, tr *tar.Reader, dir *os.Root, whiteouts bool) error {
+// Whiteout entries are kept in form (see layerForm), unless form is
+// formNone; they are refused when naming "." or "..".
+func unpackTar(ctx context.Context, tr *tar.Reader, dir *os.Root, form layerForm) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -63,7 +63,7 @@ func unpackTar(ctx context.Context, tr *tar.Reader, dir *os.Root, whiteouts bool
 		if name == "." {
 			continue
 		}
-		if err := unpackEntry(tr, hdr, name, dir, whiteouts); err != nil {
+		if err := unpackEntry(tr, hdr, name, dir, form); err != nil {
 			return err
 		}
 	}
@@ -127,16 +127,19 @@ func permOf(hdr *tar.Header) fs.FileMode {
 	return m
 }
 
-func unpackEntry(tr *tar.Reader, hdr *tar.Header, name string, dir *os.Root, whiteouts bool) error {
+func unpackEntry(tr *tar.Reader, hdr *tar.Header, name string, dir *os.Root, form layerForm) error {
 	base := path.Base(name)
 	parent := path.Dir(name)
 	if err := mkParents(dir, parent); err != nil {
 		return badEntry(hdr.Name, err)
 	}
-	if whiteouts && strings.HasPrefix(base, whiteoutPrefix) {
+	if form != formNone && strings.HasPrefix(base, whiteoutPrefix) {
 		target := strings.TrimPrefix(base, whiteoutPrefix)
 		if base != whiteoutOpaque && (target == "" || target == "." || target == ".." || strings.HasPrefix(target, whiteoutPrefix)) {
 			return badEntry(hdr.Name, errors.New("whiteout of no name"))
+		}
+		if form == formOverlay {
+			return wrapEntry(hdr.Name, overlayWhiteout(dir, parent, base))
 		}
 		return replace(dir, name, func() error {
 			return dir.WriteFile(name, nil, 0o600)
@@ -148,9 +151,17 @@ func unpackEntry(tr *tar.Reader, hdr *tar.Header, name string, dir *os.Root, whi
 		if err == nil && fi.IsDir() {
 			return wrapEntry(hdr.Name, dir.Chmod(name, permOf(hdr)|0o700))
 		}
+		// A directory in place of this layer's own whiteout: the layers
+		// below give it nothing.
+		opaque := err == nil && isWhiteoutDevice(fi)
 		return replace(dir, name, func() error {
 			if err := dir.Mkdir(name, 0o700); err != nil {
 				return err
+			}
+			if opaque {
+				if err := markOpaque(dir, name); err != nil {
+					return err
+				}
 			}
 			return dir.Chmod(name, permOf(hdr)|0o700)
 		})
@@ -192,6 +203,10 @@ func unpackEntry(tr *tar.Reader, hdr *tar.Header, name string, dir *os.Root, whi
 		if fi.IsDir() {
 			return badEntry(hdr.Name, fmt.Errorf("hard link to directory %q", hdr.Linkname))
 		}
+		if isWhiteoutDevice(fi) {
+			// Deleted, as far as this layer goes.
+			return badEntry(hdr.Name, fmt.Errorf("hard link to %q: %w", hdr.Linkname, fs.ErrNotExist))
+		}
 		if target == name {
 			return nil
 		}
@@ -228,11 +243,25 @@ func mkParents(dir *os.Root, parent string) error {
 	p := ""
 	for _, c := range strings.Split(parent, "/") {
 		p = path.Join(p, c)
-		if _, err := dir.Lstat(p); err == nil {
+		fi, err := dir.Lstat(p)
+		if err == nil && !isWhiteoutDevice(fi) {
 			continue
+		}
+		// This layer's own whiteout becomes a directory that the layers
+		// below give nothing.
+		whiteout := err == nil
+		if whiteout {
+			if err := dir.Remove(p); err != nil {
+				return err
+			}
 		}
 		if err := dir.Mkdir(p, 0o700); err != nil {
 			return err
+		}
+		if whiteout {
+			if err := markOpaque(dir, p); err != nil {
+				return err
+			}
 		}
 		if err := dir.Chmod(p, 0o755); err != nil {
 			return err
@@ -257,4 +286,39 @@ func wrapEntry(name string, err error) error {
 		return nil
 	}
 	return badEntry(name, err)
+}
+
+// overlayWhiteout stores the whiteout base of the directory parent in
+// overlay form. A whiteout deletes only what the layers below have (the
+// OCI image spec), so what this layer itself put at its name stays: a
+// directory becomes opaque, since the layers below give it nothing (as
+// the marker form's merge has it), and anything else hides what is below
+// by being there.
+func overlayWhiteout(dir *os.Root, parent, base string) error {
+	if base == whiteoutOpaque {
+		return markOpaque(dir, parent)
+	}
+	name := path.Join(parent, strings.TrimPrefix(base, whiteoutPrefix))
+	if fi, err := dir.Lstat(name); err == nil {
+		if fi.IsDir() {
+			return markOpaque(dir, name)
+		}
+		return nil
+	}
+	d, err := dir.Open(parent)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return mkWhiteout(d, path.Base(name))
+}
+
+// markOpaque marks the directory name opaque (overlay form).
+func markOpaque(dir *os.Root, name string) error {
+	f, err := dir.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return setOpaque(f)
 }

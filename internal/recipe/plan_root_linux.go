@@ -22,7 +22,11 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	}
 	top := b.topEntries()
 	rootfs := forkplan.Slot(-1)
-	if cfg.Rootfs != "" {
+	overlay := len(cfg.RootfsLayers) > 0
+	switch {
+	case overlay:
+		rootfs = b.mountLayers()
+	case cfg.Rootfs != "":
 		rootfs = b.open(cfg.Rootfs, "open source (Options.Rootfs)", unix.O_DIRECTORY)
 	}
 	var entries []source
@@ -61,6 +65,13 @@ func (b *planner) buildRoot(bindDirs []bool) {
 
 	b.call(forkplan.Where{Stage: "mount", Op: "make / private"}, unix.SYS_MOUNT, forkplan.Str(""), forkplan.Str("/"), forkplan.Str(""),
 		forkplan.Val(unix.MS_REC|unix.MS_PRIVATE), forkplan.Str(""))
+	if overlay {
+		// Attached beneath the new root, so that its entries can be
+		// bound (older kernels' open_tree clones only a mount of the
+		// caller's namespace); the old root's detach takes it away.
+		b.call(forkplan.Where{Stage: "mount", Op: "attach overlay of the image's layers", Path: stagingDir}, unix.SYS_MOVE_MOUNT, forkplan.In(rootfs), forkplan.Str(""),
+			forkplan.Val(unix.AT_FDCWD), forkplan.Str(stagingDir), forkplan.Val(unix.MOVE_MOUNT_F_EMPTY_PATH))
+	}
 	b.root = b.newFS("tmpfs", rwAttrs, "mode=0755", "size=4m", "nr_inodes=4096")
 	b.call(forkplan.Where{Stage: "mount", Op: "attach new root", Path: stagingDir}, unix.SYS_MOVE_MOUNT, forkplan.In(b.root), forkplan.Str(""),
 		forkplan.Val(unix.AT_FDCWD), forkplan.Str(stagingDir), forkplan.Val(unix.MOVE_MOUNT_F_EMPTY_PATH))

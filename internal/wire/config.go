@@ -114,6 +114,12 @@ type Spec struct {
 	// TrustedCAs are PEM certificates added to every CA bundle of the
 	// sandbox's trust store.
 	TrustedCAs []byte
+
+	// RootfsLayers, when set, are the host directories of an image's
+	// layers, top first, whose read-only overlay the init mounts and
+	// uses as the root's source in place of Rootfs, which is then the
+	// same tree on the host: the planner reads that.
+	RootfsLayers []string
 }
 
 // Equal says whether s and t are the same sandbox, so that one prepared
@@ -134,7 +140,8 @@ func (s *Spec) Equal(t *Spec) bool {
 		s.SeccompEvents == t.SeccompEvents &&
 		s.HostNetwork == t.HostNetwork && s.ProxyPort == t.ProxyPort &&
 		(s.Terminal == nil) == (t.Terminal == nil) && (s.Terminal == nil || *s.Terminal == *t.Terminal) &&
-		sameBytes(s.TrustedCAs, t.TrustedCAs)
+		sameBytes(s.TrustedCAs, t.TrustedCAs) &&
+		sameSlice(s.RootfsLayers, t.RootfsLayers)
 }
 
 func sameSlice[T comparable](a, b []T) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }
