@@ -160,12 +160,25 @@ func mergeTrust(bundle, extra []byte) []byte {
 // TrustBundleIn is the bundle Node is pointed at (NODE_EXTRA_CA_CERTS):
 // the first of trustBundles present beneath base ("" for the host), or
 // where TrustedCAs goes when there is none; "" when the sandbox has none.
+// Beneath a base (a rootfs, an image's root), links are followed only
+// while they stay inside it: a link an image aims at a host file must not
+// tell the sandbox whether that file exists. A bundle reached by an
+// absolute link counts as absent.
 func TrustBundleIn(base string, extra bool) string {
+	stat := os.Stat
+	if base != "" {
+		root, err := os.OpenRoot(base)
+		if err != nil {
+			return ""
+		}
+		defer root.Close()
+		stat = func(p string) (os.FileInfo, error) { return root.Stat(strings.TrimPrefix(p, "/")) }
+	}
 	for _, p := range trustBundles {
 		if base != "" && !strings.HasPrefix(p, "/etc/") {
 			continue
 		}
-		if st, err := os.Stat(base + p); err == nil && st.Mode().IsRegular() {
+		if st, err := stat(p); err == nil && st.Mode().IsRegular() {
 			return p
 		}
 	}
