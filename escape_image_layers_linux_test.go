@@ -142,28 +142,38 @@ func TestEscapeImageLayers(t *testing.T) {
 			img := imagetest.Image(t, "", v1.Config{Env: []string{"PATH=/bin"}}, layers...)
 			ref := imagetest.WriteLayout(t, filepath.Join(t.TempDir(), "layout"), img, "v1")
 			store := imageStore(t)
-			s := newTest(t, Options{Image: &Image{Ref: ref, Store: store}})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			res, err := s.Run(ctx, Command("/bin/sh", "-c", probe+"\n"+tc.check))
-			// After Close, which waits for a pool's filling and its
-			// pull of the image.
-			s.Close()
-			switch {
-			case err != nil && tc.refused == "" && errors.Is(err, ErrBadImage):
-				// A store may refuse what another stacks harmlessly.
-				t.Logf("refused at the pull: %v", err)
-				requireRefused(t, err, ref, "", store)
-			case tc.refused != "":
-				requireRefused(t, err, ref, tc.refused, store)
-			case err != nil:
-				t.Fatalf("Run: %v", err)
-			default:
-				if got := string(res.Stdout); got != tc.want {
-					t.Errorf("the image's program printed %q, want %q: its layers did not stack as they say\nstderr: %s", got, tc.want, res.Stderr)
+			// The layers stacked both ways: by the kernel's overlay
+			// where it mounts one (the store then keeps whiteouts in
+			// overlayfs's form), and in the hard-linked root.
+			for _, hardLinked := range []bool{false, true} {
+				hardLinkedRootOnly.Store(hardLinked)
+				s := newTest(t, Options{Image: &Image{Ref: ref, Store: store}})
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				res, err := s.Run(ctx, Command("/bin/sh", "-c", probe+"\n"+tc.check))
+				cancel()
+				// After Close, which waits for a pool's filling and its
+				// pull of the image.
+				s.Close()
+				hardLinkedRootOnly.Store(false)
+				switch {
+				case err != nil && tc.refused == "" && errors.Is(err, ErrBadImage):
+					// A store may refuse what another stacks harmlessly.
+					t.Logf("refused at the pull: %v", err)
+					requireRefused(t, err, ref, "", store)
+				case tc.refused != "":
+					requireRefused(t, err, ref, tc.refused, store)
+				case err != nil:
+					t.Fatalf("Run (hard-linked root only: %v): %v", hardLinked, err)
+				default:
+					if got := string(res.Stdout); got != tc.want {
+						t.Errorf("hard-linked root only %v: the image's program printed %q, want %q: its layers did not stack as they say\nstderr: %s", hardLinked, got, tc.want, res.Stderr)
+					}
+					if stderr := string(res.Stderr); strings.Contains(stderr, token) || strings.Contains(stderr, "READ ") {
+						t.Errorf("hard-linked root only %v: the image's program read the host's files:\n%s", hardLinked, stderr)
+					}
 				}
-				if stderr := string(res.Stderr); strings.Contains(stderr, token) || strings.Contains(stderr, "READ ") {
-					t.Errorf("the image's program read the host's files:\n%s", stderr)
+				if err != nil {
+					break
 				}
 			}
 			if after := hostTree(t, host); after != before {
