@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fumehood/sandbox/internal/imagetest"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -30,7 +31,7 @@ func TestBadImages(t *testing.T) {
 			break
 		}
 	}
-	other, _ := layerOf(t, tarOf(t, file("other", 0o644, "other"))).Compressed()
+	other, _ := imagetest.LayerOf(t, imagetest.Layer(t, "", file("other", 0o644, "other"))).Compressed()
 	otherBytes := make([]byte, 0)
 	for buf := make([]byte, 4096); ; {
 		n, err := other.Read(buf)

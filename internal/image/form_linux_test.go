@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/fumehood/sandbox/internal/imagetest"
 )
 
 // refuseOverlayForm makes the store's whiteout devices or opaque xattrs
@@ -179,7 +181,7 @@ var realMkWhiteout, realSetOpaque = mkWhiteout, setOpaque
 // have (the OCI image spec).
 func sameLayerLayers(t *testing.T) [][]byte {
 	return [][]byte{
-		tarOf(t,
+		imagetest.Layer(t, "",
 			dir("a/", 0o755), file("a/old", 0o644, "below"),
 			dir("b/", 0o755), file("b/old", 0o644, "below"),
 			dir("c/", 0o755), file("c/old", 0o644, "below"),
@@ -189,7 +191,7 @@ func sameLayerLayers(t *testing.T) [][]byte {
 			file("g", 0o644, "below a device 0/0 of the tar"),
 			dir("h/", 0o755), file("h/old", 0o644, "below a dir with the opaque xattr in the tar"),
 		),
-		tarOf(t,
+		imagetest.Layer(t, "",
 			file(".wh.a", 0o644, ""), dir("a/", 0o755), file("a/new", 0o644, "whiteout, then the dir"),
 			dir("b/", 0o755), file("b/new", 0o644, "the dir, then the whiteout"), file(".wh.b", 0o644, ""),
 			file(".wh.c", 0o644, ""), file("c/new", 0o644, "whiteout, then a file in it"),
@@ -263,9 +265,9 @@ func TestLayerFormsAgree(t *testing.T) {
 func TestLayerFormOpaqueTop(t *testing.T) {
 	reg := newRegistry(t, "", "")
 	ref := reg.push(t, "test/top:v1", imageOf(t, "",
-		tarOf(t, file("below", 0o644, "hidden")),
-		tarOf(t, file(".wh..wh..opq", 0o644, ""), file("mid", 0o644, "kept")),
-		tarOf(t, file("top", 0o644, "kept")),
+		imagetest.Layer(t, "", file("below", 0o644, "hidden")),
+		imagetest.Layer(t, "", file(".wh..wh..opq", 0o644, ""), file("mid", 0o644, "kept")),
+		imagetest.Layer(t, "", file("top", 0o644, "kept")),
 	), nil)
 	s, _ := newStore(t)
 	img, err := s.Pull(ctxT(t), ref, local())

@@ -2,7 +2,6 @@ package image
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -20,72 +19,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/imagetest"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// ent is one entry of a layer made by a test.
-type ent struct {
-	name string
-	typ  byte
-	mode int64
-	body string // a file's content
-	link string // a symlink's or hard link's target
-}
-
-func dir(n string, mode int64) ent { return ent{name: n, typ: tar.TypeDir, mode: mode} }
-func file(n string, mode int64, b string) ent {
-	return ent{name: n, typ: tar.TypeReg, mode: mode, body: b}
-}
-func symlink(n, to string) ent  { return ent{name: n, typ: tar.TypeSymlink, mode: 0o777, link: to} }
-func hardlink(n, to string) ent { return ent{name: n, typ: tar.TypeLink, mode: 0o644, link: to} }
-
-// tarOf is an uncompressed layer holding ents.
-func tarOf(t testing.TB, ents ...ent) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for _, e := range ents {
-		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link,
-			ModTime: time.Unix(1700000000, 0), Format: tar.FormatPAX}
-		if e.typ == tar.TypeReg {
-			h.Size = int64(len(e.body))
-		}
-		if e.typ == tar.TypeChar || e.typ == tar.TypeBlock {
-			h.Devmajor, h.Devminor = 1, 3
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if e.typ == tar.TypeReg {
-			io.WriteString(tw, e.body)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// layerOf is a gzip'd layer of the uncompressed tar b.
-func layerOf(t testing.TB, b []byte) v1.Layer {
-	t.Helper()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(b)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
+// The entries of layers the tests list.
+var (
+	dir      = imagetest.Dir
+	file     = imagetest.File
+	symlink  = imagetest.Symlink
+	hardlink = imagetest.Hardlink
+)
 
 // testConfig is the config the test images carry.
 var testConfig = v1.Config{
@@ -96,41 +47,17 @@ var testConfig = v1.Config{
 	Cmd:        []string{"--help"},
 }
 
-// imageOf is an OCI image of layers for arch (this machine's if empty).
+// imageOf is an OCI image of layers (uncompressed tars) with the tests'
+// config, for arch (this machine's if empty).
 func imageOf(t testing.TB, arch string, layers ...[]byte) v1.Image {
 	t.Helper()
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	var ls []v1.Layer
-	for _, b := range layers {
-		ls = append(ls, layerOf(t, b))
-	}
-	img, err := mutate.AppendLayers(img, ls...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS = "linux"
-	cf.Architecture = runtime.GOARCH
-	if arch != "" {
-		cf.Architecture = arch
-	}
-	cf.Config = testConfig
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
+	return imagetest.Image(t, arch, testConfig, layers...)
 }
 
 // The layers of the image most tests pull: every kind of entry, then a
 // layer that deletes, hides and replaces some of them.
 func baseLayers(t testing.TB) [][]byte {
-	l1 := tarOf(t,
+	l1 := imagetest.Layer(t, "",
 		dir("etc/", 0o755),
 		file("etc/os-release", 0o644, "ID=test\n"),
 		file("etc/gone", 0o644, "deleted by a whiteout"),
@@ -145,16 +72,16 @@ func baseLayers(t testing.TB) [][]byte {
 		file("bin/sg", 0o2711, "set-gid dropped"),
 		dir("tmp/", 0o1777),
 		file("run/fifo.x", 0o600, "replaced"),
-		ent{name: "run/fifo", typ: tar.TypeFifo, mode: 0o640},
+		imagetest.Entry{Name: "run/fifo", Type: tar.TypeFifo, Mode: 0o640},
 		dir("dev/", 0o755),
-		ent{name: "dev/null", typ: tar.TypeChar, mode: 0o666},
-		ent{name: "dev/sda", typ: tar.TypeBlock, mode: 0o660},
+		imagetest.Entry{Name: "dev/null", Type: tar.TypeChar, Mode: 0o666},
+		imagetest.Entry{Name: "dev/sda", Type: tar.TypeBlock, Mode: 0o660},
 		dir("locked/", 0o000),
 		file("locked/f", 0o400, "in a 0000 dir"),
 		file("./dot/slash", 0o600, "a ./ prefix"),
 		file("lib", 0o644, "a file, then a dir in the next layer"),
 	)
-	l2 := tarOf(t,
+	l2 := imagetest.Layer(t, "",
 		file("etc/.wh.gone", 0o644, ""),
 		file("opaque/.wh..wh..opq", 0o644, ""),
 		file("opaque/new", 0o600, "new"),

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/fumehood/sandbox/internal/imagetest"
 )
 
 // TestHostileLayers pulls images whose layers try to reach outside their
@@ -22,7 +24,7 @@ func TestHostileLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	deep := strings.Repeat("../", 12)
-	type layers = [][]ent
+	type layers = [][]imagetest.Entry
 	tests := []struct {
 		name   string
 		layers func(canary string) layers
@@ -78,8 +80,8 @@ func TestHostileLayers(t *testing.T) {
 				return layers{{symlink("lib", c)}, {file("lib/x", 0o644, "in")}}
 			}},
 		{name: "device nodes", want: map[string]string{"dev": "dir 0755"}, layers: func(c string) layers {
-			return layers{{dir("dev/", 0o755), ent{name: "dev/mem", typ: tar.TypeChar, mode: 0o666},
-				ent{name: "dev/sda", typ: tar.TypeBlock, mode: 0o666}}}
+			return layers{{dir("dev/", 0o755), imagetest.Entry{Name: "dev/mem", Type: tar.TypeChar, Mode: 0o666},
+				imagetest.Entry{Name: "dev/sda", Type: tar.TypeBlock, Mode: 0o666}}}
 		}},
 		{name: "set-id bits", want: map[string]string{"su": "file 0755 x", "sg": "file 0755 x", "d": "dir 0755"},
 			layers: func(c string) layers {
@@ -106,7 +108,7 @@ func TestHostileLayers(t *testing.T) {
 			s, canary := newStore(t)
 			var tars [][]byte
 			for _, l := range tc.layers(canary) {
-				tars = append(tars, tarOf(t, l...))
+				tars = append(tars, imagetest.Layer(t, "", l...))
 			}
 			src := filepath.Join(t.TempDir(), "layout")
 			writeLayout(t, src, imageOf(t, "", tars...), "v1")

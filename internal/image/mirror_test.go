@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/fumehood/sandbox/internal/imagetest"
 )
 
 // mirrored is PullOptions for a reference whose registry has mirrors on
@@ -111,7 +113,7 @@ func TestPullMirrorFallsThrough(t *testing.T) {
 // the pull, and the registry is not asked in its stead.
 func TestPullMirrorOtherImage(t *testing.T) {
 	imgA := imageOf(t, "", baseLayers(t)...)
-	imgB := imageOf(t, "", tarOf(t, dir("b/", 0o755), file("b/only-in-b", 0o644, "b\n")))
+	imgB := imageOf(t, "", imagetest.Layer(t, "", dir("b/", 0o755), file("b/only-in-b", 0o644, "b\n")))
 	digestA, _ := imgA.Digest()
 	digestB, _ := imgB.Digest()
 	reg := newRegistry(t, "", "")

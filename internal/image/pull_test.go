@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fumehood/sandbox/internal/imagetest"
 	"github.com/google/go-containerregistry/pkg/authn"
 )
 
@@ -134,9 +135,9 @@ func TestParseReference(t *testing.T) {
 // TestRepeatedLayer: an image may hold one layer twice; it is unpacked
 // once.
 func TestRepeatedLayer(t *testing.T) {
-	l := tarOf(t, file("f", 0o644, "same"))
+	l := imagetest.Layer(t, "", file("f", 0o644, "same"))
 	src := filepath.Join(t.TempDir(), "layout")
-	writeLayout(t, src, imageOf(t, "", l, tarOf(t, file("g", 0o644, "between")), l), "v1")
+	writeLayout(t, src, imageOf(t, "", l, imagetest.Layer(t, "", file("g", 0o644, "between")), l), "v1")
 	s, _ := newStore(t)
 	img, err := s.Pull(ctxT(t), "oci:"+src, PullOptions{})
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fumehood/sandbox/internal/imagetest"
 )
 
 // TestMain lets the test binary pull as a second process: with
@@ -73,7 +75,7 @@ func TestPullTwice(t *testing.T) {
 	}
 	checkImage(t, byDigest)
 
-	other := imageOf(t, "", base[0], tarOf(t, file("other", 0o644, "x")))
+	other := imageOf(t, "", base[0], imagetest.Layer(t, "", file("other", 0o644, "x")))
 	otherRef := reg.push(t, "test/other:v1", other, nil)
 	o, err := s.Pull(ctxT(t), otherRef, local())
 	if err != nil {
@@ -265,7 +267,7 @@ func TestInterruptedPull(t *testing.T) {
 func TestPrune(t *testing.T) {
 	base := baseLayers(t)
 	a := imageOf(t, "", base...)
-	b := imageOf(t, "", base[0], tarOf(t, file("b-only", 0o644, strings.Repeat("b", 10000))))
+	b := imageOf(t, "", base[0], imagetest.Layer(t, "", file("b-only", 0o644, strings.Repeat("b", 10000))))
 	src := filepath.Join(t.TempDir(), "layout")
 	writeLayout(t, src, a, "a")
 	writeLayout(t, src, b, "b")

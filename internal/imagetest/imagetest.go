@@ -125,6 +125,18 @@ func Layer(t T, dir string, extra ...Entry) []byte {
 	return b.Bytes()
 }
 
+// LayerOf is the uncompressed layer b as an image's layer, gzip'd.
+func LayerOf(t T, b []byte) v1.Layer {
+	t.Helper()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // Image is an OCI image of the layers (uncompressed tars, gzip'd here)
 // with cfg as its config, for linux on arch (this machine's if empty).
 func Image(t T, arch string, cfg v1.Config, layers ...[]byte) v1.Image {
@@ -132,13 +144,8 @@ func Image(t T, arch string, cfg v1.Config, layers ...[]byte) v1.Image {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	for _, b := range layers {
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(b)), nil
-		}, tarball.WithMediaType(types.OCILayer))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if img, err = mutate.AppendLayers(img, l); err != nil {
+		var err error
+		if img, err = mutate.AppendLayers(img, LayerOf(t, b)); err != nil {
 			t.Fatal(err)
 		}
 	}
