@@ -8,10 +8,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"math/big"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,14 +26,7 @@ func TestCLIEtc(t *testing.T) {
 	bin := cliBinary(t)
 	run := func(t *testing.T, args ...string) (int, string, string) {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(bin, append([]string{"run", "--best-effort"}, args...)...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		if ee := (*exec.ExitError)(nil); err != nil && !errors.As(err, &ee) {
-			t.Fatalf("%q: %v", args, err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+		return runTool(t, bin, append([]string{"run", "--best-effort"}, args...)...)
 	}
 
 	t.Run("ro-bind into /etc", func(t *testing.T) {

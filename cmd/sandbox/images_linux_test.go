@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,20 +48,9 @@ func TestCLIImages(t *testing.T) {
 	bin := cliBinary(t)
 	tool := func(t *testing.T, args ...string) (int, string, string) {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatalf("%s %q: %v", bin, args, err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+		return runTool(t, bin, args...)
 	}
-	limits := []string{}
-	if !canCreateCgroups() {
-		limits = []string{"--best-effort"}
-	}
+	limits := bestEffortHere()
 	img := testImage(t)
 	dir := sharedDir(t)
 	store := filepath.Join(dir, "store")

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,25 +23,13 @@ func TestCLIRegistryOptions(t *testing.T) {
 	}
 	requireSandbox(t)
 	bin := cliBinary(t)
+	// A pull that ignored its timeout fails the test (runTool's own
+	// deadline), not hangs it.
 	tool := func(t *testing.T, args ...string) (int, string, string) {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		// A pull that ignored its timeout fails the test, not hangs it.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatalf("%s %q: %v", bin, args, err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+		return runTool(t, bin, args...)
 	}
-	limits := []string{}
-	if !canCreateCgroups() {
-		limits = []string{"--best-effort"}
-	}
+	limits := bestEffortHere()
 	img := testImage(t)
 	dir := sharedDir(t)
 	mirror := imagetest.Registry(t)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -547,6 +548,33 @@ func requireSandbox(t *testing.T) {
 	}
 }
 
+// runTool runs the built tool bin with args as a user would and returns
+// its exit status and output. A tool still running after two minutes is
+// killed, so that a hang fails the test instead of stalling the suite.
+func runTool(t *testing.T, bin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("%s %q: %v", bin, args, err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+// bestEffortHere are the flags a run of the tool needs here: --best-effort
+// where this process cannot create cgroups, none elsewhere.
+func bestEffortHere() []string {
+	if !canCreateCgroups() {
+		return []string{"--best-effort"}
+	}
+	return nil
+}
+
 // TestCLI runs the built tool the way a user would.
 func TestCLI(t *testing.T) {
 	if testing.Short() {
@@ -557,15 +585,7 @@ func TestCLI(t *testing.T) {
 
 	run := func(t *testing.T, args ...string) (code int, stdout, stderr string) {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatalf("%s %q: %v", bin, args, err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+		return runTool(t, bin, args...)
 	}
 
 	for _, tc := range []struct {
