@@ -60,14 +60,8 @@ func (s *Store) mergeDir(src, dst string, overlay bool) error {
 	for _, e := range ents {
 		n := e.Name()
 		if n == whiteoutOpaque {
-			below, err := fs.ReadDir(s.root.FS(), dst)
-			if err != nil {
+			if err := s.emptyDir(dst); err != nil {
 				return err
-			}
-			for _, b := range below {
-				if err := s.root.RemoveAll(dst + "/" + b.Name()); err != nil {
-					return err
-				}
 			}
 			continue
 		}
@@ -137,14 +131,8 @@ func (s *Store) applyOverlayWhiteouts(src, dst string, ents []fs.DirEntry) error
 		return err
 	}
 	if opaque {
-		below, err := fs.ReadDir(s.root.FS(), dst)
-		if err != nil {
+		if err := s.emptyDir(dst); err != nil {
 			return err
-		}
-		for _, b := range below {
-			if err := s.root.RemoveAll(dst + "/" + b.Name()); err != nil {
-				return err
-			}
 		}
 	}
 	for _, e := range ents {
@@ -152,6 +140,21 @@ func (s *Store) applyOverlayWhiteouts(src, dst string, ents []fs.DirEntry) error
 			continue
 		}
 		if err := s.root.RemoveAll(dst + "/" + e.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emptyDir removes everything in dst, a directory of a root being built:
+// what the layers below put in a directory an upper layer made opaque.
+func (s *Store) emptyDir(dst string) error {
+	below, err := fs.ReadDir(s.root.FS(), dst)
+	if err != nil {
+		return err
+	}
+	for _, b := range below {
+		if err := s.root.RemoveAll(dst + "/" + b.Name()); err != nil {
 			return err
 		}
 	}
