@@ -124,8 +124,9 @@ func TestImageRoot(t *testing.T) {
 	}
 }
 
-// TestImageLease: a Sandbox holds its image's root until Close, so a
-// prune of the store in the meantime leaves it; after Close it goes.
+// TestImageLease: a Sandbox holds its image's root until Close, so the
+// store says it is in use and a prune in the meantime leaves it; after
+// Close it is not in use, and a prune removes it.
 func TestImageLease(t *testing.T) {
 	requireSandbox(t)
 	refs := imageRefs(t, shellImage(t))
@@ -143,6 +144,18 @@ func TestImageLease(t *testing.T) {
 	if n := roots(); n != 1 {
 		t.Fatalf("store holds %d roots after a pull, want 1", n)
 	}
+	st, err := image.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	list, err := st.List()
+	if err != nil || len(list) != 1 {
+		t.Fatalf("List: %+v, %v", list, err)
+	}
+	if used, err := st.InUse(ctx, list[0]); err != nil || !used {
+		t.Errorf("InUse with the Sandbox open: %v, %v; want true", used, err)
+	}
 	pruneStore(t, store)
 	if n := roots(); n != 1 {
 		t.Fatalf("a prune removed the root of a Sandbox still open (%d roots left)", n)
@@ -152,6 +165,9 @@ func TestImageLease(t *testing.T) {
 		t.Fatalf("after the prune: %v %q %q", err, res.Stdout, res.Stderr)
 	}
 	s.Close()
+	if used, err := st.InUse(ctx, list[0]); err != nil || used {
+		t.Errorf("InUse after Close: %v, %v; want false", used, err)
+	}
 	pruneStore(t, store)
 	if n := roots(); n != 0 {
 		t.Fatalf("a prune after Close left %d roots", n)

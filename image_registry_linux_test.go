@@ -80,33 +80,3 @@ func TestImagePullTimeout(t *testing.T) {
 		t.Errorf("New with a negative PullTimeout: %v, want ErrInvalidOption naming it", err)
 	}
 }
-
-// TestImageInUse: the store says a Sandbox's image is in use while the
-// Sandbox is open, and not after Close.
-func TestImageInUse(t *testing.T) {
-	requireSandbox(t)
-	refs := imageRefs(t, shellImage(t))
-	store := imageStore(t)
-	s := newTest(t, Options{Image: &Image{Ref: refs["oci"], Store: store}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := s.Run(ctx, Command("/bin/sh", "-c", "true")); err != nil {
-		t.Fatal(err)
-	}
-	st, err := image.Open(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	list, err := st.List()
-	if err != nil || len(list) != 1 {
-		t.Fatalf("List: %+v, %v", list, err)
-	}
-	if used, err := st.InUse(ctx, list[0]); err != nil || !used {
-		t.Errorf("InUse with the Sandbox open: %v, %v; want true", used, err)
-	}
-	s.Close()
-	if used, err := st.InUse(ctx, list[0]); err != nil || used {
-		t.Errorf("InUse after Close: %v, %v; want false", used, err)
-	}
-}
