@@ -84,10 +84,13 @@ test:
 		echo "+ apt-get install -y -q --no-install-recommends nodejs npm"
 		apt-get install -y -q --no-install-recommends nodejs npm </dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends nodejs npm </dev/null; }
 	fi
-	echo "+ $(GO) test -race -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./..."
-	$(GO) test -race -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./...
-	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./..."
-	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./...
+	# -timeout 30m: the root package's suite takes about 8 minutes under
+	# -race on 2 cores, too close to go test's default bound of 10 when
+	# the machine is shared.
+	echo "+ $(GO) test -race -count=1 -p 1 -timeout 30m -skip '$(CPYTHON_TEST)' ./..."
+	$(GO) test -race -count=1 -p 1 -timeout 30m -skip '$(CPYTHON_TEST)' ./...
+	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -p 1 -timeout 30m -skip '$(CPYTHON_TEST)' ./..."
+	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -timeout 30m -skip '$(CPYTHON_TEST)' ./...
 	# CPython's own regression tests, on the host and in a sandbox: they
 	# need the testsuite package of the python3 the machine has (apt-get
 	# as root; the package follows the python3 version found here). Built
