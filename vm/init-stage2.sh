@@ -35,6 +35,16 @@ while read -r module; do
 	echo "vm: loaded module $module"
 done </vmtest/modules
 
+# The scratch disk (vm/run.sh): the tests' temporary files go there. The
+# kernel makes /dev/vda once virtio_blk has found the disk.
+for _ in $(seq 50); do
+	[ -b /dev/vda ] && break
+	sleep 0.1
+done
+mkdir -p /scratch
+mount -t ext4 -o nosuid,nodev /dev/vda /scratch || fail "mount the scratch disk /dev/vda at /scratch"
+chmod 1777 /scratch
+
 # A minimal /etc for the test process itself (the library generates the
 # sandbox's own). nobody/nogroup: as root the sandbox maps to 65534.
 cat >/etc/passwd <<'EOF'

@@ -7,13 +7,14 @@
 set -u
 run=$1
 home=$(awk -F: -v uid="$(id -u)" '$3 == uid { print $6 }' /etc/passwd)
-# As root, the shared /tmp, as on a host: the sandbox's host uid (65534)
-# must reach what the tests put there. Rootless, a private directory, as
-# make test-rootless gives.
+# On the scratch disk (ext4, as a host's /tmp usually is). As root, the
+# shared directory, as a host's /tmp: the sandbox's host uid (65534) must
+# reach what the tests put there. Rootless, a private directory, as make
+# test-rootless gives.
 if [ "$run" = root ]; then
-	tmp=/tmp
+	tmp=/scratch
 else
-	tmp=$home/tmp
+	tmp=/scratch/$(id -un)
 	mkdir -p "$tmp"
 	chmod 700 "$tmp"
 fi

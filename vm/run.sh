@@ -149,6 +149,10 @@ done
 if ! command -v qemu-system-x86_64 >/dev/null; then
 	apt_install qemu-system-x86
 fi
+# mkfs.ext4 formats the VM's scratch disk (below).
+if ! command -v mkfs.ext4 >/dev/null && ! [ -x /sbin/mkfs.ext4 ]; then
+	apt_install e2fsprogs
+fi
 qemu_version=$(qemu-system-x86_64 --version | head -n 1) || die "qemu-system-x86_64 --version failed"
 say "$qemu_version"
 
@@ -296,9 +300,21 @@ printf '%s\n' "${VM_ARGS:-}" >"$root/vmtest/test-args"
 # doing (see hang_report in init-stage2.sh).
 seconds "${VM_HANG_AFTER:-$(($(seconds "$test_timeout") + 90))}" >"$root/vmtest/hang-after"
 
-# Extra modules (VM_MODULES), with the modules they depend on, in load order.
+# The scratch disk: an ext4 file system for the tests' temporary files.
+# The VM's own tree is tmpfs, which keeps no user xattrs before Linux 6.6;
+# on ext4 an image store keeps its layers in overlayfs's form, so the
+# overlay of an image's layers is tested on this kernel too. Its modules
+# (ext4 checks its metadata with crc32c), and overlayfs, are loaded with
+# any VM_MODULES.
+scratch="$work/scratch.ext4"
+truncate -s 4G "$scratch"
+PATH=$PATH:/sbin:/usr/sbin mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$scratch" ||
+	die "mkfs.ext4 of the scratch disk failed"
+modules="virtio_pci virtio_blk crc32c_generic ext4 overlay ${VM_MODULES:-}"
+
+# Modules, with the modules they depend on, in load order.
 : >"$root/vmtest/modules"
-if [ -n "${VM_MODULES:-}" ]; then
+if [ -n "$modules" ]; then
 	list="$k_dir/modules.list"
 	if [ ! -s "$list" ]; then
 		dpkg-deb --fsys-tarfile "$k_deb" | tar -t | grep -E '\.ko(\.xz|\.zst)?$' >"$list.tmp"
@@ -325,7 +341,7 @@ if [ -n "${VM_MODULES:-}" ]; then
 		done
 		echo "$name" >>"$root/vmtest/modules"
 	}
-	for m in $VM_MODULES; do
+	for m in $modules; do
 		add_module "$m"
 	done
 	say "modules: $(tr '\n' ' ' <"$root/vmtest/modules")"
@@ -348,6 +364,7 @@ qemu=(
 	qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 -smp 2
 	-nodefaults -no-user-config -display none -serial stdio -no-reboot
 	-kernel "$kernel" -initrd "$work/initramfs.cpio.gz"
+	-drive "file=$scratch,if=virtio,format=raw,cache=unsafe"
 	-append "console=ttyS0 panic=-1 quiet mitigations=off rdinit=/init"
 )
 say "tests: ${tests:-all}; timeout ${timeout_s}s; console log: $log"
