@@ -46,10 +46,6 @@ func TestCLIImages(t *testing.T) {
 	}
 	requireSandbox(t)
 	bin := cliBinary(t)
-	tool := func(t *testing.T, args ...string) (int, string, string) {
-		t.Helper()
-		return runTool(t, bin, args...)
-	}
 	limits := bestEffortHere()
 	img := testImage(t)
 	dir := sharedDir(t)
@@ -60,14 +56,14 @@ func TestCLIImages(t *testing.T) {
 	remote := imagetest.Push(t, reg, "shell:v1", img)
 
 	// pull prints what it stored, and its progress on stderr.
-	code, out, errOut := tool(t, "pull", "--image-store", store, "--insecure-registry", remote)
+	code, out, errOut := runTool(t, bin, "pull", "--image-store", store, "--insecure-registry", remote)
 	if code != 0 || !strings.HasPrefix(out, remote+" sha256:") || !strings.Contains(out, "linux/") {
 		t.Fatalf("pull %s: exit %d\nstdout: %s\nstderr: %s", remote, code, out, errOut)
 	}
 	if !strings.Contains(errOut, "layer 1/1") {
 		t.Errorf("pull showed no progress on stderr: %q", errOut)
 	}
-	code, out, errOut = tool(t, "images", "--image-store", store)
+	code, out, errOut = runTool(t, bin, "images", "--image-store", store)
 	if code != 0 || !strings.Contains(out, "REF") || !strings.Contains(out, remote) {
 		t.Fatalf("images: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
@@ -78,7 +74,7 @@ func TestCLIImages(t *testing.T) {
 		if ref == remote {
 			args = append(args, "--insecure-registry")
 		}
-		code, out, errOut := tool(t, append(args, "--", "sh", "-c", script)...)
+		code, out, errOut := runTool(t, bin, append(args, "--", "sh", "-c", script)...)
 		if code != 0 || out != "from the image yes /srv\n" {
 			t.Errorf("run --image %s: exit %d\nstdout: %q\nstderr: %s", ref, code, out, errOut)
 		}
@@ -98,7 +94,7 @@ func TestCLIImages(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			empty := filepath.Join(sharedDir(t), "store")
 			args := append([]string{"run", "--image-store", empty, "--image", c.ref}, c.extra...)
-			code, _, errOut := tool(t, append(append(args, limits...), "--", "sh", "-c", "true")...)
+			code, _, errOut := runTool(t, bin, append(append(args, limits...), "--", "sh", "-c", "true")...)
 			if code != exitFailure || !strings.Contains(errOut, c.ref) || !strings.Contains(errOut, c.want) {
 				t.Errorf("exit %d, want %d with an error naming %s and saying %q:\n%s", code, exitFailure, c.ref, c.want, errOut)
 			}
@@ -117,16 +113,16 @@ func TestCLIImages(t *testing.T) {
 	}
 	corrupt := filepath.Join(dir, "corrupt.tar")
 	os.WriteFile(corrupt, b[:len(b)*2/3], 0o644)
-	code, _, errOut = tool(t, "pull", "--image-store", filepath.Join(dir, "other"), "docker-archive:"+corrupt)
+	code, _, errOut = runTool(t, bin, "pull", "--image-store", filepath.Join(dir, "other"), "docker-archive:"+corrupt)
 	if code != exitFailure || !strings.Contains(errOut, corrupt) || !strings.Contains(errOut, "damaged") {
 		t.Errorf("pull of a corrupt archive: exit %d\n%s", code, errOut)
 	}
 
-	code, out, errOut = tool(t, "images", "prune", "--image-store", store)
+	code, out, errOut = runTool(t, bin, "images", "prune", "--image-store", store)
 	if code != 0 || !strings.HasPrefix(out, "freed ") {
 		t.Fatalf("images prune: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	if code, out, _ = tool(t, "images", "--image-store", store); code != 0 || strings.Contains(out, remote) {
+	if code, out, _ = runTool(t, bin, "images", "--image-store", store); code != 0 || strings.Contains(out, remote) {
 		t.Errorf("after prune, images lists:\n%s", out)
 	}
 }

@@ -23,12 +23,6 @@ func TestCLIRegistryOptions(t *testing.T) {
 	}
 	requireSandbox(t)
 	bin := cliBinary(t)
-	// A pull that ignored its timeout fails the test (runTool's own
-	// deadline), not hangs it.
-	tool := func(t *testing.T, args ...string) (int, string, string) {
-		t.Helper()
-		return runTool(t, bin, args...)
-	}
 	limits := bestEffortHere()
 	img := testImage(t)
 	dir := sharedDir(t)
@@ -37,13 +31,13 @@ func TestCLIRegistryOptions(t *testing.T) {
 	ref := "unreachable.test/team/shell:v1"
 
 	store := filepath.Join(dir, "store")
-	code, out, errOut := tool(t, "pull", "--image-store", store, "--insecure-registry", "--registry-mirror", "unreachable.test="+mirror, ref)
+	code, out, errOut := runTool(t, bin, "pull", "--image-store", store, "--insecure-registry", "--registry-mirror", "unreachable.test="+mirror, ref)
 	if code != 0 || !strings.HasPrefix(out, ref+" sha256:") {
 		t.Errorf("pull %s from its mirror: exit %d\nstdout: %s\nstderr: %s", ref, code, out, errOut)
 	}
 	args := append([]string{"run", "--image-store", filepath.Join(dir, "store2"), "--insecure-registry",
 		"--registry-mirror", "unreachable.test=" + mirror, "--image", ref}, limits...)
-	code, out, errOut = tool(t, append(args, "--", "sh", "-c", "read -r m < marker; echo $m")...)
+	code, out, errOut = runTool(t, bin, append(args, "--", "sh", "-c", "read -r m < marker; echo $m")...)
 	if code != 0 || out != "from the image\n" {
 		t.Errorf("run --image %s from its mirror: exit %d\nstdout: %q\nstderr: %s", ref, code, out, errOut)
 	}
@@ -59,7 +53,7 @@ func TestCLIRegistryOptions(t *testing.T) {
 	}
 
 	bad := "unreachable.test=http://" + mirror
-	code, _, errOut = tool(t, "pull", "--image-store", store, "--registry-mirror", bad, ref)
+	code, _, errOut = runTool(t, bin, "pull", "--image-store", store, "--registry-mirror", bad, ref)
 	if code != exitFailure || !strings.Contains(errOut, "http://"+mirror) || !strings.Contains(errOut, "registry-mirror") {
 		t.Errorf("pull --registry-mirror %s: exit %d, want %d naming the flag and the mirror:\n%s", bad, code, exitFailure, errOut)
 	}
@@ -75,7 +69,7 @@ func TestCLIRegistryOptions(t *testing.T) {
 				args = append(args, stalled)
 			}
 			start := time.Now()
-			code, _, errOut := tool(t, args...)
+			code, _, errOut := runTool(t, bin, args...)
 			if code != exitFailure || !strings.Contains(errOut, stalled) || !strings.Contains(errOut, "500ms") ||
 				!strings.Contains(errOut, "raise --pull-timeout") {
 				t.Errorf("%s from a stalled registry: exit %d, want %d naming the image, the timeout and the flag:\n%s", cmd, code, exitFailure, errOut)
