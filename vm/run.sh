@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # vm/run.sh: the kernel test tier (make test-vm). Boots a Debian kernel under
-# qemu with software emulation (TCG: the CI machines have no KVM) on a pure
-# cgroup v2 hierarchy, runs the root package's tests in it twice (as root,
-# and as an unprivileged user with a delegated cgroup subtree), and exits 0
-# only when both runs passed. See vm/README.md.
+# qemu with software emulation (TCG: the CI machines' nested KVM cannot run
+# this kernel at a usable speed) on a pure cgroup v2 hierarchy, runs the root
+# package's tests in it twice (as root, and as an unprivileged user with a
+# delegated cgroup subtree), and exits 0 only when both runs passed. See
+# vm/README.md.
 #
 # Everything it needs comes from Debian's packages: qemu-system-x86 is
 # installed (as root), the kernel and busybox-static are only downloaded and
@@ -352,9 +353,10 @@ fi
 say "initramfs: $(du -h "$work/initramfs.cpio.gz" | cut -f1)"
 
 # ---- boot ------------------------------------------------------------------
-# TCG: no KVM here. -cpu max gives the guest RDRAND, so the kernel's RNG is
-# ready at once and Go's getrandom never blocks. mitigations=off: the guest
-# is throw-away and speculation workarounds only slow emulation down.
+# TCG, not KVM (vm/README.md says why). -cpu max gives the guest RDRAND, so
+# the kernel's RNG is ready at once and Go's getrandom never blocks.
+# mitigations=off: the guest is throw-away and speculation workarounds only
+# slow emulation down.
 # panic=-1 with -no-reboot: if an init dies, the kernel panics, reboots,
 # and qemu exits instead of hanging until the timeout.
 mkdir -p "$(dirname "$log")"
