@@ -43,7 +43,8 @@ help:
 	echo 'make test-vm        the tests in a Debian kernel under qemu (no KVM needed) on pure cgroup v2,'
 	echo '                     as root and as a user with a delegated cgroup; VM_TESTS=regex narrows them'
 	echo 'make test-busy      make test twice at once in two fresh clones of HEAD, while the toolserver'
-	echo '                     serves a stream of runs (about an hour on 2 cores); prints each exit status'
+	echo '                     serves a stream of runs and (as root) scripts/mount-loop.sh mounts and unmounts'
+	echo '                     a tmpfs in a loop (about an hour on 2 cores); prints each exit status'
 	echo 'make bench          go test -bench at the root (BENCHTIME=5x), then bench/table: floor, bubblewrap, cold, warm and image Run, the CLI, interleaved; ends with the ratios line'
 	echo 'make bench-cgroups  our cgroup driver against opencontainers/cgroups and containerd/cgroups/v3:'
 	echo '                     size, package inits, one run'"'"'s cgroup lifecycle (bench/cgroupdrivers; --vm for v2)'
@@ -240,7 +241,8 @@ test-vm:
 	GO="$(GO)" vm/run.sh
 
 # The suite on a busy host: it counts only what it made, so it passes
-# with other sandboxes running. SUITE replaces make test in the clones.
+# with other sandboxes running and other mounts coming and going. SUITE
+# replaces make test in the clones; MOUNT_LOOP=0 leaves out the mounts.
 test-busy:
 	@echo "+ scripts/busy-host.sh"
 	GO="$(GO)" scripts/busy-host.sh

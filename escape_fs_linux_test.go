@@ -228,20 +228,6 @@ func TestEscapeRoot(t *testing.T) {
 	})
 }
 
-// mountTable is the set of lines of a mountinfo file.
-func mountTable(t *testing.T, p string) map[string]bool {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]bool{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		m[l] = true
-	}
-	return m
-}
-
 // TestEscapeBindSymlinkRace models CVE-2021-30465: runc resolved a mount
 // target inside the container's rootfs by path and then mounted by path,
 // and a container sharing a volume swapped a path component for a symlink
@@ -253,10 +239,12 @@ func mountTable(t *testing.T, p string) map[string]bool {
 // setup error, or run with the bind mounted at one place inside its root
 // where the path led: /workspace/a/var, or /var and /etc/var through
 // the symlinks (the program can so move a caller's bind within its own
-// root, which shows it nothing new). The host's mount tables (this process's and the
-// spawner's) must not change. What stops it: the init resolves every
-// target beneath the new root with openat2 RESOLVE_IN_ROOT and mounts on
-// the fd it got (move_mount), in its own mount namespace.
+// root, which shows it nothing new). The host's mount tables (this
+// process's and the spawner's) must gain no mount of the test's
+// (testMounts): none of the bound directory, none at the init's staging
+// point. What stops it: the init resolves every target beneath the new
+// root with openat2 RESOLVE_IN_ROOT and mounts on the fd it got
+// (move_mount), in its own mount namespace.
 //
 // The swapped component is the target's parent, not the target: in the
 // swapping Run's own namespace the target is a mount point (its own copy
@@ -306,7 +294,7 @@ func TestEscapeBindSymlinkRace(t *testing.T) {
 			t.Fatal("no spawner")
 		}
 		spawnerMounts := fmt.Sprintf("/proc/%d/mountinfo", pid)
-		hostBefore, spawnerBefore := mountTable(t, "/proc/self/mountinfo"), mountTable(t, spawnerMounts)
+		hostBefore, spawnerBefore := testMounts(t, "/proc/self/mountinfo"), testMounts(t, spawnerMounts)
 
 		swapCtx, stopSwap := context.WithTimeout(context.Background(), 90*time.Second)
 		defer stopSwap()
@@ -402,11 +390,11 @@ func TestEscapeBindSymlinkRace(t *testing.T) {
 		}
 
 		for name, tab := range map[string]struct {
-			path   string
-			before map[string]bool
+			path, before string
 		}{"this process": {"/proc/self/mountinfo", hostBefore}, "the spawner": {spawnerMounts, spawnerBefore}} {
-			for l := range mountTable(t, tab.path) {
-				if !tab.before[l] {
+			before := strings.Split(tab.before, "\n")
+			for l := range strings.SplitSeq(testMounts(t, tab.path), "\n") {
+				if l != "" && !slices.Contains(before, l) {
 					t.Errorf("new mount in %s's mount table: %s", name, l)
 				}
 			}

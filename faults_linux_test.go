@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,12 +53,13 @@ func alive(pid int) bool {
 // being set up, running or torn down). Within a few seconds every process
 // it started is gone (its spawner, its session keeper, every sandboxed
 // process and their children), and so are the run cgroups named after its
-// spawner and everything in its temp directory; the host's mounts are as
-// before. An InProcess caller's run cgroups go when the next process on the
-// host starts a sandbox (Options.InProcess says so).
+// spawner and everything in its temp directory; the mounts it could have
+// made on the host (testMounts) are as before. An InProcess caller's run
+// cgroups go when the next process on the host starts a sandbox
+// (Options.InProcess says so).
 func TestCallerKilledAtRandom(t *testing.T) {
 	requireSandbox(t)
-	mounts := countLines("/proc/self/mountinfo")
+	mounts := readMountInfo(t, "/proc/self/mountinfo")
 	for round := range faultRounds(t) {
 		m := marker(t)
 		tmp := sharedTempDir(t)
@@ -135,8 +137,10 @@ func TestCallerKilledAtRandom(t *testing.T) {
 		}
 		t.Logf("round %d (%s): killed %s, with %d children and %d sandboxed processes", round, mode, when, len(kids), running-1) // the caller carries the marker too
 	}
-	if n := countLines("/proc/self/mountinfo"); n != mounts {
-		t.Errorf("the test process's mount table went from %d to %d lines", mounts, n)
+	// Judged with every round's directories, made since the first reading.
+	dirs := testDirs(t)
+	if before, after := ownMounts(mounts, dirs), ownMounts(readMountInfo(t, "/proc/self/mountinfo"), dirs); !slices.Equal(after, before) {
+		t.Errorf("the test's mounts in this process's mount table went from %q to %q", before, after)
 	}
 }
 

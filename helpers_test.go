@@ -291,6 +291,7 @@ func helperBind(t testing.TB) Bind {
 			return
 		}
 		os.Chmod(dir, 0o755)
+		addMadeDir(dir)
 		helperCopy.path = filepath.Join(dir, "helper")
 		helperCopy.err = copyFile("/proc/self/exe", helperCopy.path, 0o755)
 	})

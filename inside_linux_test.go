@@ -53,6 +53,7 @@ func sharedTempDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addMadeDir(dir)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }

@@ -15,10 +15,13 @@ import (
 	"github.com/fumehood/sandbox/internal/cgroup"
 )
 
-// snapshot is what a run could leak on the host side.
+// snapshot is what a run could leak on the host side. It holds only what
+// the test's own processes have and could have made, never a host-wide
+// count: other programs mount, make files and run sandboxes meanwhile.
 type snapshot struct {
-	fds, spawnerFds, goroutines, mounts, spawnerMounts, spawnerChildren, cgroups int
-	temp                                                                         string // names in the temp directory
+	fds, spawnerFds, goroutines, spawnerChildren, cgroups int
+	mounts, spawnerMounts                                 string // the test's mounts in this process's and the spawner's tables (testMounts)
+	temp                                                  string // names in the temp directory, the test's own (TMPDIR)
 }
 
 func countDir(dir string) int {
@@ -29,7 +32,13 @@ func countDir(dir string) int {
 	return len(des)
 }
 
-func tempNames() string {
+// tempNames lists the names in the temp directory, which must be t's own:
+// the host's holds other programs' files.
+func tempNames(t *testing.T) string {
+	t.Helper()
+	if own := filepath.Dir(t.TempDir()); !underDir(os.TempDir(), own) {
+		t.Fatalf("the snapshot's temp directory %s is not the test's own: set TMPDIR to t.TempDir() before the first snapshot", os.TempDir())
+	}
 	des, _ := os.ReadDir(os.TempDir())
 	var names []string
 	for _, de := range des {
@@ -66,14 +75,6 @@ func cgroupsMadeBy(t *testing.T, pids ...int) []string {
 	return found
 }
 
-func countLines(file string) int {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return -1
-	}
-	return strings.Count(string(b), "\n")
-}
-
 func takeSnapshot(t *testing.T) snapshot {
 	t.Helper()
 	ourSpawner.mu.Lock()
@@ -95,9 +96,9 @@ func takeSnapshot(t *testing.T) snapshot {
 		fds:             countDir("/proc/self/fd"),
 		spawnerFds:      countDir(fmt.Sprintf("/proc/%d/fd", pid)),
 		goroutines:      base,
-		mounts:          countLines("/proc/self/mountinfo"),
-		spawnerMounts:   countLines(fmt.Sprintf("/proc/%d/mountinfo", pid)),
-		temp:            tempNames(),
+		mounts:          testMounts(t, "/proc/self/mountinfo"),
+		spawnerMounts:   testMounts(t, fmt.Sprintf("/proc/%d/mountinfo", pid)),
+		temp:            tempNames(t),
 		cgroups:         len(cgroupsMadeBy(t, os.Getpid(), pid)),
 		spawnerChildren: children,
 	}

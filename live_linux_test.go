@@ -314,7 +314,7 @@ func TestLiveLimitsAndReshape(t *testing.T) {
 func TestLiveManyCallsLeaveNothing(t *testing.T) {
 	s, m := liveTest(t, Options{})
 	runOK(t, s, "true")
-	fds, goroutines, mounts := fdCount(t), runtime.NumGoroutine(), mountCount(t)
+	fds, goroutines, mounts := fdCount(t), runtime.NumGoroutine(), testMounts(t, "/proc/self/mountinfo")
 	groups := len(liveCgroups(t))
 	for i := range 1000 {
 		if _, err := s.Run(context.Background(), Command("/bin/true")); err != nil {
@@ -327,8 +327,8 @@ func TestLiveManyCallsLeaveNothing(t *testing.T) {
 	if !waitFor(func() bool { return fdCount(t) <= fds && runtime.NumGoroutine() <= goroutines+2 }) {
 		t.Errorf("after 1000 calls: %d descriptors (was %d), %d goroutines (was %d)", fdCount(t), fds, runtime.NumGoroutine(), goroutines)
 	}
-	if n := mountCount(t); n != mounts {
-		t.Errorf("after 1000 calls: %d mounts (was %d)", n, mounts)
+	if now := testMounts(t, "/proc/self/mountinfo"); now != mounts {
+		t.Errorf("after 1000 calls: the test's mounts are %q (were %q)", now, mounts)
 	}
 	// A pool refilling meanwhile (SANDBOX_TEST_POOL) may be making one.
 	if !waitFor(func() bool { return len(liveCgroups(t)) <= groups }) {
@@ -349,16 +349,6 @@ func liveCgroups(t *testing.T) []string {
 		owners = append(owners, sp.pid)
 	}
 	return slices.DeleteFunc(cgroupsMadeBy(t, owners...), holdsPreparedInit)
-}
-
-// mountCount counts the mounts this process sees.
-func mountCount(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(string(b), "\n")
 }
 
 // fdCount counts this process's open descriptors.

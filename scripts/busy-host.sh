@@ -1,15 +1,16 @@
 #!/bin/bash
 # busy-host.sh: make test twice at once, in two fresh clones of this
 # repository's HEAD, while a toolserver built from it serves a stream of
-# runs, to show that the tests count only what they made (their own
-# spawner, keepers, cgroups, mounts, files), not the other sandboxes on the
-# host. Prints each clone's exit status and the toolserver's run count, and
+# runs and, as root, scripts/mount-loop.sh mounts and unmounts a tmpfs over
+# and over, to show that the tests count only what they made (their own
+# spawner, keepers, cgroups, mounts, files), not the other sandboxes and
+# mounts on the host. Prints each clone's exit status and the toolserver's run count, and
 # exits 0 only if both passed. Takes most of an hour on a 2-core machine.
 #
 # Only committed work is tested: the clones are of HEAD.
 #
 # Environment: GO (the go command), TOOLSERVER_FLAGS (e.g. -best-effort
-# where no writable cgroup exists), KEEP=1 keeps the temporary directory
+# where no writable cgroup exists), MOUNT_LOOP=0 (no mount loop), KEEP=1 keeps the temporary directory
 # (it is kept anyway when a clone fails, for its log), SUITE (what runs in
 # each clone, default "make test"; e.g. SUITE='go test -count=1 -run
 # TestSession .' tries the script in minutes).
@@ -74,6 +75,13 @@ echo "+ the toolserver listens on $addr; a client posts runs to it in a loop"
 	done
 ) &
 pids+=($!)
+
+# Another program's mounts coming and going in the host's mount table.
+if [ "${MOUNT_LOOP:-1}" != 0 ] && [ "$(id -u)" -eq 0 ]; then
+	echo "+ scripts/mount-loop.sh (a tmpfs mounted and unmounted in a loop)"
+	"$repo/scripts/mount-loop.sh" 2>"$tmp/mount-loop.log" &
+	pids+=($!)
+fi
 
 echo "+ $SUITE in $tmp/a and in $tmp/b at once (logs: $tmp/a.log, $tmp/b.log)"
 start=$(date +%s)
