@@ -315,7 +315,7 @@ func (srv *mcpServer) serveStdio(ctx context.Context, s streams) error {
 		in = s.stdin
 	}
 	// Neither is closed when the session ends: the tool's own streams.
-	err := srv.server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{s.stdout}})
+	err := srv.server.Run(ctx, &stdioTransport{in: in, out: s.stdout})
 	srv.closeAll()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil // the client closed stdin: the session is over

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxMCPLine is the longest line "sandbox mcp" reads on stdio, the SDK's
+// own bound. A longer one is answered with an error and skipped, not
+// buffered whole.
+const maxMCPLine = mcp.DefaultMaxLineLength
+
+// firstNoBatchVersion is the protocol revision that removed JSON-RPC
+// batches; the revisions before it (2025-03-26 requires them) take them.
+const firstNoBatchVersion = "2025-06-18"
+
+// badMessage is the JSON-RPC error that answers input which is not a
+// message the server can take. The SDK would drop the connection on it;
+// JSON-RPC wants an answer and the stream to go on.
+type badMessage struct {
+	id   json.RawMessage // the id the input carried, or nil for null
+	code int64           // jsonrpc.CodeParseError or CodeInvalidRequest
+	msg  string
+}
+
+func (b *badMessage) Error() string { return b.msg }
+
+// response is the JSON-RPC error response, one line without its newline.
+// It is encoded here rather than through jsonrpc.EncodeMessage, which
+// leaves out a null id where JSON-RPC wants "id": null.
+func (b *badMessage) response() []byte {
+	type wire struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   jsonrpc.Error   `json:"error"`
+	}
+	data, err := json.Marshal(wire{"2.0", b.id, jsonrpc.Error{Code: b.code, Message: b.msg}})
+	if err != nil { // an id that does not encode: answer to null
+		data, _ = json.Marshal(wire{"2.0", nil, jsonrpc.Error{Code: b.code, Message: b.msg}})
+	}
+	return data
+}
+
+// batchesAllowed reports whether a session that negotiated version takes
+// JSON-RPC batches; "" is a session that has not initialized yet, which
+// the SDK takes at 2025-03-26.
+func batchesAllowed(version string) bool { return version < firstNoBatchVersion }
+
+// checkMessage checks that data is one JSON-RPC message the SDK can take,
+// or, if batches are allowed, a batch of them. It returns the messages a
+// batch holds, or the one message; a *badMessage otherwise.
+func checkMessage(data []byte, batches bool, version string) ([]jsonrpc.Message, *badMessage) {
+	data = bytes.TrimSpace(data)
+	if !json.Valid(data) {
+		return nil, &badMessage{code: jsonrpc.CodeParseError,
+			msg: "parse error: the message is not valid JSON; send one JSON-RPC message per line, encoded as UTF-8 JSON"}
+	}
+	if data[0] != '[' {
+		msg, bad := checkOne(data)
+		if bad != nil {
+			return nil, bad
+		}
+		return []jsonrpc.Message{msg}, nil
+	}
+	if !batches {
+		return nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
+			msg: fmt.Sprintf("invalid request: JSON-RPC batches are not part of MCP since %s, and this session speaks %s: send each message on its own",
+				firstNoBatchVersion, version)}
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil || len(raws) == 0 {
+		return nil, &badMessage{code: jsonrpc.CodeInvalidRequest, msg: "invalid request: an empty batch"}
+	}
+	msgs := make([]jsonrpc.Message, 0, len(raws))
+	ids := map[jsonrpc.ID]bool{}
+	for i, raw := range raws {
+		msg, bad := checkOne(raw)
+		if bad != nil {
+			// The batch is refused whole: the SDK takes all of it or
+			// none, and the error cannot say which of its calls ran.
+			return nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
+				msg: fmt.Sprintf("invalid request: message %d of the batch: %s; none of the batch was run", i+1, bad.msg)}
+		}
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+			if ids[req.ID] {
+				return nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
+					msg: fmt.Sprintf("invalid request: the batch has id %v twice; none of the batch was run", req.ID.Raw())}
+			}
+			ids[req.ID] = true
+		}
+		msgs = append(msgs, msg)
+	}
+	return msgs, nil
+}
+
+// checkOne checks that data, valid JSON, is one JSON-RPC message.
+func checkOne(data []byte) (jsonrpc.Message, *badMessage) {
+	msg, err := jsonrpc.DecodeMessage(data)
+	if err == nil {
+		return msg, nil
+	}
+	bad := &badMessage{code: jsonrpc.CodeInvalidRequest,
+		msg: fmt.Sprintf("invalid request: not a JSON-RPC 2.0 message (%v): want an object with \"jsonrpc\": \"2.0\", a string \"method\" and a string or number \"id\" for a call", err)}
+	var withID struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(data, &withID) == nil && len(withID.ID) > 0 && (withID.ID[0] == '"' || withID.ID[0] == '-' || withID.ID[0] >= '0' && withID.ID[0] <= '9') {
+		bad.id = withID.ID
+	}
+	return nil, bad
+}
