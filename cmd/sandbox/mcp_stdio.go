@@ -18,7 +18,8 @@ import (
 // asks for. A line that is not a JSON-RPC message the session can take
 // (not JSON, not JSON-RPC, a batch where batches are gone, too long) is
 // answered with a JSON-RPC error and skipped, where the SDK would end the
-// connection, and with it the session's sandbox.
+// connection, and with it the session's sandbox. And a call the client
+// cancelled gets no answer: the spec says its receiver should not send one.
 type stdioTransport struct {
 	in  io.Reader
 	out io.Writer
@@ -51,19 +52,25 @@ type stdioConn struct {
 }
 
 // callState is what the connection knows of a call read and not answered.
-type callState struct{}
+type callState struct {
+	cancelled bool // the client sent notifications/cancelled for it
+	// batched: it came in a batch, whose one answer, an array, the SDK
+	// sends once every call of the batch has answered.
+	batched bool
+}
 
-// Write implements mcp.Connection: it learns the protocol version from
-// the answer to initialize.
+// Write implements mcp.Connection: it drops the answer to a cancelled
+// call, and learns the protocol version from the answer to initialize.
 func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if resp, ok := msg.(*jsonrpc.Response); ok {
-		c.answered(resp)
+	if resp, ok := msg.(*jsonrpc.Response); ok && c.answered(resp) {
+		return nil
 	}
 	return c.Connection.Write(ctx, msg)
 }
 
-// answered forgets the call resp answers.
-func (c *stdioConn) answered(resp *jsonrpc.Response) {
+// answered forgets the call resp answers and reports whether the client
+// cancelled it, and it did not come in a batch.
+func (c *stdioConn) answered(resp *jsonrpc.Response) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.version == "" && c.initID.IsValid() && resp.ID == c.initID && resp.Error == nil {
@@ -74,7 +81,9 @@ func (c *stdioConn) answered(resp *jsonrpc.Response) {
 			c.version = res.ProtocolVersion
 		}
 	}
+	st, ok := c.calls[resp.ID]
 	delete(c.calls, resp.ID)
+	return ok && st.cancelled && !st.batched
 }
 
 // take checks a line the client sent, not blank, and keeps what it tells
@@ -97,10 +106,22 @@ func (c *stdioConn) take(line []byte) *badMessage {
 		case !ok:
 		case req.IsCall():
 			if _, dup := c.calls[req.ID]; !dup {
-				c.calls[req.ID] = callState{}
+				c.calls[req.ID] = callState{batched: batch}
 			}
 			if req.Method == "initialize" && c.version == "" {
 				c.initID = req.ID
+			}
+		case req.Method == "notifications/cancelled":
+			var params struct {
+				RequestID any `json:"requestId"`
+			}
+			if json.Unmarshal(req.Params, &params) != nil {
+				break // the SDK tells of it
+			}
+			id, err := jsonrpc.MakeID(params.RequestID)
+			if st, ok := c.calls[id]; err == nil && ok {
+				st.cancelled = true
+				c.calls[id] = st
 			}
 		}
 	}

@@ -125,7 +125,7 @@ func (c *rawClient) call(id int, method string, params any) rpcReply {
 	c.send(string(msg))
 	r := c.nextReply()
 	if string(r.ID) != fmt.Sprint(id) {
-		c.t.Fatalf("after call %d (%s), the server answered id %s: %+v", id, method, r.ID, r)
+		c.t.Fatalf("after call %d (%s), the server answered id %s: error %+v, result %.300s", id, method, r.ID, r.Error, r.Result)
 	}
 	return r
 }
@@ -238,5 +238,47 @@ func TestMCPStdioBatch(t *testing.T) {
 	}
 	if got := c.tool(7, "run", map[string]any{"shell": "echo after"}); !strings.Contains(got, "after") {
 		t.Errorf("run after the refused batches: %q", got)
+	}
+}
+
+// TestMCPStdioCancel checks that a call the client cancels is killed,
+// its process gone, and that it gets no answer: the next call's answer is
+// the next line.
+func TestMCPStdioCancel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	c := startRaw(t, "2025-06-18")
+	const marker = "3617"
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"argv":["sleep","` + marker + `"]}}}`)
+	var sleeping map[int]string
+	for deadline := time.Now().Add(time.Minute); len(sleeping) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no sleep %s beneath the server a minute after the call; stderr:\n%s", marker, c.stderr)
+		}
+		for pid, start := range descendants(c.cmd.Process.Pid) {
+			for _, p := range hostProcessesWith("sleep\x00" + marker + "\x00") {
+				if p == pid {
+					sleeping = map[int]string{pid: start}
+				}
+			}
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the test cancels it"}}`)
+	if left := waitGone(sleeping); len(left) > 0 {
+		t.Errorf("the cancelled call's process is alive 10 s after the cancellation: %v", left)
+	}
+	// Answers come in the order the calls end: an answer to the
+	// cancelled call would come before these.
+	if r := c.call(3, "ping", nil); r.Error != nil {
+		t.Errorf("ping after the cancellation: %+v", r.Error)
+	}
+	if got := c.tool(4, "run", map[string]any{"shell": "echo next"}); !strings.Contains(got, "next") {
+		t.Errorf("run after the cancellation: %q", got)
+	}
+	// The id of a call answered may be used again, and that call is
+	// answered: only the cancelled one is not.
+	if r := c.call(2, "ping", nil); r.Error != nil {
+		t.Errorf("ping with the cancelled call's id: %+v", r.Error)
 	}
 }
