@@ -3,16 +3,23 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// maxMCPLine is the longest line "sandbox mcp" reads on stdio, the SDK's
-// own bound. A longer one is answered with an error and skipped, not
-// buffered whole.
-const maxMCPLine = mcp.DefaultMaxLineLength
+// The longest message "sandbox mcp" reads, the SDK's own bounds: a line
+// on stdio, a request body over HTTP. A longer one is answered with an
+// error and skipped, not buffered whole.
+const (
+	maxMCPLine = mcp.DefaultMaxLineLength
+	maxMCPBody = mcp.DefaultMaxRequestBodyBytes
+)
 
 // firstNoBatchVersion is the protocol revision that removed JSON-RPC
 // batches; the revisions before it (2025-03-26 requires them) take them.
@@ -112,4 +119,44 @@ func checkOne(data []byte) (jsonrpc.Message, *badMessage) {
 		bad.id = withID.ID
 	}
 	return nil, bad
+}
+
+// checkHTTPMessage answers a POST whose body is not a JSON-RPC message
+// the session can take with 400 and the JSON-RPC error, and one longer
+// than maxMCPBody with 413, before the SDK, which answers them in
+// plain text, reads it.
+func checkHTTPMessage(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Method != http.MethodPost || mt != "application/json" {
+			next.ServeHTTP(w, r) // the SDK refuses what is no JSON-RPC POST
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxMCPBody))
+		r.Body.Close()
+		status := http.StatusBadRequest
+		var bad *badMessage
+		var tooLong *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLong):
+			status = http.StatusRequestEntityTooLarge
+			bad = &badMessage{code: jsonrpc.CodeInvalidRequest,
+				msg: fmt.Sprintf("invalid request: a body of more than %d bytes, the most this server reads: write a large file in parts", maxMCPBody)}
+		case err != nil:
+			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+			return
+		case len(bytes.TrimSpace(body)) > 0: // the SDK refuses an empty one
+			// The header gives the session's version; the SDK takes a
+			// request without one at 2025-03-26.
+			version := r.Header.Get("Mcp-Protocol-Version")
+			_, bad = checkMessage(body, batchesAllowed(version), version)
+		}
+		if bad != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			w.Write(bad.response())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
 }

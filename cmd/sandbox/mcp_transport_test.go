@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -280,5 +281,57 @@ func TestMCPStdioCancel(t *testing.T) {
 	// answered: only the cancelled one is not.
 	if r := c.call(2, "ping", nil); r.Error != nil {
 		t.Errorf("ping with the cancelled call's id: %+v", r.Error)
+	}
+}
+
+// TestMCPHTTPBadInput checks that over HTTP a body which is not a
+// JSON-RPC message the session can take gets 400 with the JSON-RPC error,
+// and that the session goes on.
+func TestMCPHTTPBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	url, stderr, _ := startHTTP(t, cliBinary(t))
+	cs, err := connectHTTP(t, url)
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
+	}
+	callOK(t, cs, "write_file", map[string]any{"path": "kept.txt", "content": "kept over http"}, nil)
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       int64
+		id         string
+	}{
+		{"truncated JSON", `{"jsonrpc":"2.0","id":3,"method":"tools/call"`, http.StatusBadRequest, -32700, "null"},
+		{"binary junk", "\x00\xff\xfe", http.StatusBadRequest, -32700, "null"},
+		{"no jsonrpc member", `{"id":5,"method":"ping"}`, http.StatusBadRequest, -32600, "5"},
+		{"a batch", `[{"jsonrpc":"2.0","id":8,"method":"ping"}]`, http.StatusBadRequest, -32600, "null"},
+		{"a body beyond the limit", `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"` + strings.Repeat("A", maxMCPBody) + `"}}`,
+			http.StatusRequestEntityTooLarge, -32600, "null"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var r rpcReply
+		if resp.StatusCode != tc.status || json.Unmarshal(body, &r) != nil || r.Error == nil || r.Error.Code != tc.code || string(r.ID) != tc.id {
+			t.Errorf("%s: %d %s %.300q, want %d with JSON-RPC error %d and id %s", tc.name, resp.StatusCode, resp.Header.Get("Content-Type"), body, tc.status, tc.code, tc.id)
+		}
+	}
+	var got struct {
+		Content string `json:"content"`
+	}
+	callOK(t, cs, "read_file", map[string]any{"path": "kept.txt"}, &got)
+	if got.Content != "kept over http" {
+		t.Errorf("read_file after the bad bodies: %q", got.Content)
 	}
 }
