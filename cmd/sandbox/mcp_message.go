@@ -52,6 +52,11 @@ func (b *badMessage) response() []byte {
 	return data
 }
 
+// maxBatchDepth is how deeply the SDK lets a batch nest arrays and
+// objects; it drops the connection on a deeper one. A single message it
+// checks the same way, and says so.
+const maxBatchDepth = 1000
+
 // batchesAllowed reports whether a session that negotiated version takes
 // JSON-RPC batches; "" is a session that has not initialized yet, which
 // the SDK takes at 2025-03-26.
@@ -59,28 +64,33 @@ func batchesAllowed(version string) bool { return version < firstNoBatchVersion 
 
 // checkMessage checks that data is one JSON-RPC message the SDK can take,
 // or, if batches are allowed, a batch of them. It returns the messages a
-// batch holds, or the one message; a *badMessage otherwise.
-func checkMessage(data []byte, batches bool, version string) ([]jsonrpc.Message, *badMessage) {
+// batch holds, or the one message, each with the bytes it came in; a
+// *badMessage otherwise.
+func checkMessage(data []byte, batches bool, version string) ([]jsonrpc.Message, []json.RawMessage, *badMessage) {
 	data = bytes.TrimSpace(data)
 	if !json.Valid(data) {
-		return nil, &badMessage{code: jsonrpc.CodeParseError,
+		return nil, nil, &badMessage{code: jsonrpc.CodeParseError,
 			msg: "parse error: the message is not valid JSON; send one JSON-RPC message per line, encoded as UTF-8 JSON"}
 	}
 	if data[0] != '[' {
 		msg, bad := checkOne(data)
 		if bad != nil {
-			return nil, bad
+			return nil, nil, bad
 		}
-		return []jsonrpc.Message{msg}, nil
+		return []jsonrpc.Message{msg}, []json.RawMessage{data}, nil
 	}
 	if !batches {
-		return nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
+		return nil, nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
 			msg: fmt.Sprintf("invalid request: JSON-RPC batches are not part of MCP since %s, and this session speaks %s: send each message on its own",
 				firstNoBatchVersion, version)}
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(data, &raws); err != nil || len(raws) == 0 {
-		return nil, &badMessage{code: jsonrpc.CodeInvalidRequest, msg: "invalid request: an empty batch"}
+		return nil, nil, &badMessage{code: jsonrpc.CodeInvalidRequest, msg: "invalid request: an empty batch"}
+	}
+	if nesting(data) > maxBatchDepth {
+		return nil, nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
+			msg: fmt.Sprintf("invalid request: the batch nests arrays and objects more than %d deep", maxBatchDepth)}
 	}
 	msgs := make([]jsonrpc.Message, 0, len(raws))
 	ids := map[jsonrpc.ID]bool{}
@@ -89,19 +99,38 @@ func checkMessage(data []byte, batches bool, version string) ([]jsonrpc.Message,
 		if bad != nil {
 			// The batch is refused whole: the SDK takes all of it or
 			// none, and the error cannot say which of its calls ran.
-			return nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
+			return nil, nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
 				msg: fmt.Sprintf("invalid request: message %d of the batch: %s; none of the batch was run", i+1, bad.msg)}
 		}
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 			if ids[req.ID] {
-				return nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
+				return nil, nil, &badMessage{code: jsonrpc.CodeInvalidRequest,
 					msg: fmt.Sprintf("invalid request: the batch has id %v twice; none of the batch was run", req.ID.Raw())}
 			}
 			ids[req.ID] = true
 		}
 		msgs = append(msgs, msg)
 	}
-	return msgs, nil
+	return msgs, raws, nil
+}
+
+// nesting returns how deeply data, valid JSON, nests arrays and objects.
+func nesting(data []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	depth, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return deepest
+		}
+		switch tok {
+		case json.Delim('['), json.Delim('{'):
+			depth++
+			deepest = max(deepest, depth)
+		case json.Delim(']'), json.Delim('}'):
+			depth--
+		}
+	}
 }
 
 // checkOne checks that data, valid JSON, is one JSON-RPC message.
@@ -148,7 +177,7 @@ func checkHTTPMessage(next http.Handler) http.Handler {
 			// The header gives the session's version; the SDK takes a
 			// request without one at 2025-03-26.
 			version := r.Header.Get("Mcp-Protocol-Version")
-			_, bad = checkMessage(body, batchesAllowed(version), version)
+			_, _, bad = checkMessage(body, batchesAllowed(version), version)
 		}
 		if bad != nil {
 			w.Header().Set("Content-Type", "application/json")

@@ -87,21 +87,31 @@ func (c *stdioConn) answered(resp *jsonrpc.Response) bool {
 }
 
 // take checks a line the client sent, not blank, and keeps what it tells
-// of the session. It returns the error that answers a line the SDK is not
-// to read.
-func (c *stdioConn) take(line []byte) *badMessage {
+// of the session. It returns the lines the SDK is to read, or the error
+// that answers the line.
+func (c *stdioConn) take(line []byte) ([]byte, *badMessage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msgs, bad := checkMessage(line, batchesAllowed(c.version), c.version)
+	msgs, raws, bad := checkMessage(line, batchesAllowed(c.version), c.version)
 	batch := bytes.TrimSpace(line)[0] == '['
 	if bad == nil && batch {
 		bad = c.inUse(msgs)
 	}
 	if bad != nil {
-		return bad
+		return nil, bad
 	}
-	for _, msg := range msgs {
+	var pass, calls []byte
+	for i, msg := range msgs {
 		req, ok := msg.(*jsonrpc.Request)
+		if batch && (!ok || !req.IsCall()) {
+			// The SDK holds a batch's answer until each of its requests
+			// has answered, a notification too, which never does: the
+			// batch's notifications and responses go on their own, its
+			// calls in a batch still. A batch has no order to keep.
+			pass = append(append(pass, raws[i]...), '\n')
+		} else if batch {
+			calls = append(append(calls, ','), raws[i]...)
+		}
 		switch {
 		case !ok:
 		case req.IsCall():
@@ -125,7 +135,14 @@ func (c *stdioConn) take(line []byte) *badMessage {
 			}
 		}
 	}
-	return nil
+	switch {
+	case !batch:
+		pass = append(line, '\n')
+	case len(calls) > 0:
+		calls[0] = '['
+		pass = append(append(pass, calls...), ']', '\n')
+	}
+	return pass, nil
 }
 
 // inUse refuses a batch with a call whose id an unanswered call has: the
@@ -142,12 +159,12 @@ func (c *stdioConn) inUse(msgs []jsonrpc.Message) *badMessage {
 	return nil
 }
 
-// lineFilter reads the client's lines and passes on, one line each,
-// those its connection takes.
+// lineFilter reads the client's lines and passes on to the SDK those its
+// connection takes.
 type lineFilter struct {
 	in      *bufio.Reader
 	conn    *stdioConn
-	pending []byte // of the line being passed on
+	pending []byte // of the lines being passed on
 	err     error  // the input's end or failure, after its last line
 }
 
@@ -168,15 +185,13 @@ func (f *lineFilter) Read(p []byte) (int, error) {
 			msg: fmt.Sprintf("invalid request: a line of more than %d bytes, the most this server reads; it was skipped: "+
 				"write a large file in parts", maxMCPLine)}
 		if !tooLong {
-			bad = f.conn.take(line)
+			f.pending, bad = f.conn.take(line)
 		}
 		if bad != nil {
 			// A failed write fails the SDK's next one too, which ends
 			// the session.
 			f.conn.out.Write(append(bad.response(), '\n'))
-			continue
 		}
-		f.pending = append(line, '\n')
 	}
 	n := copy(p, f.pending)
 	f.pending = f.pending[n:]

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // rawClient speaks JSON-RPC to "sandbox mcp" over its stdin and stdout
@@ -227,6 +230,12 @@ func TestMCPStdioBatch(t *testing.T) {
 			t.Errorf("the batch's run: %s, want its output", r.Result)
 		}
 	}
+	// A notification in a batch gets no answer, and holds up none.
+	c.send(`[{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":8,"method":"ping"}]`)
+	if line := c.next(); !strings.HasPrefix(line, `[`) || !strings.Contains(line, `"id":8`) || strings.Count(line, `"jsonrpc"`) != 1 {
+		t.Errorf("the answer to a batch of a notification and a ping: %q, want an array of the ping's answer", line)
+	}
+	c.send(`[{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]`)
 	for _, bad := range []string{
 		`[]`,
 		`[{"jsonrpc":"2.0","id":4,"method":"ping"},{"id":5}]`,
@@ -334,4 +343,64 @@ func TestMCPHTTPBadInput(t *testing.T) {
 	if got.Content != "kept over http" {
 		t.Errorf("read_file after the bad bodies: %q", got.Content)
 	}
+}
+
+// FuzzStdioTransport: whatever lines a client sends, the session goes on:
+// a ping sent after them is answered.
+func FuzzStdioTransport(f *testing.F) {
+	initialize := func(version string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version +
+			`","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}` + "\n" +
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
+	}
+	for _, s := range []string{
+		"", "\n\n", "{", "\x00\xff", `{"id":5,"method":"ping"}`, `[]`, `[1,2]`, `42`, `"x"`, `null`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"ping"} {"jsonrpc":"2.0","id":3,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":7,"result":{}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":"x"}`,
+		initialize("2025-06-18") + `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`,
+		initialize("2025-03-26") + `[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`,
+		initialize("2025-03-26") + `[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}]`,
+		initialize("2025-03-26") + `[{"jsonrpc":"2.0","id":2,"method":"tools/list"}]` + "\n" + `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`,
+		initialize("2024-11-05") + initialize("2024-11-05"),
+	} {
+		f.Add([]byte(s))
+	}
+	const final = `"fuzz-final-ping"`
+	f.Fuzz(func(t *testing.T, input []byte) {
+		if bytes.Contains(input, []byte(final)) {
+			return // an answer to it would not tell of the last ping
+		}
+		server := mcp.NewServer(&mcp.Implementation{Name: "fuzz", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: statefulVersions})
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- server.Run(ctx, &stdioTransport{in: inR, out: outW})
+			outW.Close()
+		}()
+		defer func() {
+			cancel()
+			inR.Close()
+			outR.Close()
+		}()
+		go func() {
+			inW.Write(input)
+			inW.Write([]byte("\n" + `{"jsonrpc":"2.0","id":` + final + `,"method":"ping"}` + "\n"))
+		}()
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if !json.Valid(sc.Bytes()) {
+				t.Fatalf("the server wrote %q, not JSON", sc.Bytes())
+			}
+			if bytes.Contains(sc.Bytes(), []byte(`"id":`+final)) {
+				return
+			}
+		}
+		t.Fatalf("the session ended before it answered a ping after %q: %v", input, <-done)
+	})
 }
