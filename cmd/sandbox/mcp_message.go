@@ -173,7 +173,7 @@ func checkHTTPMessage(next http.Handler) http.Handler {
 		case err != nil:
 			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
 			return
-		case len(bytes.TrimSpace(body)) > 0: // the SDK refuses an empty one
+		default:
 			// The header gives the session's version; the SDK takes a
 			// request without one at 2025-03-26.
 			version := r.Header.Get("Mcp-Protocol-Version")

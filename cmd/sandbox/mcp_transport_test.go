@@ -315,6 +315,7 @@ func TestMCPHTTPBadInput(t *testing.T) {
 	}{
 		{"truncated JSON", `{"jsonrpc":"2.0","id":3,"method":"tools/call"`, http.StatusBadRequest, -32700, "null"},
 		{"binary junk", "\x00\xff\xfe", http.StatusBadRequest, -32700, "null"},
+		{"an empty body", "", http.StatusBadRequest, -32700, "null"},
 		{"no jsonrpc member", `{"id":5,"method":"ping"}`, http.StatusBadRequest, -32600, "5"},
 		{"a batch", `[{"jsonrpc":"2.0","id":8,"method":"ping"}]`, http.StatusBadRequest, -32600, "null"},
 		{"a body beyond the limit", `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"` + strings.Repeat("A", maxMCPBody) + `"}}`,
