@@ -315,7 +315,7 @@ func (srv *mcpServer) serveStdio(ctx context.Context, s streams) error {
 		in = s.stdin
 	}
 	// Neither is closed when the session ends: the tool's own streams.
-	err := srv.server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{s.stdout}})
+	err := srv.server.Run(ctx, &stdioTransport{in: in, out: s.stdout})
 	srv.closeAll()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil // the client closed stdin: the session is over
@@ -336,7 +336,7 @@ func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: srv.cfg.sessionTimeout, Logger: srv.sdkLog})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.limitSessions(handler))
+	mux.Handle("/mcp", checkHTTPMessage(srv.limitSessions(handler)))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	srv.log.Info("sandbox mcp: serving streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 	done := make(chan error, 1)
