@@ -45,7 +45,7 @@ help:
 	echo 'make test-busy      make test twice at once in two fresh clones of HEAD, while the toolserver'
 	echo '                     serves a stream of runs and (as root) scripts/mount-loop.sh mounts and unmounts'
 	echo '                     a tmpfs in a loop (about an hour on 2 cores); prints each exit status'
-	echo 'make bench          go test -bench at the root (BENCHTIME=5x), then bench/table: floor, bubblewrap, cold, warm and image Run, the CLI, interleaved; ends with the ratios line'
+	echo 'make bench          go test -bench at the root (BENCHTIME=5x), then bench/table: floor, bubblewrap, cold, warm and image Run, the CLI on /usr and in a stored image, interleaved; ends with the ratios line'
 	echo 'make bench-cgroups  our cgroup driver against opencontainers/cgroups and containerd/cgroups/v3:'
 	echo '                     size, package inits, one run'"'"'s cgroup lifecycle (bench/cgroupdrivers; --vm for v2)'
 	echo 'make mutants        remove a protection (mutants/*.patch) in a copy of the tree and check that'

@@ -27,7 +27,7 @@ func (o *Options) rootfsLayers() []string {
 		return nil
 	}
 	uid, gid := o.HostIDs()
-	if !overlayWorks(layers, uid, gid, o.pulled.Ref, o.logger()) {
+	if !overlayWorks(o.pulled, uid, gid, o.logger()) {
 		return nil
 	}
 	return layers

@@ -290,3 +290,61 @@ func TestImageOverlayPooledAndLive(t *testing.T) {
 		})
 	}
 }
+
+// TestImageOverlayProbeStored: the overlay probe's answer is kept in the
+// image store, so that a later process (here, this one with its answers
+// forgotten) starts no probe child of its own: told the overlay mounts,
+// it gives the image's sandbox the overlay; told it was refused, the
+// hard-linked root. A command-line run is such a process each time.
+func TestImageOverlayProbeStored(t *testing.T) {
+	requireSandbox(t)
+	ref := imagetest.WriteLayout(t, filepath.Join(t.TempDir(), "layout"), layeredImage(t), "v1")
+	store := imageStore(t)
+	want, _ := imageListing(t, ref, store, false)
+	requireOverlayForm(t, store, ref)
+	answers, _ := filepath.Glob(filepath.Join(store, "probes", "*", "*"))
+	if len(answers) != 1 {
+		t.Fatalf("the store keeps %d probe answers, want 1: %q", len(answers), answers)
+	}
+	if b, err := os.ReadFile(answers[0]); err != nil || string(b) != probeMounted {
+		t.Fatalf("the store's answer: %q, %v; want %q", b, err, probeMounted)
+	}
+
+	for _, c := range []struct {
+		name, answer string
+		overlay      bool
+	}{
+		{"mounted", probeMounted, true},
+		{"refused", probeRefused + "refused by the test", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := os.WriteFile(answers[0], []byte(c.answer), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			forgetOverlayProbes(store)
+			probes := overlayProbeRuns.Load()
+			tree, mounts := imageListing(t, ref, store, false)
+			if n := overlayProbeRuns.Load() - probes; n != 0 {
+				t.Errorf("%d probe children started, want none: the store had the answer", n)
+			}
+			if !slices.Equal(tree, want) {
+				t.Errorf("tree:\n\t%s\nwant\n\t%s", strings.Join(tree, "\n\t"), strings.Join(want, "\n\t"))
+			}
+			overlay := slices.ContainsFunc(mounts, func(m string) bool { return strings.HasPrefix(m, "mount /data overlay ") })
+			if overlay != c.overlay {
+				t.Errorf("/data on an overlay: %v, want %v\n%s", overlay, c.overlay, strings.Join(mounts, "\n"))
+			}
+		})
+	}
+}
+
+// forgetOverlayProbes drops this process's answers of the overlay probes
+// of layers in store, as a new process starts without them.
+func forgetOverlayProbes(store string) {
+	overlayProbes.Range(func(k, _ any) bool {
+		if strings.Contains(k.(string), store+string(filepath.Separator)) {
+			overlayProbes.Delete(k)
+		}
+		return true
+	})
+}

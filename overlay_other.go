@@ -2,6 +2,10 @@
 
 package sandbox
 
-import "log/slog"
+import (
+	"log/slog"
 
-func overlayWorks([]string, int, int, string, *slog.Logger) bool { return false }
+	"github.com/fumehood/sandbox/internal/image"
+)
+
+func overlayWorks(*image.Image, int, int, *slog.Logger) bool { return false }

@@ -7,12 +7,10 @@ import (
 	"path/filepath"
 )
 
-// cliCommand builds the command-line tool (cmd/sandbox) into dir and
-// returns the argv a user types to run /bin/true in a sandbox with it:
-// `sandbox run -- /bin/true`, with the tool's defaults, which build the
-// same sandbox as the library's. It is built with the go command that
-// runs this tool ($GO, else go on PATH).
-func cliCommand(dir string) ([]string, error) {
+// buildCLI builds the command-line tool (cmd/sandbox) into dir and returns
+// its path. It is built with the go command that runs this tool ($GO,
+// else go on PATH).
+func buildCLI(dir string) (string, error) {
 	goCmd := os.Getenv("GO")
 	if goCmd == "" {
 		goCmd = "go"
@@ -23,7 +21,18 @@ func cliCommand(dir string) ([]string, error) {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("build the command-line tool: %w", err)
+		return "", fmt.Errorf("build the command-line tool: %w", err)
 	}
-	return []string{bin, "run", "--", "/bin/true"}, nil
+	return bin, nil
+}
+
+// cliCommand is the argv a user types to run /bin/true in a sandbox with
+// the tool bin: `sandbox run -- /bin/true`, with the tool's defaults,
+// which build the same sandbox as the library's.
+func cliCommand(bin string) []string { return []string{bin, "run", "--", "/bin/true"} }
+
+// cliImageCommand is the same in the stored image ref of the store:
+// `sandbox run --image-store STORE --image REF -- /bin/true`.
+func cliImageCommand(bin, store, ref string) []string {
+	return []string{bin, "run", "--image-store", store, "--image", ref, "--", "/bin/true"}
 }

@@ -2,14 +2,23 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
 // latencies are the rows' latency summaries, by row name.
 type latencies map[string]summary
 
-// ratio is the ratio of row a's median to row b's.
-func (l latencies) ratio(a, b string) float64 { return ratio(l[a].median, l[b].median) }
+// ratio is the ratio of row a's median to row b's; NaN when either was
+// not measured.
+func (l latencies) ratio(a, b string) float64 {
+	sa, oka := l[a]
+	sb, okb := l[b]
+	if !oka || !okb {
+		return math.NaN()
+	}
+	return ratio(sa.median, sb.median)
+}
 
 // latency times warmup+n iterations, each of which runs every row once,
 // starting at a row that rotates from one iteration to the next, and prints

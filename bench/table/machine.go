@@ -41,9 +41,12 @@ func printMachine(bwrapArgv []string, limitsNote string) {
 	fmt.Println("  live   the same with Options{Live: true}: /bin/true enters one running sandbox, started at the")
 	fmt.Println("         first iteration, as a new process (every namespace joined, cgroup, seccomp), and is reaped")
 	fmt.Println("  image  the same with Options{Image: ...}: /bin/true from an image of two layers made here (the host's")
-	fmt.Println("         /bin/true and its libraries; a file in /etc), stored in the warm-up; the root is an overlay of its")
+	fmt.Println("         /bin/true and its libraries; a file in /etc), stored before the warm-up; the root is an overlay of its")
 	fmt.Println("         layers where the kernel allows one, its hard-linked tree elsewhere")
 	fmt.Println("  cli    sandbox run -- /bin/true: the command-line tool (CGO_ENABLED=0), a process of its own each")
 	fmt.Println("         time, which makes the same sandbox in process")
+	fmt.Println("  cliimg sandbox run --image-store STORE --image bench.invalid/true@sha256:... -- /bin/true: the same in")
+	fmt.Println("         the image row's image, named by digest, which the store holds (no registry is asked); stored")
+	fmt.Println("         before the warm-up")
 	fmt.Println()
 }

@@ -3,15 +3,16 @@
 // machine, and prints one fixed-width table. Its last line holds the ratios
 // the speed targets are judged by:
 //
-//	ratios: cold/bwrap=R cli/bwrap=R warm/floor=R live/floor=R image/cold=R tput2/bwrap=R rss1g/rss10m=R seccomp=R
+//	ratios: cold/bwrap=R cli/bwrap=R warm/floor=R live/floor=R image/cold=R cliimg/cli=R tput2/bwrap=R rss1g/rss10m=R seccomp=R
 //
 // The rows are: floor (fork+exec+wait of /bin/true from Go), bwrap
 // (bubblewrap --unshare-all with our mounts, running /bin/true), cold
 // (sandbox.New(Options{}).Run of /bin/true through the spawner), warm (the
 // same with Options{Pool: 2}), live (the same with Options{Live: true}: a
 // command entering one running sandbox), image (cold, in a stored image of
-// the host's /bin/true instead of the host's /usr: Options.Image) and cli (the command-line tool's
-// `sandbox run -- /bin/true`, started as a shell starts it). The sections are:
+// the host's /bin/true instead of the host's /usr: Options.Image), cli (the command-line tool's
+// `sandbox run -- /bin/true`, started as a shell starts it) and cliimg (the same in the stored
+// image, named by digest: `sandbox run --image NAME@sha256:... -- /bin/true`). The sections are:
 //
 //   - latency: every iteration runs each row once, starting at a row that
 //     rotates, so drift in the machine's load hits every row alike; median
@@ -27,7 +28,7 @@
 //
 // Usage:
 //
-//	table [-n 200] [-warmup 20] [-duration 1s] [-rounds 6] [-seccomp-runs 15] [-calls 2000000]
+//	table [-n 200] [-warmup 20] [-duration 1s] [-rounds 6] [-seccomp-runs 15] [-calls 2000000] [-rows LIST]
 //
 // It installs bubblewrap with apt-get when it is missing and it runs as root.
 // It exits non-zero only when a command fails, never because of a figure.
@@ -36,6 +37,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"time"
 )
@@ -55,6 +57,7 @@ type config struct {
 	rounds      int           // throughput slices per row and caller count
 	seccompRuns int           // measured runs of each seccomp row
 	calls       int           // getpid calls per seccomp run
+	rows        string        // the rows measured, comma-separated; empty: all, and every section
 }
 
 func main() {
@@ -65,6 +68,8 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 6, "throughput slices of each row and caller count")
 	flag.IntVar(&c.seccompRuns, "seccomp-runs", 15, "measured runs of each seccomp row")
 	flag.IntVar(&c.calls, "calls", 2_000_000, "getpid calls per seccomp run")
+	flag.StringVar(&c.rows, "rows", "", "measure only these rows (comma-separated; floor and bwrap always), in latency and\n"+
+		"throughput alone, e.g. -rows cli,cliimg; empty: every row and section")
 	flag.Usage = usage
 	flag.Parse()
 
@@ -113,35 +118,66 @@ func run(c config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cliArgv, err := cliCommand(dir)
+	bin, err := buildCLI(dir)
 	if err != nil {
 		return err
 	}
-	imageOpts, err := imageOptions(opts, dir)
+	im, err := makeImage(dir)
 	if err != nil {
 		return err
 	}
-	rows := newRows(bwrapArgv, cliArgv, opts, imageOpts)
-	lat, err := latency(rows, c)
+	all := newRows(bwrapArgv, cliCommand(bin), cliImageCommand(bin, im.store, im.digestRef), opts, imageOptions(opts, im))
+	rows, err := pickRows(all, c.rows)
+	var lat latencies
 	var tput throughputs
+	if err == nil {
+		lat, err = latency(rows, c)
+	}
 	if err == nil {
 		tput, err = throughput(rows, c)
 	}
-	if err2 := closeRows(rows); err == nil {
+	if err2 := closeRows(all); err == nil {
 		err = err2
 	}
 	if err != nil {
 		return err
 	}
-	heap, err := callerHeap(c)
-	if err != nil {
-		return err
+	ratios := []ratioOf{
+		{"cold/bwrap", lat.ratio("cold", "bwrap")}, {"cli/bwrap", lat.ratio("cli", "bwrap")},
+		{"warm/floor", lat.ratio("warm", "floor")}, {"live/floor", lat.ratio("live", "floor")},
+		{"image/cold", lat.ratio("image", "cold")}, {"cliimg/cli", lat.ratio("cliimg", "cli")},
+		{"tput2/bwrap", tput.ratio("cold", "bwrap", 2)},
 	}
-	sc, err := seccompCost(opts, c)
-	if err != nil {
-		return err
+	if c.rows == "" {
+		heap, err := callerHeap(c)
+		if err != nil {
+			return err
+		}
+		sc, err := seccompCost(opts, c)
+		if err != nil {
+			return err
+		}
+		ratios = append(ratios, ratioOf{"rss1g/rss10m", heap}, ratioOf{"seccomp", sc})
 	}
-	fmt.Printf("ratios: cold/bwrap=%.2f cli/bwrap=%.2f warm/floor=%.2f live/floor=%.2f image/cold=%.2f tput2/bwrap=%.2f rss1g/rss10m=%.2f seccomp=%.2f\n",
-		lat.ratio("cold", "bwrap"), lat.ratio("cli", "bwrap"), lat.ratio("warm", "floor"), lat.ratio("live", "floor"), lat.ratio("image", "cold"), tput.ratio("cold", "bwrap", 2), heap, sc)
+	printRatios(ratios)
 	return nil
+}
+
+// ratioOf is one ratio of the ratios line; NaN when a row it needs was
+// not measured.
+type ratioOf struct {
+	name string
+	v    float64
+}
+
+// printRatios prints the ratios line, leaving out the ratios of rows that
+// were not measured.
+func printRatios(ratios []ratioOf) {
+	line := "ratios:"
+	for _, r := range ratios {
+		if !math.IsNaN(r.v) {
+			line += fmt.Sprintf(" %s=%.2f", r.name, r.v)
+		}
+	}
+	fmt.Println(line)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fumehood/sandbox"
@@ -22,12 +24,11 @@ type row struct {
 	sb   *sandbox.Sandbox // nil for the rows that are plain commands
 }
 
-// newRows returns the seven rows. The sandbox rows share this process's
-// spawner, as the Sandboxes of one service would; the cli row is a
-// process of its own each time, as a user's command is. imageOpts are
-// opts with an image as the root (imageOptions), whose first Run, in the
-// warm-up, stores it.
-func newRows(bwrapArgv, cliArgv []string, opts, imageOpts sandbox.Options) []*row {
+// newRows returns the eight rows. The sandbox rows share this process's
+// spawner, as the Sandboxes of one service would; the cli rows are a
+// process of their own each time, as a user's command is. imageOpts are
+// opts with the stored image as the root (imageOptions).
+func newRows(bwrapArgv, cliArgv, cliImageArgv []string, opts, imageOpts sandbox.Options) []*row {
 	warmOpts, liveOpts := opts, opts
 	warmOpts.Pool = 2
 	liveOpts.Live = true
@@ -44,7 +45,31 @@ func newRows(bwrapArgv, cliArgv []string, opts, imageOpts sandbox.Options) []*ro
 		{name: "image", run: func() error { return sandboxRun(image) }, sb: image},
 		{name: "warm", run: func() error { return sandboxRun(warm) }, sb: warm},
 		{name: "cli", run: func() error { return execRun(cliArgv) }},
+		{name: "cliimg", run: func() error { return execRun(cliImageArgv) }},
 	}
+}
+
+// pickRows returns the rows named in names, a comma-separated list, in
+// their order, with floor and bwrap, which the ratios are to; all of them
+// when names is empty.
+func pickRows(rows []*row, names string) ([]*row, error) {
+	if names == "" {
+		return rows, nil
+	}
+	want := map[string]bool{"floor": true, "bwrap": true}
+	for _, n := range strings.Split(names, ",") {
+		if !slices.ContainsFunc(rows, func(r *row) bool { return r.name == n }) {
+			return nil, fmt.Errorf("-rows: no row %q (the rows: floor, live, bwrap, cold, image, warm, cli, cliimg)", n)
+		}
+		want[n] = true
+	}
+	var out []*row
+	for _, r := range rows {
+		if want[r.name] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // closeRows closes the rows' Sandboxes.

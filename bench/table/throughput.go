@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -33,8 +34,12 @@ func (t throughputs) rate(row string, callers int) float64 {
 	return float64(s.runs) / s.elapsed.Seconds()
 }
 
-// ratio is row a's rate over row b's, both with the given callers.
+// ratio is row a's rate over row b's, both with the given callers; NaN
+// when either was not measured.
 func (t throughputs) ratio(a, b string, callers int) float64 {
+	if t[slot{a, callers}] == nil || t[slot{b, callers}] == nil {
+		return math.NaN()
+	}
 	return t.rate(a, callers) / t.rate(b, callers)
 }
 

@@ -73,6 +73,7 @@
 //	layers/<diffID>/fs/    a layer unpacked, keyed by its diff ID
 //	roots/<chainID>/       an image's filesystem, keyed by its layers' chain ID
 //	images/<key>.json      one record per reference and platform
+//	probes/<boot ID>/<key> what callers found probing the host with layers
 //
 // Everything is made in tmp/ and renamed into place whole, so a pull that
 // fails or is killed leaves nothing that is used; Open and Prune remove
@@ -110,9 +111,12 @@
 //     an image with any such layer always uses its hard-linked root;
 //   - Linux 5.11 or later, for overlayfs in a user namespace and its
 //     userxattr option, and a store the sandbox's user can reach (its
-//     layers/ is searchable as roots/ is). The caller's process decides
-//     once per image and sandbox user, by a child cloned with the
-//     sandbox's ids that mounts the image's layers as the init would;
+//     layers/ is searchable as roots/ is). A child cloned with the
+//     sandbox's ids decides, by mounting the image's layers as the init
+//     would, once per image, sandbox user and boot of the kernel: its
+//     answer is kept in probes/ (Image.CacheProbe), for that boot and
+//     those very layer directories, so that later processes (each
+//     command-line run is one) start no child;
 //   - two layers at least, since overlayfs takes no fewer lower
 //     directories without an upper one (an image of one layer has the
 //     hard-linked root, at no more cost), and at most 88, the names the
@@ -124,7 +128,8 @@
 // says and overlayfs does (in overlay form, a directory that meets its own
 // layer's whiteout is made opaque). No whiteout device ever appears in a
 // root. What the overlay costs: two mounts per sandbox start (a tmpfs that
-// names the layers, and the overlay) and one probe child per process.
+// names the layers, and the overlay) and one probe child per image and
+// sandbox user in each boot.
 // What it gives is the kernel's merge of the layers themselves, with no
 // tree of links between them and the sandbox. The hard-linked root is
 // still built at pull for every image, since the caller's side reads it;
