@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -487,8 +488,18 @@ func (s *Sandbox) WriteTar(w io.Writer, dir string) error {
 // dir, or a file entry that would replace the workspace itself, is
 // refused (ErrOutsideWorkspace), as is any other type of entry; the entries
 // before it stay written.
-func (s *Sandbox) ExtractTar(r io.Reader, dir string) error {
-	return s.withFiles("extract tar", dir, func(root *workspace.Root, rel string) error { return root.ExtractTar(r, rel) })
+//
+// It runs in the caller's process, and what it costs is bounded by the
+// length of r and the workspace's size, whatever sizes the stream
+// declares: a file entry is checked before its content is read, and one
+// that would take the stream's files past Options.WorkspaceSize (a host
+// Options.Workspace: its file system's size) is refused with an error
+// matching syscall.EFBIG that names the entry, its size and the limit.
+// A sparse entry's holes count at their full size, since archive/tar
+// reads them back as zeros. Cancelling ctx stops it before its next read
+// of r or of an entry's content, with ctx's error.
+func (s *Sandbox) ExtractTar(ctx context.Context, r io.Reader, dir string) error {
+	return s.withFiles("extract tar", dir, func(root *workspace.Root, rel string) error { return root.ExtractTar(ctx, r, rel) })
 }
 
 func (s *Sandbox) withFiles(op, name string, fn func(r *workspace.Root, rel string) error) error {

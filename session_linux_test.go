@@ -177,7 +177,7 @@ func TestSessionTurns(t *testing.T) {
 		if err := s.WriteTar(&tarball, "in"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.ExtractTar(&tarball, "copy"); err != nil {
+		if err := s.ExtractTar(t.Context(), &tarball, "copy"); err != nil {
 			t.Fatal(err)
 		}
 		if out := turn(t, s, "cat copy/data.txt"); out != "from host\nappended\n" {
@@ -412,7 +412,7 @@ func TestSessionFileEscapes(t *testing.T) {
 			}
 		}
 		evil := tarOf(t, map[string]string{"../evil": "x", "absdir/secret": "pwned"})
-		s.ExtractTar(bytes.NewReader(evil), ".")
+		s.ExtractTar(t.Context(), bytes.NewReader(evil), ".")
 		untouched("ExtractTar")
 		// The program swaps a directory for a symlink to the host dir as
 		// fast as it can while the host writes into it.
