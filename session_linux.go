@@ -458,12 +458,21 @@ func (s *Sandbox) MkdirAll(name string) error {
 }
 
 // RemoveAll removes the workspace entry name and everything beneath it,
-// never following a symlink. A name that is the workspace itself or above
-// it ("", ".", "..", "a/../..", "/workspace") is refused with
-// ErrOutsideWorkspace and nothing is removed. It holds at most eight
-// descriptors at once at any depth, and memory for one path and a small
-// frame per level.
+// never following a symlink; a missing name is not an error. A name that
+// is the workspace itself (".", "/workspace", "a/..") empties it, like
+// rm -rf /workspace/* with the dot files: the directory itself stays
+// (the sandbox's /workspace is mounted on it). It works for every kind
+// of workspace, a host Options.Workspace too, which Reset does not
+// support. A name
+// above the workspace ("..", "a/../..", "/workspace/..") is refused with
+// ErrOutsideWorkspace, and the empty name with fs.ErrInvalid, and nothing
+// is removed. It holds at most eight descriptors at once at any depth,
+// and memory for one path and a small frame per level.
 func (s *Sandbox) RemoveAll(name string) error {
+	if name == "" {
+		// An unset name must not empty the workspace.
+		return fmt.Errorf("sandbox: remove: an empty name; to empty the workspace, name it: \".\" or %q: %w", DefaultDir, fs.ErrInvalid)
+	}
 	return s.withFiles("remove", name, func(r *workspace.Root, rel string) error { return r.RemoveAll(rel) })
 }
 
