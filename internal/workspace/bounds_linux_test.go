@@ -428,16 +428,22 @@ func TestDeepTrees(t *testing.T) {
 }
 
 // TestRootNotReplaced: a name that resolves to the root, or above it, is
-// refused by every operation that would remove or replace the root, and
-// the workspace stays as it was.
+// refused by every operation that would replace the root, and RemoveAll
+// refuses the empty name and names above the root; the workspace stays
+// as it was. (RemoveAll of the root empties it: TestRemoveAllRoot.)
 func TestRootNotReplaced(t *testing.T) {
 	h := newHost(t)
 	r := h.root
 	r.WriteFile("a/keep", strings.NewReader("keep"), 0o644)
-	for _, name := range []string{"", ".", "/", "..", "a/..", "a/../..", "/a/../", "./a/.."} {
+	for _, name := range []string{"..", "a/../..", "/..", "a/../../b"} {
 		if err := r.RemoveAll(name); !errors.Is(err, ErrOutside) || !strings.Contains(err.Error(), "remove") {
 			t.Errorf("RemoveAll(%q) = %v, want ErrOutside naming the operation", name, err)
 		}
+	}
+	if err := r.RemoveAll(""); !errors.Is(err, fs.ErrInvalid) || !strings.Contains(err.Error(), "remove") {
+		t.Errorf("RemoveAll(\"\") = %v, want fs.ErrInvalid naming the operation", err)
+	}
+	for _, name := range []string{"", ".", "/", "..", "a/..", "a/../..", "/a/../", "./a/.."} {
 		if err := r.WriteFile(name, strings.NewReader("x"), 0o644); !errors.Is(err, ErrOutside) {
 			t.Errorf("WriteFile(%q) = %v, want ErrOutside", name, err)
 		}
@@ -456,6 +462,24 @@ func TestRootNotReplaced(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(h.dir, "a/keep")); err != nil || string(b) != "keep" {
 		t.Errorf("the workspace lost a/keep: %q, %v", b, err)
+	}
+	h.untouched(t)
+}
+
+// TestRemoveAllRoot: RemoveAll of a name that is the root empties it and
+// keeps it, whatever it holds, and touches nothing outside.
+func TestRemoveAllRoot(t *testing.T) {
+	h := newHost(t)
+	h.plant(t)
+	for _, name := range []string{".", "/", "a/..", "/a/../", "./a/.."} {
+		h.root.WriteFile("a/b/c", strings.NewReader("x"), 0o644)
+		h.root.WriteFile(".hidden", strings.NewReader("x"), 0o644)
+		if err := h.root.RemoveAll(name); err != nil {
+			t.Fatalf("RemoveAll(%q) = %v, want the root emptied", name, err)
+		}
+		if des, err := os.ReadDir(h.dir); err != nil || len(des) != 0 {
+			t.Errorf("after RemoveAll(%q) the root holds %v, %v; want it there and empty", name, des, err)
+		}
 	}
 	h.untouched(t)
 }
