@@ -8,8 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -75,6 +77,10 @@ func (c *oneConn) metric(series string) (v float64, ok bool) {
 // connections are closed new ones are served again.
 func TestConnectionFlood(t *testing.T) {
 	const nofile, flood = 1024, 1100
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Max < nofile {
+		t.Skipf("the server needs a descriptor limit of %d, above this user's hard RLIMIT_NOFILE %d (%v)", nofile, rl.Max, err)
+	}
 	ts := startServerVia(t, []string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile)},
 		"-max-concurrent", "1", "-max-queue", "1", "-max-sessions", "1")
 	var maxConns float64
@@ -174,5 +180,48 @@ func TestConnectionFlood(t *testing.T) {
 	status, b = after.do("POST", "/v1/runs", `{"command":["echo","after"]}`)
 	if err := json.Unmarshal(b, &a); err != nil || status != http.StatusOK || a.Stdout != "after\n" {
 		t.Errorf("a run on a new connection after the flood: %d %s", status, b)
+	}
+}
+
+// TestMaxConnectionsFlag: -max-connections sets the cap, and one the
+// descriptor limit cannot hold beside the reserve is refused at start,
+// naming the flag and the limit.
+func TestMaxConnectionsFlag(t *testing.T) {
+	if noSandbox != "" {
+		t.Skip(noSandbox)
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Max < 1024 {
+		t.Skipf("the server needs a descriptor limit of 1024, above this user's hard RLIMIT_NOFILE %d (%v)", rl.Max, err)
+	}
+	out, err := exec.Command("sh", "-c", `ulimit -n 1024 && exec "$0" "$@"`, binary, "-addr", "127.0.0.1:0", "-max-connections", "5000").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "-max-connections 5000") || !strings.Contains(string(out), "RLIMIT_NOFILE (1024)") {
+		t.Errorf("-max-connections 5000 under a limit of 1024: %v\n%s\nwant an error naming the flag and the limit", err, out)
+	}
+
+	ts := startServer(t, "-max-connections", "3")
+	held := newOneConn(t, ts.url)
+	if status, b := held.do("GET", "/healthz", ""); status != http.StatusOK {
+		t.Fatalf("GET /healthz: %d %s", status, b)
+	}
+	var refused int
+	for i := range 4 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i < 2 {
+			continue // within the cap: held open, saying nothing
+		}
+		b, _ := io.ReadAll(c)
+		if resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(b)), nil); err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+			refused++
+		} else {
+			t.Errorf("connection %d, beyond -max-connections 3: %q", i+2, b)
+		}
+	}
+	if n, _ := held.metric("toolserver_connections_refused_total"); refused != 2 || n != 2 {
+		t.Errorf("%d connections answered 503, %v counted refused; want 2", refused, n)
 	}
 }
