@@ -59,7 +59,7 @@ func benchSession(b *testing.B, flat, seeded bool) *Sandbox {
 		err := src.WriteTar(&buf, ".")
 		src.Close()
 		if err == nil {
-			err = s.ExtractTar(&buf, ".")
+			err = s.ExtractTar(b.Context(), &buf, ".")
 		}
 		if err != nil {
 			b.Fatal(err)

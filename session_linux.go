@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -457,12 +458,21 @@ func (s *Sandbox) MkdirAll(name string) error {
 }
 
 // RemoveAll removes the workspace entry name and everything beneath it,
-// never following a symlink. A name that is the workspace itself or above
-// it ("", ".", "..", "a/../..", "/workspace") is refused with
-// ErrOutsideWorkspace and nothing is removed. It holds at most eight
-// descriptors at once at any depth, and memory for one path and a small
-// frame per level.
+// never following a symlink; a missing name is not an error. A name that
+// is the workspace itself (".", "/workspace", "a/..") empties it, like
+// rm -rf /workspace/* with the dot files: the directory itself stays
+// (the sandbox's /workspace is mounted on it). It works for every kind
+// of workspace, a host Options.Workspace too, which Reset does not
+// support. A name
+// above the workspace ("..", "a/../..", "/workspace/..") is refused with
+// ErrOutsideWorkspace, and the empty name with fs.ErrInvalid, and nothing
+// is removed. It holds at most eight descriptors at once at any depth,
+// and memory for one path and a small frame per level.
 func (s *Sandbox) RemoveAll(name string) error {
+	if name == "" {
+		// An unset name must not empty the workspace.
+		return fmt.Errorf("sandbox: remove: an empty name; to empty the workspace, name it: \".\" or %q: %w", DefaultDir, fs.ErrInvalid)
+	}
 	return s.withFiles("remove", name, func(r *workspace.Root, rel string) error { return r.RemoveAll(rel) })
 }
 
@@ -487,8 +497,18 @@ func (s *Sandbox) WriteTar(w io.Writer, dir string) error {
 // dir, or a file entry that would replace the workspace itself, is
 // refused (ErrOutsideWorkspace), as is any other type of entry; the entries
 // before it stay written.
-func (s *Sandbox) ExtractTar(r io.Reader, dir string) error {
-	return s.withFiles("extract tar", dir, func(root *workspace.Root, rel string) error { return root.ExtractTar(r, rel) })
+//
+// It runs in the caller's process, and what it costs is bounded by the
+// length of r and the workspace's size, whatever sizes the stream
+// declares: a file entry is checked before its content is read, and one
+// that would take the stream's files past Options.WorkspaceSize (a host
+// Options.Workspace: its file system's size) is refused with an error
+// matching syscall.EFBIG that names the entry, its size and the limit.
+// A sparse entry's holes count at their full size, since archive/tar
+// reads them back as zeros. Cancelling ctx stops it before its next read
+// of r or of an entry's content, with ctx's error.
+func (s *Sandbox) ExtractTar(ctx context.Context, r io.Reader, dir string) error {
+	return s.withFiles("extract tar", dir, func(root *workspace.Root, rel string) error { return root.ExtractTar(ctx, r, rel) })
 }
 
 func (s *Sandbox) withFiles(op, name string, fn func(r *workspace.Root, rel string) error) error {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -177,7 +178,7 @@ func TestSessionTurns(t *testing.T) {
 		if err := s.WriteTar(&tarball, "in"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.ExtractTar(&tarball, "copy"); err != nil {
+		if err := s.ExtractTar(t.Context(), &tarball, "copy"); err != nil {
 			t.Fatal(err)
 		}
 		if out := turn(t, s, "cat copy/data.txt"); out != "from host\nappended\n" {
@@ -412,7 +413,7 @@ func TestSessionFileEscapes(t *testing.T) {
 			}
 		}
 		evil := tarOf(t, map[string]string{"../evil": "x", "absdir/secret": "pwned"})
-		s.ExtractTar(bytes.NewReader(evil), ".")
+		s.ExtractTar(t.Context(), bytes.NewReader(evil), ".")
 		untouched("ExtractTar")
 		// The program swaps a directory for a symlink to the host dir as
 		// fast as it can while the host writes into it.
@@ -730,4 +731,72 @@ func TestSessionSpareFollowsReshape(t *testing.T) {
 			t.Errorf("a Run after Reset listed %q, want an empty workspace", out)
 		}
 	})
+}
+
+// TestRemoveAllRoot: RemoveAll of the workspace itself empties it and
+// keeps it, in a session's layered workspace (its first layer's files
+// too, from a restored snapshot) and in a host directory, where Reset
+// is not supported; the empty name and names above it remove nothing.
+func TestRemoveAllRoot(t *testing.T) {
+	requireSandbox(t)
+	dir := sharedTempDir(t)
+	uid, gid := (&Options{}).HostIDs()
+	os.Chown(dir, uid, gid)
+	for _, c := range []struct {
+		kind string
+		opts Options
+	}{{"session", Options{}}, {"host", Options{Workspace: dir}}} {
+		t.Run(c.kind, func(t *testing.T) {
+			s := newTest(t, c.opts)
+			fill := func() {
+				turn(t, s, "mkdir -p d/e && echo x > d/e/f && echo y > .hidden && ln -s /etc top && mkfifo p")
+			}
+			fill()
+			if c.kind == "session" {
+				// Files of a lower layer as well as the upper one.
+				snap, err := s.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Restore(snap); err != nil {
+					t.Fatal(err)
+				}
+				turn(t, s, "echo z > upper")
+			}
+			for _, name := range []string{"", "..", "d/../..", "/workspace/.."} {
+				if err := s.RemoveAll(name); err == nil {
+					t.Errorf("RemoveAll(%q) = nil, want it refused", name)
+				}
+			}
+			if err := s.RemoveAll(""); !errors.Is(err, fs.ErrInvalid) {
+				t.Errorf("RemoveAll(\"\") = %v, want fs.ErrInvalid", err)
+			}
+			if out := turn(t, s, "ls -A | wc -l"); strings.TrimSpace(out) == "0" {
+				t.Fatal("a refused RemoveAll emptied the workspace")
+			}
+			for _, name := range []string{".", "/workspace", "d/..", "/workspace/"} {
+				if err := s.RemoveAll(name); err != nil {
+					t.Fatalf("RemoveAll(%q) = %v, want the workspace emptied", name, err)
+				}
+				if out := turn(t, s, "pwd; ls -A; touch new && ls"); out != "/workspace\nnew\n" {
+					t.Errorf("after RemoveAll(%q), from inside:\n%s", name, out)
+				}
+				if es, err := s.ReadDir("."); err != nil || len(es) != 1 {
+					t.Errorf("after RemoveAll(%q), ReadDir: %v, %v", name, es, err)
+				}
+				fill()
+			}
+			if c.kind == "host" {
+				if es, err := os.ReadDir(dir); err != nil || len(es) == 0 {
+					t.Errorf("the host workspace after the test's last fill: %v, %v", es, err)
+				}
+				if err := s.RemoveAll("."); err != nil {
+					t.Fatal(err)
+				}
+				if es, err := os.ReadDir(dir); err != nil || len(es) != 0 {
+					t.Errorf("the host directory after RemoveAll(\".\"): %v, %v; want it there and empty", es, err)
+				}
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"context"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -52,5 +53,7 @@ func (s *Sandbox) RemoveAll(name string) error { return unsupported() }
 func (s *Sandbox) WriteTar(w io.Writer, dir string) error { return unsupported() }
 
 // ExtractTar is not available on this system.
-func (s *Sandbox) ExtractTar(r io.Reader, dir string) error { return unsupported() }
-func newSession() *session                                  { return &session{} }
+func (s *Sandbox) ExtractTar(ctx context.Context, r io.Reader, dir string) error {
+	return unsupported()
+}
+func newSession() *session { return &session{} }

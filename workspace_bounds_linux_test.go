@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -117,10 +119,12 @@ for i in range(%d): os.mkdir("d"); os.chdir("d")
 	if !errors.Is(err, syscall.ENAMETOOLONG) || w.n > 1<<20 || fds > workspace.MaxDescriptors || heap > 64<<20 {
 		t.Errorf("tar of a chain past PATH_MAX: %v after %d bytes, %d fds, %d heap bytes; want ENAMETOOLONG early", err, w.n, fds, heap)
 	}
-	for _, name := range []string{"..", "a/../..", "/workspace/..", ".", "", "/workspace", "links/..", "/workspace/chain/.."} {
+	for _, name := range []string{"..", "a/../..", "/workspace/.."} {
 		if err := s.RemoveAll(name); !errors.Is(err, ErrOutsideWorkspace) || !strings.Contains(err.Error(), "remove") {
 			t.Errorf("RemoveAll(%q) = %v, want ErrOutsideWorkspace naming the operation", name, err)
 		}
+	}
+	for _, name := range []string{"..", "a/../..", "/workspace/..", ".", "", "/workspace", "links/..", "/workspace/chain/.."} {
 		if err := s.WriteFile(name, []byte("x"), 0o644); !errors.Is(err, ErrOutsideWorkspace) {
 			t.Errorf("WriteFile(%q) = %v, want ErrOutsideWorkspace", name, err)
 		}
@@ -170,4 +174,55 @@ func TestSnapshotLayersCap(t *testing.T) {
 			t.Errorf("after filling the workspace, %d snapshots each gave room for a file (a page each above the cap)", fits)
 		}
 	})
+}
+
+// TestExtractTarBounded: through the public API, a tar of a few KiB
+// declaring a sparse file of 100 GiB (the format WriteTar writes) is
+// refused, naming the file and wrapping syscall.EFBIG, and the program
+// sees nothing of it; a cancelled context stops ExtractTar before it
+// writes anything.
+func TestExtractTarBounded(t *testing.T) {
+	requireSandbox(t)
+	const huge = 100 << 30
+	dir := sharedTempDir(t)
+	f, err := os.Create(filepath.Join(dir, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt([]byte{1}, huge-1)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Skipf("cannot make a sparse file of 100 GiB in %s to tar: %v", dir, err)
+	}
+	src := newTest(t, Options{Workspace: dir})
+	var tarball bytes.Buffer
+	if err := src.WriteTar(&tarball, "."); err != nil {
+		t.Fatal(err)
+	}
+	s := newTest(t, Options{})
+	err = s.ExtractTar(t.Context(), bytes.NewReader(tarball.Bytes()), "in")
+	t.Logf("ExtractTar of %d bytes declaring %d: %v", tarball.Len(), int64(huge), err)
+	if !errors.Is(err, syscall.EFBIG) || !strings.Contains(err.Error(), "huge") || !strings.Contains(err.Error(), fmt.Sprint(int64(huge))) {
+		t.Errorf("ExtractTar of a tar declaring 100 GiB = %v, want EFBIG naming huge and its size", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var small bytes.Buffer
+	if err := src.WriteFile("small", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.RemoveAll("huge"); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.WriteTar(&small, "."); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ExtractTar(ctx, &small, "in"); !errors.Is(err, context.Canceled) {
+		t.Errorf("ExtractTar with a cancelled context = %v, want context.Canceled", err)
+	}
+	if out := turn(t, s, "ls -A; du -sk . | cut -f1"); out != "0\n" {
+		t.Errorf("the workspace after the refused tars, from inside:\n%s", out)
+	}
 }

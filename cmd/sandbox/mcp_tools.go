@@ -393,8 +393,13 @@ func (srv *mcpServer) listFilesTool(ctx context.Context, s *mcpSession, in listI
 
 func (srv *mcpServer) deleteFileTool(ctx context.Context, s *mcpSession, in pathInput) (*mcp.CallToolResult, *okOutput, error) {
 	// RemoveAll takes a missing path for done; the model is told instead.
-	if _, err := s.sb.Stat(in.Path); err != nil {
+	e, err := s.sb.Stat(in.Path)
+	if err != nil {
 		return nil, nil, fileErr(err)
+	}
+	if e.Name == "." {
+		// RemoveAll would empty the workspace: a tool for that is reset.
+		return nil, nil, fileErr(fmt.Errorf("delete %s: names the workspace itself (reset empties it): %w", in.Path, sandbox.ErrOutsideWorkspace))
 	}
 	if err := s.sb.RemoveAll(in.Path); err != nil {
 		return nil, nil, fileErr(err)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -213,5 +214,52 @@ func TestSlowStreamClient(t *testing.T) {
 	t.Logf("the server's peak RSS grew by %d KiB while a client did not read a stream of %d KiB", grew>>10, flood>>10)
 	if bound := int64(16 << 20); grew > bound {
 		t.Errorf("the server's peak RSS grew by %d KiB while a client did not read its stream, more than %d KiB", grew>>10, bound>>10)
+	}
+}
+
+// TestTarUploadDeclaredSize: a tar of a few KiB holding one sparse file
+// of 100 GiB of holes, in the format the server's own GET .../tar
+// writes, is refused with 413 naming the file, and leaves nothing of it
+// in the workspace; the session goes on working.
+func TestTarUploadDeclaredSize(t *testing.T) {
+	const huge = 100 << 30
+	dir := t.TempDir()
+	// A host Workspace the sandbox's uid can reach, to tar it.
+	for d, mode := range map[string]os.FileMode{filepath.Dir(dir): 0o711, dir: 0o777} {
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Create(filepath.Join(dir, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt([]byte{1}, huge-1)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Skipf("cannot make a sparse file of 100 GiB in %s to tar: %v", dir, err)
+	}
+	src := sandbox.New(sandbox.Options{Workspace: dir})
+	var tarball bytes.Buffer
+	err = src.WriteTar(&tarball, ".")
+	src.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t)
+	id := ts.newSession(t, `{}`)
+	base := "/v1/sessions/" + id
+	r := ts.call(t, "PUT", base+"/tar?path=up", tarball.Bytes())
+	var refused struct{ Error, Field string }
+	r.json(t, &refused)
+	t.Logf("PUT %d bytes of tar declaring a file of %d bytes: %v", tarball.Len(), int64(huge), r)
+	if r.status != http.StatusRequestEntityTooLarge || refused.Field != "body" ||
+		!strings.Contains(refused.Error, "huge") || !strings.Contains(refused.Error, strconv.FormatInt(huge, 10)) {
+		t.Errorf("PUT a tar declaring a file of 100 GiB: %v, want 413 naming the file and its size", r)
+	}
+	if a := ts.runIn(t, id, `{"command":["sh","-c","ls -A; du -sk ."]}`); !a.success() || strings.Contains(a.Stdout, "up") || !strings.HasPrefix(a.Stdout, "0\t") {
+		t.Errorf("the workspace after the refused tar, from inside: %+v", a.short())
 	}
 }

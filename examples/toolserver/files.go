@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/fumehood/sandbox"
@@ -160,12 +161,17 @@ func (s *server) getTar(w http.ResponseWriter, r *http.Request, ss *session) {
 }
 
 // putTar answers PUT /v1/sessions/{id}/tar?path=P: the body, a tar, is
-// extracted into the directory, made as needed.
+// extracted into the directory, made as needed. A file in it larger than
+// the workspace holds (by the size its header declares, holes included)
+// is refused with 413 before its content is read; the request's end
+// stops the extraction.
 func (s *server) putTar(w http.ResponseWriter, r *http.Request, ss *session) {
 	p, _ := pathOf(r, true)
-	if err := ss.sb.ExtractTar(r.Body, p); err != nil { // dir made as needed
+	if err := ss.sb.ExtractTar(r.Context(), r.Body, p); err != nil { // dir made as needed
 		aerr := fileError(err, p)
-		if aerr.status == http.StatusInternalServerError {
+		if errors.Is(err, syscall.EFBIG) {
+			aerr = &apiError{status: http.StatusRequestEntityTooLarge, field: "body", msg: fmt.Sprintf("not extracted: %v", err)}
+		} else if aerr.status == http.StatusInternalServerError {
 			aerr = badField("body", "not extracted: %v", err)
 		}
 		s.refuse(w, ss.id, aerr)

@@ -53,6 +53,13 @@
 //	              it comes, never more than the limit a stream
 //	slow client   the answer's writes end at the run's timeout plus
 //	              writeGrace (10 s); the run then ends, its output drained
+//	connections   -max-connections open at once, by default the descriptor
+//	              limit (RLIMIT_NOFILE) less a reserve for the runs and
+//	              sessions the flags allow (conns.go), so that a flood of
+//	              connections never leaves a run without descriptors; one
+//	              beyond them is answered 503 with Retry-After and closed
+//	              before its request is read; a request's headers must
+//	              come within 10 s, an idle connection is closed after 2 min
 //
 // Each run gets its own sandbox with an empty /workspace: requests share
 // nothing. GET /metrics serves Prometheus text metrics, GET /healthz and
@@ -123,6 +130,7 @@ import (
 type config struct {
 	addr                       string
 	maxConcurrent, maxQueue    int
+	maxConnections             int // 0: RLIMIT_NOFILE less the reserve (conns.go)
 	defaultTimeout, maxTimeout time.Duration
 	maxMemory, maxPids         int64
 	maxOutput                  int64
@@ -170,6 +178,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.addr, "addr", ":8080", "listen on `ADDR`, host:port")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", runtime.NumCPU(), "runs at once")
 	fs.IntVar(&c.maxQueue, "max-queue", 16, "requests waiting for a slot; beyond them: 429")
+	fs.IntVar(&c.maxConnections, "max-connections", 0, "client connections open at once; beyond them a connection is answered 503 and closed (0: the descriptor limit, RLIMIT_NOFILE, less a reserve for the runs and sessions the other flags allow)")
 	fs.DurationVar(&c.defaultTimeout, "default-timeout", 10*time.Second, "a run's timeout when the request gives none")
 	fs.DurationVar(&c.maxTimeout, "max-timeout", 60*time.Second, "the longest timeout a request may ask for")
 	fs.Func("max-memory", "the most memory a run may ask for, `SIZE` in bytes or with K, M, G (default 512M)", sizeFlag(&c.maxMemory))
@@ -224,6 +233,8 @@ func (c *config) check() error {
 		return fmt.Errorf("-max-concurrent %d: must be at least 1", c.maxConcurrent)
 	case c.maxQueue < 0:
 		return fmt.Errorf("-max-queue %d: must not be negative", c.maxQueue)
+	case c.maxConnections < 0:
+		return fmt.Errorf("-max-connections %d: must not be negative (0: from the descriptor limit)", c.maxConnections)
 	case c.defaultTimeout <= 0 || c.maxTimeout <= 0 || c.shutdownTimeout <= 0:
 		return errors.New("-default-timeout, -max-timeout and -shutdown-timeout must be positive")
 	case c.defaultTimeout > c.maxTimeout:
@@ -292,10 +303,16 @@ func serve(cfg *config, log *slog.Logger) error {
 	if err := s.selfTest(); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.addr)
+	maxConns, err := connectionCap(cfg)
 	if err != nil {
 		return err
 	}
+	tcp, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	ln := &cappedListener{Listener: tcp, max: int64(maxConns)}
+	s.metrics.conns = ln
 	srv := &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -305,7 +322,8 @@ func serve(cfg *config, log *slog.Logger) error {
 	}
 	// Tests and scripts read the address here (with -addr 127.0.0.1:0).
 	log.Info("listening", "addr", ln.Addr().String(), "max_concurrent", cfg.maxConcurrent, "max_queue", cfg.maxQueue,
-		"best_effort", cfg.bestEffort, "pool", cfg.pool, "replica", cfg.replica, "max_sessions", cfg.maxSessions)
+		"best_effort", cfg.bestEffort, "pool", cfg.pool, "replica", cfg.replica, "max_sessions", cfg.maxSessions,
+		"max_connections", maxConns)
 	failed := make(chan error, 1)
 	go func() { failed <- srv.Serve(ln) }()
 	select {

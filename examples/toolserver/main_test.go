@@ -101,6 +101,13 @@ type testServer struct {
 // it at the end of the test, failing the test unless it exits 0.
 func startServer(t *testing.T, flags ...string) *testServer {
 	t.Helper()
+	return startServerVia(t, nil, flags...)
+}
+
+// startServerVia is startServer with the server's command line given to
+// the command via, which execs it (nil: none).
+func startServerVia(t *testing.T, via []string, flags ...string) *testServer {
+	t.Helper()
 	if noSandbox != "" {
 		t.Skip(noSandbox)
 	}
@@ -108,7 +115,8 @@ func startServer(t *testing.T, flags ...string) *testServer {
 	if noCgroup != "" {
 		args = append(args, "-best-effort")
 	}
-	ts := &testServer{cmd: exec.Command(binary, args...), eof: make(chan struct{})}
+	argv := append(append(via[:len(via):len(via)], binary), args...)
+	ts := &testServer{cmd: exec.Command(argv[0], argv[1:]...), eof: make(chan struct{})}
 	stderr, err := ts.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,8 @@ type metrics struct {
 	inFlight, queued atomic.Int64
 	// sessions live, and counted as they are created and end.
 	sessions, sessionsCreated, sessionsEnded atomic.Int64
+	// conns counts the client connections; nil until the server listens.
+	conns *cappedListener
 
 	mu       sync.Mutex
 	causes   []string         // every cause, in the order they are written
@@ -107,6 +109,13 @@ func (m *metrics) serve(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(&b, "toolserver_sessions_created_total %d\n", m.sessionsCreated.Load())
 	header(&b, "toolserver_sessions_ended_total", "counter", "Sessions ended: deleted, expired, or at shutdown.")
 	fmt.Fprintf(&b, "toolserver_sessions_ended_total %d\n", m.sessionsEnded.Load())
+
+	if c := m.conns; c != nil {
+		header(&b, "toolserver_connections", "gauge", "Client connections open.")
+		fmt.Fprintf(&b, "toolserver_connections %d\n", c.open.Load())
+		header(&b, "toolserver_connections_refused_total", "counter", "Client connections beyond -max-connections, answered 503 and closed.")
+		fmt.Fprintf(&b, "toolserver_connections_refused_total %d\n", c.refused.Load())
+	}
 
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write(b.Bytes())

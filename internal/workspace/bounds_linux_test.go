@@ -3,13 +3,16 @@ package workspace
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -249,7 +252,7 @@ func TestWriteTarHardLinks(t *testing.T) {
 	if err := h.root.RemoveAll("big"); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.root.ExtractTar(bytes.NewReader(buf.Bytes()), "."); err != nil {
+	if err := h.root.ExtractTar(t.Context(), bytes.NewReader(buf.Bytes()), "."); err != nil {
 		t.Fatal(err)
 	}
 	if err := unix.Stat(filepath.Join(h.dir, "d", "la0"), &st); err != nil || st.Nlink != links+1 {
@@ -314,7 +317,7 @@ func TestWriteTarSparse(t *testing.T) {
 		t.Errorf("GNU tar extracted keep-s1 as %d bytes, not the file", len(b))
 	}
 	// ExtractTar reads it back too.
-	if err := h.root.ExtractTar(bytes.NewReader(buf.Bytes()), "copy"); err != nil {
+	if err := h.root.ExtractTar(t.Context(), bytes.NewReader(buf.Bytes()), "copy"); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(h.dir, "copy", "keep-s1")); !bytes.Equal(b, want) {
@@ -425,16 +428,22 @@ func TestDeepTrees(t *testing.T) {
 }
 
 // TestRootNotReplaced: a name that resolves to the root, or above it, is
-// refused by every operation that would remove or replace the root, and
-// the workspace stays as it was.
+// refused by every operation that would replace the root, and RemoveAll
+// refuses the empty name and names above the root; the workspace stays
+// as it was. (RemoveAll of the root empties it: TestRemoveAllRoot.)
 func TestRootNotReplaced(t *testing.T) {
 	h := newHost(t)
 	r := h.root
 	r.WriteFile("a/keep", strings.NewReader("keep"), 0o644)
-	for _, name := range []string{"", ".", "/", "..", "a/..", "a/../..", "/a/../", "./a/.."} {
+	for _, name := range []string{"..", "a/../..", "/..", "a/../../b"} {
 		if err := r.RemoveAll(name); !errors.Is(err, ErrOutside) || !strings.Contains(err.Error(), "remove") {
 			t.Errorf("RemoveAll(%q) = %v, want ErrOutside naming the operation", name, err)
 		}
+	}
+	if err := r.RemoveAll(""); !errors.Is(err, fs.ErrInvalid) || !strings.Contains(err.Error(), "remove") {
+		t.Errorf("RemoveAll(\"\") = %v, want fs.ErrInvalid naming the operation", err)
+	}
+	for _, name := range []string{"", ".", "/", "..", "a/..", "a/../..", "/a/../", "./a/.."} {
 		if err := r.WriteFile(name, strings.NewReader("x"), 0o644); !errors.Is(err, ErrOutside) {
 			t.Errorf("WriteFile(%q) = %v, want ErrOutside", name, err)
 		}
@@ -448,11 +457,29 @@ func TestRootNotReplaced(t *testing.T) {
 	tw.WriteHeader(&tar.Header{Name: "a/..", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
 	tw.Write([]byte("x"))
 	tw.Close()
-	if err := r.ExtractTar(&buf, "."); !errors.Is(err, ErrOutside) {
+	if err := r.ExtractTar(t.Context(), &buf, "."); !errors.Is(err, ErrOutside) {
 		t.Errorf("ExtractTar of a file named a/.. = %v, want ErrOutside", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(h.dir, "a/keep")); err != nil || string(b) != "keep" {
 		t.Errorf("the workspace lost a/keep: %q, %v", b, err)
+	}
+	h.untouched(t)
+}
+
+// TestRemoveAllRoot: RemoveAll of a name that is the root empties it and
+// keeps it, whatever it holds, and touches nothing outside.
+func TestRemoveAllRoot(t *testing.T) {
+	h := newHost(t)
+	h.plant(t)
+	for _, name := range []string{".", "/", "a/..", "/a/../", "./a/.."} {
+		h.root.WriteFile("a/b/c", strings.NewReader("x"), 0o644)
+		h.root.WriteFile(".hidden", strings.NewReader("x"), 0o644)
+		if err := h.root.RemoveAll(name); err != nil {
+			t.Fatalf("RemoveAll(%q) = %v, want the root emptied", name, err)
+		}
+		if des, err := os.ReadDir(h.dir); err != nil || len(des) != 0 {
+			t.Errorf("after RemoveAll(%q) the root holds %v, %v; want it there and empty", name, des, err)
+		}
 	}
 	h.untouched(t)
 }
@@ -578,4 +605,125 @@ func copyOf(t *testing.T, h *host) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// hugeSparseTar is a tar, in the format WriteTar writes, of one file
+// "huge" of size bytes that are all a hole but for the last byte.
+func hugeSparseTar(t *testing.T, size int64) []byte {
+	t.Helper()
+	h := newHost(t)
+	f, err := os.Create(filepath.Join(h.dir, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt([]byte{1}, size-1)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Skipf("cannot make a sparse file of %d bytes in %s to tar: %v", size, h.dir, err)
+	}
+	var buf bytes.Buffer
+	if err := h.root.WriteTar(&buf, "."); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestExtractTarDeclaredSize: what an entry declares is checked against
+// the workspace's size before its content is read: a few KiB of tar
+// holding one sparse file of 100 GiB of holes, or a header claiming a
+// TiB of content it does not have, is refused with EFBIG naming the
+// entry, its size and the limit, and leaves nothing of it behind.
+func TestExtractTarDeclaredSize(t *testing.T) {
+	const huge = 100 << 30
+	sparse := hugeSparseTar(t, huge)
+	var claim bytes.Buffer
+	tw := tar.NewWriter(&claim)
+	if err := tw.WriteHeader(&tar.Header{Name: "claims", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 40}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Flush() // flushes nothing of the missing content; the stream ends here
+	for _, c := range []struct {
+		name  string
+		tar   []byte
+		entry string
+		size  int64
+	}{{"sparse", sparse, "huge", huge}, {"claim", claim.Bytes(), "claims", 1 << 40}} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHost(t)
+			h.root.SetSize(64 << 20)
+			err := h.root.ExtractTar(t.Context(), bytes.NewReader(c.tar), ".")
+			t.Logf("%d bytes of tar: %v", len(c.tar), err)
+			if !errors.Is(err, unix.EFBIG) || !strings.Contains(err.Error(), c.entry) ||
+				!strings.Contains(err.Error(), strconv.FormatInt(c.size, 10)) || !strings.Contains(err.Error(), strconv.Itoa(64<<20)) {
+				t.Errorf("ExtractTar of %d bytes declaring %d = %v; want EFBIG naming %s, its size and the 64 MiB limit", len(c.tar), c.size, err, c.entry)
+			}
+			if des, err := os.ReadDir(h.dir); err != nil || len(des) != 0 {
+				t.Errorf("the workspace holds %v after the refused entry, %v", des, err)
+			}
+		})
+	}
+	// Files that fit one by one are refused once together they would not.
+	h := newHost(t)
+	h.root.SetSize(1 << 20)
+	var two bytes.Buffer
+	tw = tar.NewWriter(&two)
+	for _, n := range []string{"a", "b"} {
+		tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: 600 << 10})
+		tw.Write(make([]byte, 600<<10))
+	}
+	tw.Close()
+	if err := h.root.ExtractTar(t.Context(), &two, "."); !errors.Is(err, unix.EFBIG) || !strings.Contains(err.Error(), "b:") {
+		t.Errorf("ExtractTar of two 600 KiB files into 1 MiB = %v, want EFBIG naming b", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "b")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("b was written: %v", err)
+	}
+}
+
+// TestExtractTarCancel: ExtractTar stops when its context is cancelled,
+// before reading more of the stream, and writes nothing after.
+func TestExtractTarCancel(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, n := range []string{"first", "second"} {
+		tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: 64 << 10})
+		tw.Write(bytes.Repeat([]byte{'x'}, 64<<10))
+	}
+	tw.Close()
+	h := newHost(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := h.root.ExtractTar(ctx, bytes.NewReader(buf.Bytes()), "."); !errors.Is(err, context.Canceled) {
+		t.Errorf("ExtractTar with a cancelled context = %v, want context.Canceled", err)
+	}
+	if des, _ := os.ReadDir(h.dir); len(des) != 0 {
+		t.Errorf("with a cancelled context the workspace holds %v", des)
+	}
+	// Cancelled once the first file's content has been read.
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	r := &cancelAfter{r: bytes.NewReader(buf.Bytes()), n: 512 + 64<<10, cancel: cancel}
+	if err := h.root.ExtractTar(ctx, r, "."); !errors.Is(err, context.Canceled) {
+		t.Errorf("ExtractTar cancelled midway = %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "second")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("second was written after the cancel: %v", err)
+	}
+}
+
+// cancelAfter reads r and calls cancel once n bytes have been read.
+type cancelAfter struct {
+	r      io.Reader
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Read(b []byte) (int, error) {
+	k, err := c.r.Read(b[:min(len(b), max(c.n, 1))])
+	if c.n -= k; c.n <= 0 {
+		c.cancel()
+	}
+	return k, err
 }

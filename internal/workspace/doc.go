@@ -28,9 +28,11 @@
 // most MaxTarPath bytes, and no more content than the workspace holds
 // (SetSize).
 //
-// A name that is the root itself or above it is refused with ErrOutside
-// by every operation that would remove or replace the root; Empty empties
-// it.
+// A name above the root is refused with ErrOutside, and so is the root
+// itself by every operation that would replace it; RemoveAll of the root
+// empties it (as Empty does) and keeps it. ExtractTar reads at most the
+// workspace's size (SetSize) of file content, by the sizes the entries
+// declare, checked before their content is read.
 //
 // CopyTo is the copy that snapshots are taken and restored with; its cost
 // (BenchmarkSnapshot, BenchmarkRestore) is what the session design is

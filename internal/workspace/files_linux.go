@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -172,11 +173,18 @@ func copySparse(f *os.File, data io.Reader, size int64) error {
 	return f.Truncate(off)
 }
 
+// zeroBlock is a hole's worth of zeros, to compare blocks with.
+var zeroBlock [holeBlock]byte
+
+// allZero says whether b holds only zeros, compared a block at a time
+// (bytes.Equal is vectorised; a loop over bytes is ten times slower).
 func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
+	for len(b) > 0 {
+		k := min(len(b), len(zeroBlock))
+		if !bytes.Equal(b[:k], zeroBlock[:k]) {
 			return false
 		}
+		b = b[k:]
 	}
 	return true
 }
@@ -321,17 +329,22 @@ func (r *Root) mkdirAll(root int, rel string) (int, error) {
 
 // RemoveAll removes name and everything beneath it; symlinks are removed,
 // never followed. A missing name is not an error. A name that is the root
-// ("", ".", "a/..") is refused with ErrOutside: Empty empties the root.
-// It holds at most MaxDescriptors at any depth.
+// (".", "a/..") empties it, as Empty does: the root itself stays. The
+// empty name is refused (fs.ErrInvalid), so that an unset name does not
+// empty the workspace. It holds at most MaxDescriptors at any depth.
 func (r *Root) RemoveAll(name string) error {
+	if name == "" {
+		return r.pathErr("remove", name, fmt.Errorf("an empty name; to empty the workspace, name its root: \".\": %w", fs.ErrInvalid))
+	}
 	rel, root, done, err := r.begin("remove", name)
 	if err != nil {
 		return err
 	}
-	defer done()
 	if rel == "." {
-		return r.pathErr("remove", name, fmt.Errorf("names the workspace root, which remove would remove (empty it with Empty): %w", ErrOutside))
+		done()
+		return r.Empty()
 	}
+	defer done()
 	dir, base := split(rel)
 	dfd, err := openIn(root, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if errors.Is(err, unix.ENOENT) {

@@ -23,7 +23,7 @@ const maxSparseExtents = 4096
 const maxLinkNames = 8 << 20
 
 // SetSize sets the most bytes of file content the workspace holds, which
-// WriteTar never exceeds; 0 (the default) takes the size of the file
+// WriteTar never writes and ExtractTar never reads past; 0 (the default) takes the size of the file
 // system the root is on.
 func (r *Root) SetSize(n int64) { r.size.Store(n) }
 

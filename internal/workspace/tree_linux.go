@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -73,14 +74,29 @@ func openFileAt(dfd int, name string) (*os.File, error) {
 // ExtractTar writes the entries of the tar stream from rd beneath name:
 // directories, regular files, hard links (to a regular file written
 // before) and symlinks. Runs of zero blocks in a file (a sparse file's
-// holes) are left as holes, not written. An entry whose name leaves name, or of another type, is an
-// error naming it; what was written before it stays.
-func (r *Root) ExtractTar(rd io.Reader, name string) error {
+// holes) are left as holes, not written. An entry whose name leaves name,
+// or of another type, is an error naming it; what was written before it
+// stays.
+//
+// Its cost is bounded by the stream's length and the workspace's size
+// (SetSize), never by a size the stream declares: a file entry's size is
+// checked before its content is read, and one that would take the files
+// of the stream past the workspace's size is refused with an error
+// matching EFBIG that names it, its size and that limit. A sparse
+// entry's holes are read back from archive/tar as zeros, which is why
+// they count too. Cancelling ctx stops it between reads.
+func (r *Root) ExtractTar(ctx context.Context, rd io.Reader, name string) error {
 	base, err := clean(name)
 	if err != nil {
 		return r.pathErr("untar", name, err)
 	}
-	tr := tar.NewReader(rd)
+	limit, err := r.sizeLimit()
+	if err != nil {
+		return r.pathErr("untar", name, err)
+	}
+	tr := tar.NewReader(ctxReader{ctx, rd})
+	content := ctxReader{ctx, tr}
+	var declared int64 // the sizes of the file entries so far
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -100,7 +116,12 @@ func (r *Root) ExtractTar(rd io.Reader, name string) error {
 		case tar.TypeDir:
 			err = r.mkdirMode(target, mode)
 		case tar.TypeReg:
-			err = r.writeFile("write", target, tr, goMode(mode), holes{size: hdr.Size})
+			if hdr.Size > limit-declared {
+				err = tooLarge(hdr.Size, declared, limit)
+				break
+			}
+			declared += hdr.Size
+			err = r.writeFile("write", target, content, goMode(mode), holes{size: hdr.Size})
 		case tar.TypeLink:
 			var lrel string
 			if lrel, err = clean(hdr.Linkname); err == nil {
@@ -115,6 +136,39 @@ func (r *Root) ExtractTar(rd io.Reader, name string) error {
 			return r.pathErr("untar", hdr.Name, err)
 		}
 	}
+}
+
+// tooLarge is the error for a file entry of size bytes after files of
+// before bytes, refused since the workspace holds limit bytes.
+func tooLarge(size, before, limit int64) error {
+	if before == 0 {
+		return fmt.Errorf("a file of %d bytes, more than the %d bytes the workspace holds (refused before reading it): %w", size, limit, unix.EFBIG)
+	}
+	return fmt.Errorf("a file of %d bytes, which with the %d bytes of files before it in the tar is more than the %d bytes the workspace holds (refused before reading it): %w",
+		size, before, limit, unix.EFBIG)
+}
+
+// sizeLimit is the most file content the workspace holds (contentLimit).
+func (r *Root) sizeLimit() (int64, error) {
+	root, done, err := r.hold()
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	return r.contentLimit(root), nil
+}
+
+// ctxReader reads from r until ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(b)
 }
 
 // mkdirMode makes directory name, and its missing parents, and gives it

@@ -249,7 +249,7 @@ func TestExtractTarEscapes(t *testing.T) {
 		add(&tar.Header{Name: "s", Typeflag: tar.TypeSymlink, Linkname: h.outside}, "")
 		add(&tar.Header{Name: "s/pwned", Typeflag: tar.TypeReg}, "pwned")
 		tw.Close()
-		err := h.root.ExtractTar(&buf, ".")
+		err := h.root.ExtractTar(t.Context(), &buf, ".")
 		if err == nil {
 			t.Errorf("extracting a file through a planted symlink succeeded")
 		}
@@ -257,14 +257,14 @@ func TestExtractTarEscapes(t *testing.T) {
 		tw = tar.NewWriter(&buf)
 		add(&tar.Header{Name: "../evil", Typeflag: tar.TypeReg}, "pwned")
 		tw.Close()
-		if err := h.root.ExtractTar(&buf, "."); !errors.Is(err, ErrOutside) {
+		if err := h.root.ExtractTar(t.Context(), &buf, "."); !errors.Is(err, ErrOutside) {
 			t.Errorf("../evil: %v, want ErrOutside", err)
 		}
 		buf.Reset()
 		tw = tar.NewWriter(&buf)
 		add(&tar.Header{Name: "hl", Typeflag: tar.TypeLink, Linkname: "s/secret"}, "")
 		tw.Close()
-		if err := h.root.ExtractTar(&buf, "."); err == nil {
+		if err := h.root.ExtractTar(t.Context(), &buf, "."); err == nil {
 			t.Errorf("a hard link through a planted symlink succeeded")
 		}
 		h.untouched(t)
@@ -350,7 +350,7 @@ func TestCopyToAndBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Empty()
-		if err := r.ExtractTar(&buf, "."); err != nil {
+		if err := r.ExtractTar(t.Context(), &buf, "."); err != nil {
 			t.Fatal(err)
 		}
 		// A tar keeps the tree and every mode (not directory times).
