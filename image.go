@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/image"
+	"github.com/fumehood/sandbox/internal/wire"
 	"github.com/google/go-containerregistry/pkg/authn"
 )
 
@@ -48,7 +49,10 @@ type Image struct {
 	Platform string
 	// Store is the host directory of the image store, made if missing.
 	// Others may search it but not list it (mode 0711), so that a
-	// sandbox whose user is not its owner reaches its image's root.
+	// sandbox whose user is not its owner reaches its image's root; the
+	// parents it makes get that mode too. A parent that exists is left
+	// as it is: if it keeps the sandbox's host uid out (a root caller's
+	// sandbox runs as nobody, see Options.HostIDs), Run fails naming it.
 	// Empty: ImageStoreDir().
 	Store string
 	// Credentials gives the user name and password (or token) for a
@@ -213,6 +217,10 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", im.pullTimedOut(err))
 	}
+	uid, gid := s.opts.HostIDs()
+	if err := checkImageReachable(im.Ref, img.Root, uid, gid); err != nil {
+		return err
+	}
 	lease, err := st.Use(ctx, img)
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
@@ -251,6 +259,14 @@ func (o *Options) rootfs() string {
 		return o.pulled.Root
 	}
 	return o.Rootfs
+}
+
+// nameImageRoot makes an error of the init's about the root's source
+// name the image the caller set, not the Options.Rootfs it stands for.
+func (o *Options) nameImageRoot(se *wire.SetupError) {
+	if o.pulled != nil && se != nil {
+		se.Op = strings.ReplaceAll(se.Op, "(Options.Rootfs)", "(the root of Options.Image "+o.Image.Ref+")")
+	}
 }
 
 // imageEnv and imageDir are what the pulled image's config gives a run.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,6 +88,8 @@ func imageHint(err error) string {
 		return "give a registry reference (NAME[:TAG] or NAME@DIGEST), oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE"
 	case errors.Is(err, sandbox.ErrImageTooLarge):
 		return "the image is larger than the pull's limit"
+	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "Options.Image.Store"):
+		return "or pass --image-store DIR with a directory the sandbox's user can reach"
 	case errors.Is(err, sandbox.ErrBadImage):
 		return "the image is damaged or not an image: fetch or save it again"
 	}
