@@ -127,6 +127,11 @@ var (
 	// ErrImageInsecure: plain HTTP was asked for, or offered, where it is
 	// not allowed.
 	ErrImageInsecure = image.ErrInsecure
+	// ErrImageTransfer: the connection to the registry broke mid-pull
+	// (reset, or closed before a blob's end). The image is not known to
+	// be bad, and never matches ErrBadImage; nothing of it was stored,
+	// and a Run tried again pulls it again.
+	ErrImageTransfer = image.ErrTransfer
 )
 
 // ImageStoreDir is the image store's directory when Image.Store is empty:

@@ -86,6 +86,8 @@ func imageHint(err error) string {
 		return "check the name, the tag and the path (\"sandbox images\" lists the stored images)"
 	case errors.Is(err, sandbox.ErrBadImageRef):
 		return "give a registry reference (NAME[:TAG] or NAME@DIGEST), oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE"
+	case errors.Is(err, sandbox.ErrImageTransfer):
+		return "the connection to the registry broke during the pull; nothing was stored: run it again"
 	case errors.Is(err, sandbox.ErrImageTooLarge):
 		return "the image is larger than the pull's limit"
 	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "Options.Image.Store"):

@@ -316,7 +316,11 @@ func layerSources(ref string, f found, cf *v1.ConfigFile) ([]layerSource, error)
 			if err != nil {
 				return nil, err
 			}
-			return l.Compressed()
+			rc, err := l.Compressed()
+			if err != nil || !f.remote {
+				return rc, err
+			}
+			return remoteStream{rc}, nil
 		}}
 	}
 	return out, nil

@@ -1,7 +1,11 @@
 package image
 
 import (
+	"bytes"
+	"crypto/rand"
 	"errors"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -161,4 +165,67 @@ func TestUmask(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkImage(t, img)
+}
+
+// TestPullCutOff: a registry whose connection breaks in the middle of a
+// large layer fails the pull with ErrTransfer, which says to pull again
+// and is not ErrBadImage (the image is fine), and leaves nothing in the
+// store; the same pull, the connection whole, then succeeds.
+func TestPullCutOff(t *testing.T) {
+	big := make([]byte, 24<<20) // random, so gzip leaves it as large
+	rand.Read(big)
+	img := imageOf(t, "", imagetest.Layer(t, "", file("small", 0o644, "small")), imagetest.Layer(t, "", file("big", 0o644, string(big))))
+	layers, _ := img.Layers()
+	bigDigest, _ := layers[1].Digest()
+	bigSize, _ := layers[1].Size()
+	reg := newRegistry(t, "", "")
+	ref := reg.push(t, "test/big:v1", img, nil)
+	const cutAt = 4 << 20
+	reg.mu.Lock()
+	reg.wrap = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+bigDigest.String()) {
+			next.ServeHTTP(&cutWriter{ResponseWriter: w, left: cutAt}, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	}
+	reg.mu.Unlock()
+
+	s, _ := newStore(t)
+	_, err := s.Pull(ctxT(t), ref, local())
+	if !errors.Is(err, ErrTransfer) || errors.Is(err, ErrBadImage) || !strings.Contains(err.Error(), ref) ||
+		!strings.Contains(err.Error(), bigDigest.String()) || !strings.Contains(err.Error(), "pull it again") {
+		t.Fatalf("pull cut off after %d of %d bytes of layer %s: %v; want ErrTransfer (not ErrBadImage) naming the image and the layer and saying to pull again",
+			cutAt, bigSize, bigDigest, err)
+	}
+	t.Log(err)
+	checkEmpty(t, s)
+
+	reg.mu.Lock()
+	reg.wrap = nil
+	reg.mu.Unlock()
+	got, err := s.Pull(ctxT(t), ref, local())
+	if err != nil {
+		t.Fatalf("pull again, the connection whole: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(got.Root, "big")); err != nil || !bytes.Equal(b, big) {
+		t.Errorf("the big file after the second pull: %d bytes, %v; want the layer's %d", len(b), err, len(big))
+	}
+}
+
+// cutWriter passes on the first left bytes of a response, then breaks
+// the connection, as a registry that dies mid-blob does.
+type cutWriter struct {
+	http.ResponseWriter
+	left int64
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) < c.left {
+		c.left -= int64(len(p))
+		return c.ResponseWriter.Write(p)
+	}
+	c.ResponseWriter.Write(p[:c.left])
+	c.ResponseWriter.(http.Flusher).Flush()
+	panic(http.ErrAbortHandler) // net/http closes the connection, mid-body
 }

@@ -84,9 +84,10 @@ func entryName(n string) (string, error) {
 	return c, nil
 }
 
-// badEntry is the error for a refused entry of a layer.
+// badEntry is the error for a refused entry of a layer: the image's
+// fault, unless the host or the transfer failed.
 func badEntry(name string, err error) error {
-	if hostError(err) {
+	if hostError(err) || errors.Is(err, ErrTransfer) {
 		return fmt.Errorf("entry %q: %w", name, err)
 	}
 	if name == "" {
