@@ -92,7 +92,25 @@ type Image struct {
 	// that runs out fails Run with an error matching ErrImageTimeout and
 	// leaves nothing in the store. Zero: DefaultPullTimeout (10 minutes).
 	PullTimeout time.Duration
+	// Pull says when the registry is asked for an image the store holds
+	// already, as Kubernetes' imagePullPolicy: PullMissing (the zero
+	// value) runs the stored image of Ref with no request, even with the
+	// registry down, and pulls only what is missing; PullAlways asks the
+	// registry for the tag's manifest at each Sandbox's first Run;
+	// PullNever runs only a stored image, and fails with an error
+	// matching ErrImageNotFound when there is none.
+	Pull PullPolicy
 }
+
+// PullPolicy is Image.Pull: when a registry is asked for an image.
+type PullPolicy = image.PullPolicy
+
+// The pull policies (see Image.Pull).
+const (
+	PullMissing = image.PullMissing
+	PullAlways  = image.PullAlways
+	PullNever   = image.PullNever
+)
 
 // ImageProgress is a pull's progress in fetching one layer of an image.
 type ImageProgress struct {
@@ -156,7 +174,7 @@ func (c credentials) Resolve(r authn.Resource) (authn.Authenticator, error) {
 
 // pullOptions are im's options as the store takes them.
 func (im *Image) pullOptions() image.PullOptions {
-	o := image.PullOptions{Platform: im.Platform, Insecure: im.Insecure, MaxBytes: im.MaxBytes}
+	o := image.PullOptions{Platform: im.Platform, Insecure: im.Insecure, MaxBytes: im.MaxBytes, Policy: im.Pull}
 	if im.Credentials != nil {
 		o.Keychain = credentials(im.Credentials)
 	}

@@ -229,3 +229,60 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 	c.ResponseWriter.(http.Flusher).Flush()
 	panic(http.ErrAbortHandler) // net/http closes the connection, mid-body
 }
+
+// TestPullPolicy: a stored image pulled again by its tag makes no request
+// to the registry under PullMissing, and is found with the registry gone;
+// PullAlways asks the registry; PullNever with nothing stored fails with
+// ErrNotFound naming the image and the policy, and asks nothing.
+func TestPullPolicy(t *testing.T) {
+	img := imageOf(t, "", baseLayers(t)...)
+	reg := newRegistry(t, "", "")
+	ref := reg.push(t, "test/base:v1", img, nil)
+	s, _ := newStore(t)
+	first, err := s.Pull(ctxT(t), ref, local())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first pull: %d requests", reg.count(""))
+
+	reg.reset()
+	if _, err := s.Pull(ctxT(t), ref, withPolicy(PullAlways)); err != nil {
+		t.Fatalf("PullAlways of a stored image: %v", err)
+	}
+	if n := reg.count("manifests"); n == 0 {
+		t.Errorf("PullAlways of a stored image asked the registry for no manifest (%v)", reg.reqs)
+	}
+	t.Logf("PullAlways of a stored image: %d requests", reg.count(""))
+
+	reg.reset()
+	got, err := s.Pull(ctxT(t), ref, local())
+	if err != nil || got.Root != first.Root || got.Digest != first.Digest {
+		t.Fatalf("PullMissing of a stored image: %+v, %v; want the stored %s", got, err, first.Root)
+	}
+	if n := reg.count(""); n != 0 {
+		t.Errorf("PullMissing of a stored image made %d requests to the registry (%v), want none", n, reg.reqs)
+	}
+
+	reg.Close()
+	for _, p := range []PullPolicy{PullMissing, PullNever} {
+		if got, err := s.Pull(ctxT(t), ref, withPolicy(p)); err != nil || got.Root != first.Root {
+			t.Errorf("%v with the registry gone: %+v, %v; want the stored image", p, got, err)
+		}
+	}
+
+	empty, _ := newStore(t)
+	_, err = empty.Pull(ctxT(t), ref, withPolicy(PullNever))
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "pull policy is never") {
+		t.Errorf("PullNever with nothing stored: %v; want ErrNotFound naming the image and the policy", err)
+	}
+	checkEmpty(t, empty)
+	if _, err := empty.Pull(ctxT(t), ref, withPolicy(PullNever+1)); !errors.Is(err, ErrBadReference) {
+		t.Errorf("an unknown policy: %v, want ErrBadReference", err)
+	}
+}
+
+func withPolicy(p PullPolicy) PullOptions {
+	o := local()
+	o.Policy = p
+	return o
+}
