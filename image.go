@@ -32,7 +32,10 @@ import (
 //
 // Its User is not applied: every sandbox runs as its own unprivileged
 // user (SandboxUID), whatever the image says, and the image's files all
-// belong to the store's owner, readable as their modes allow. Its
+// belong to the store's owner, readable as their modes allow. The
+// layers' set-uid and set-gid bits, device nodes and extended attributes
+// are dropped: no file capability (security.capability), and no user.*
+// attribute either, so a program that stores data in xattrs finds none. Its
 // Entrypoint and Cmd are not run for you: the Cmd given to Run is the
 // program.
 type Image struct {
