@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"log"
@@ -141,5 +142,28 @@ func TestImagePullPolicy(t *testing.T) {
 	}
 	if err := New(Options{Image: &Image{Ref: ref, Pull: PullNever + 1}}).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.Image.Pull") {
 		t.Errorf("New with an unknown pull policy: %v, want ErrInvalidOption naming Options.Image.Pull", err)
+	}
+}
+
+// TestImagePullCutOff: a registry whose connection breaks in the middle
+// of a large layer fails the Run with an error matching ErrImageTransfer
+// and not ErrBadImage, naming the image and saying to pull again, and
+// the store holds nothing of it.
+func TestImagePullCutOff(t *testing.T) {
+	requireSandbox(t)
+	big := make([]byte, 16<<20) // random, so that gzip leaves it as large
+	rand.Read(big)
+	ref := imagetest.CutRegistry(t, "big/shell:v1", shellImage(t, imagetest.File("srv/app/big", 0o644, string(big))), 2<<20)
+	store := imageStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := newTest(t, Options{Image: &Image{Ref: ref, Store: store, Insecure: true}})
+	_, err := s.Run(ctx, Command("/bin/sh", "-c", "true"))
+	if !errors.Is(err, ErrImageTransfer) || errors.Is(err, ErrBadImage) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "pull it again") {
+		t.Errorf("Run with the registry's connection cut mid-layer: %v; want ErrImageTransfer, not ErrBadImage, naming %s and saying to pull again", err, ref)
+	}
+	s.Close()
+	if left := storeEntries(t, store); len(left) > 0 {
+		t.Errorf("the store holds %v after a pull cut off", left)
 	}
 }

@@ -184,7 +184,7 @@ func TestPullCutOff(t *testing.T) {
 	reg.mu.Lock()
 	reg.wrap = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+bigDigest.String()) {
-			next.ServeHTTP(&cutWriter{ResponseWriter: w, left: cutAt}, r)
+			next.ServeHTTP(&imagetest.CutWriter{ResponseWriter: w, Left: cutAt}, r)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -211,23 +211,6 @@ func TestPullCutOff(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(got.Root, "big")); err != nil || !bytes.Equal(b, big) {
 		t.Errorf("the big file after the second pull: %d bytes, %v; want the layer's %d", len(b), err, len(big))
 	}
-}
-
-// cutWriter passes on the first left bytes of a response, then breaks
-// the connection, as a registry that dies mid-blob does.
-type cutWriter struct {
-	http.ResponseWriter
-	left int64
-}
-
-func (c *cutWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) < c.left {
-		c.left -= int64(len(p))
-		return c.ResponseWriter.Write(p)
-	}
-	c.ResponseWriter.Write(p[:c.left])
-	c.ResponseWriter.(http.Flusher).Flush()
-	panic(http.ErrAbortHandler) // net/http closes the connection, mid-body
 }
 
 // TestPullPolicy: a stored image pulled again by its tag makes no request
