@@ -101,7 +101,10 @@ type Image struct {
 	// registry down, and pulls only what is missing; PullAlways asks the
 	// registry for the tag's manifest at each Sandbox's first Run;
 	// PullNever runs only a stored image, and fails with an error
-	// matching ErrImageNotFound when there is none.
+	// matching ErrImageNotFound when there is none. A stored image is run
+	// without asking the registry whether Credentials may still read it:
+	// where a store is shared by callers with different credentials, use
+	// PullAlways (as Kubernetes' AlwaysPullImages does).
 	Pull PullPolicy
 }
 
