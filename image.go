@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/image"
+	"github.com/fumehood/sandbox/internal/wire"
 	"github.com/google/go-containerregistry/pkg/authn"
 )
 
@@ -31,7 +32,10 @@ import (
 //
 // Its User is not applied: every sandbox runs as its own unprivileged
 // user (SandboxUID), whatever the image says, and the image's files all
-// belong to the store's owner, readable as their modes allow. Its
+// belong to the store's owner, readable as their modes allow. The
+// layers' set-uid and set-gid bits, device nodes and extended attributes
+// are dropped: no file capability (security.capability), and no user.*
+// attribute either, so a program that stores data in xattrs finds none. Its
 // Entrypoint and Cmd are not run for you: the Cmd given to Run is the
 // program.
 type Image struct {
@@ -48,7 +52,10 @@ type Image struct {
 	Platform string
 	// Store is the host directory of the image store, made if missing.
 	// Others may search it but not list it (mode 0711), so that a
-	// sandbox whose user is not its owner reaches its image's root.
+	// sandbox whose user is not its owner reaches its image's root; the
+	// parents it makes get that mode too. A parent that exists is left
+	// as it is: if it keeps the sandbox's host uid out (a root caller's
+	// sandbox runs as nobody, see Options.HostIDs), Run fails naming it.
 	// Empty: ImageStoreDir().
 	Store string
 	// Credentials gives the user name and password (or token) for a
@@ -88,7 +95,28 @@ type Image struct {
 	// that runs out fails Run with an error matching ErrImageTimeout and
 	// leaves nothing in the store. Zero: DefaultPullTimeout (10 minutes).
 	PullTimeout time.Duration
+	// Pull says when the registry is asked for an image the store holds
+	// already, as Kubernetes' imagePullPolicy: PullMissing (the zero
+	// value) runs the stored image of Ref with no request, even with the
+	// registry down, and pulls only what is missing; PullAlways asks the
+	// registry for the tag's manifest at each Sandbox's first Run;
+	// PullNever runs only a stored image, and fails with an error
+	// matching ErrImageNotFound when there is none. A stored image is run
+	// without asking the registry whether Credentials may still read it:
+	// where a store is shared by callers with different credentials, use
+	// PullAlways (as Kubernetes' AlwaysPullImages does).
+	Pull PullPolicy
 }
+
+// PullPolicy is Image.Pull: when a registry is asked for an image.
+type PullPolicy = image.PullPolicy
+
+// The pull policies (see Image.Pull).
+const (
+	PullMissing = image.PullMissing
+	PullAlways  = image.PullAlways
+	PullNever   = image.PullNever
+)
 
 // ImageProgress is a pull's progress in fetching one layer of an image.
 type ImageProgress struct {
@@ -123,6 +151,11 @@ var (
 	// ErrImageInsecure: plain HTTP was asked for, or offered, where it is
 	// not allowed.
 	ErrImageInsecure = image.ErrInsecure
+	// ErrImageTransfer: the connection to the registry broke mid-pull
+	// (reset, or closed before a blob's end). The image is not known to
+	// be bad, and never matches ErrBadImage; nothing of it was stored,
+	// and a Run tried again pulls it again.
+	ErrImageTransfer = image.ErrTransfer
 )
 
 // ImageStoreDir is the image store's directory when Image.Store is empty:
@@ -147,7 +180,7 @@ func (c credentials) Resolve(r authn.Resource) (authn.Authenticator, error) {
 
 // pullOptions are im's options as the store takes them.
 func (im *Image) pullOptions() image.PullOptions {
-	o := image.PullOptions{Platform: im.Platform, Insecure: im.Insecure, MaxBytes: im.MaxBytes}
+	o := image.PullOptions{Platform: im.Platform, Insecure: im.Insecure, MaxBytes: im.MaxBytes, Policy: im.Pull}
 	if im.Credentials != nil {
 		o.Keychain = credentials(im.Credentials)
 	}
@@ -213,6 +246,10 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", im.pullTimedOut(err))
 	}
+	uid, gid := s.opts.HostIDs()
+	if err := checkImageReachable(im.Ref, img.Root, uid, gid); err != nil {
+		return err
+	}
 	lease, err := st.Use(ctx, img)
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
@@ -251,6 +288,14 @@ func (o *Options) rootfs() string {
 		return o.pulled.Root
 	}
 	return o.Rootfs
+}
+
+// nameImageRoot makes an error of the init's about the root's source
+// name the image the caller set, not the Options.Rootfs it stands for.
+func (o *Options) nameImageRoot(se *wire.SetupError) {
+	if o.pulled != nil && se != nil {
+		se.Op = strings.ReplaceAll(se.Op, "(Options.Rootfs)", "(the root of Options.Image "+o.Image.Ref+")")
+	}
 }
 
 // imageEnv and imageDir are what the pulled image's config gives a run.

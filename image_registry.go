@@ -27,6 +27,9 @@ func (im *Image) checkRegistry() error {
 	if err := image.CheckMirrors(im.Mirrors); err != nil {
 		return &mirrorError{OptionError{Option: "Options.Image.Mirrors", Value: fmt.Sprint(im.Mirrors), Reason: err.Error()}, err}
 	}
+	if im.Pull < PullMissing || im.Pull > PullNever {
+		return optionErr("Options.Image.Pull", im.Pull.String(), "is not a pull policy: PullMissing, PullAlways or PullNever")
+	}
 	if im.PullTimeout < 0 {
 		return optionErr("Options.Image.PullTimeout", im.PullTimeout.String(), "must not be negative (zero: %v)", DefaultPullTimeout)
 	}

@@ -100,6 +100,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	if s.opts.InProcess {
 		var se *wire.SetupError
 		if r.h, se = launch.Launch(r.cfg, r.st.child, extra, true, &s.ws.teardown, func(text string) { s.log.Warn("sandbox: " + text) }); se != nil {
+			s.opts.nameImageRoot(se)
 			err = setupError(se, r.cfg)
 		}
 	} else if r.enter {
@@ -318,6 +319,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 	case se != nil && se.Op == wire.OpInitDied:
 		return nil, initDied(ws, exit, cfg)
 	case se != nil:
+		s.opts.nameImageRoot(se)
 		err := setupError(se, cfg)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, unix.EACCES) && se.Stage == "exec" {
 			res.Outcome, res.ExitCode = Exited, 127

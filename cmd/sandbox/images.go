@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,7 @@ type imageFlags struct {
 	store    absDir
 	insecure bool
 	registry registryFlags
+	pull     sandbox.PullPolicy
 }
 
 // add defines the flags in fs; withRef adds --image too.
@@ -34,6 +36,13 @@ func (f *imageFlags) add(fs *flag.FlagSet, withRef bool) {
 				"a registry reference (python:3.12-slim, ghcr.io/o/x:tag, name@sha256:...),\n"+
 				"oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE; pulled into the\n"+
 				"--image-store once; its Env and working directory are the program's defaults")
+		fs.Func("pull", "when to ask the registry for --image: `missing` (default: run the stored image\n"+
+			"with no request, pull it only if the store has none), always (ask for the tag's\n"+
+			"manifest each time), never (run only a stored image)", func(v string) error {
+			p, err := image.ParsePullPolicy(v)
+			f.pull = p
+			return err
+		})
 	}
 	fs.StringVar(&f.platform, "platform", "",
 		"the image's platform, `OS/ARCH[/VARIANT]` (default linux and this machine's arch)")
@@ -63,7 +72,7 @@ func (f *imageFlags) image(progress io.Writer) *sandbox.Image {
 		return nil
 	}
 	im := &sandbox.Image{Ref: f.ref, Platform: f.platform, Store: string(f.store), Insecure: f.insecure,
-		Mirrors: f.registry.mirrors.m, PullTimeout: f.registry.timeout()}
+		Mirrors: f.registry.mirrors.m, PullTimeout: f.registry.timeout(), Pull: f.pull}
 	if progress != nil {
 		im.Progress = newPullProgress(progress).show
 	}
@@ -81,12 +90,18 @@ func imageHint(err error) string {
 		return "plain HTTP is allowed only to a registry on loopback, with --insecure-registry"
 	case errors.Is(err, sandbox.ErrImagePlatform):
 		return "pass --platform with one of the platforms the image has"
+	case errors.Is(err, sandbox.ErrImageNotFound) && strings.Contains(err.Error(), "pull policy is never"):
+		return "pull it first (sandbox pull REF), or run with --pull missing"
 	case errors.Is(err, sandbox.ErrImageNotFound):
 		return "check the name, the tag and the path (\"sandbox images\" lists the stored images)"
 	case errors.Is(err, sandbox.ErrBadImageRef):
 		return "give a registry reference (NAME[:TAG] or NAME@DIGEST), oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE"
+	case errors.Is(err, sandbox.ErrImageTransfer):
+		return "the connection to the registry broke during the pull; nothing was stored: run it again"
 	case errors.Is(err, sandbox.ErrImageTooLarge):
 		return "the image is larger than the pull's limit"
+	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "Options.Image.Store"):
+		return "or pass --image-store DIR with a directory the sandbox's user can reach"
 	case errors.Is(err, sandbox.ErrBadImage):
 		return "the image is damaged or not an image: fetch or save it again"
 	}
@@ -207,7 +222,8 @@ func pullMain(args []string, s streams) int {
 	catchSignals(stop)
 	f.ref = fs.Arg(0)
 	prog := f.image(s.stderr).Progress
-	img, err := st.Pull(ctx, f.ref, image.PullOptions{Platform: f.platform, Insecure: f.insecure,
+	// As docker pull: the registry is asked, whatever the store holds.
+	img, err := st.Pull(ctx, f.ref, image.PullOptions{Platform: f.platform, Insecure: f.insecure, Policy: image.PullAlways,
 		Mirrors: f.registry.mirrors.m, Timeout: f.registry.timeout(),
 		Progress: func(p image.Progress) {
 			prog(sandbox.ImageProgress{Ref: f.ref, Layer: p.Layer, Index: p.Index, Count: p.Count, Done: p.Done, Total: p.Total})

@@ -157,3 +157,44 @@ func TestMCPImage(t *testing.T) {
 		t.Errorf("sandbox mcp --image %s: exit %d (%v), want %d with an error naming it and what to do:\n%s", missing, code, err, exitFailure, errOut.String())
 	}
 }
+
+// TestCLIImageDefaultStore: "sandbox run --image" with no --image-store
+// makes the default store from nothing, as on a fresh machine, and runs
+// the image; as root, one beneath a directory the sandbox's user (nobody)
+// cannot enter fails naming the directory and what to do.
+func TestCLIImageDefaultStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	bin := cliBinary(t)
+	dir := sharedDir(t)
+	cache := filepath.Join(dir, "cache") // as /var/cache is: 0755, nothing of ours in it
+	if err := os.Mkdir(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", cache)
+	layout := imagetest.WriteLayout(t, filepath.Join(dir, "layout"), testImage(t), "v1")
+	args := append(append([]string{"run", "--image", layout}, bestEffortHere()...), "--", "sh", "-c", "read -r m < marker; echo $m")
+	if code, out, errOut := runTool(t, bin, args...); code != 0 || out != "from the image\n" {
+		t.Errorf("run --image %s with the default store: exit %d\nstdout: %q\nstderr: %s", layout, code, out, errOut)
+	}
+	if ents, err := os.ReadDir(filepath.Join(cache, "fumehood-sandbox", "images", "roots")); err != nil || len(ents) != 1 {
+		t.Errorf("the default store's roots: %v, %v; want the image's", ents, err)
+	}
+
+	if os.Getuid() != 0 {
+		return
+	}
+	private := filepath.Join(dir, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(private, "cache"))
+	code, _, errOut := runTool(t, bin, args...)
+	if code != exitFailure || !strings.Contains(errOut, layout) || !strings.Contains(errOut, "chmod o+x "+private) ||
+		!strings.Contains(errOut, "--image-store") || strings.Contains(errOut, "Options.Rootfs") {
+		t.Errorf("run --image %s with the store beneath %s (0700): exit %d, want %d naming the image, the directory and --image-store:\n%s",
+			layout, private, code, exitFailure, errOut)
+	}
+}

@@ -3,14 +3,20 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/google/go-containerregistry/pkg/registry"
 )
 
 // TestCLIRegistryOptions: --registry-mirror pulls a registry's image from
@@ -164,5 +170,53 @@ func TestCLIImagesInUse(t *testing.T) {
 	images(t, "prune")
 	if got := inUse(t); got != "" {
 		t.Errorf("prune after the run kept the image (IN USE %q)", got)
+	}
+}
+
+// TestCLIPullPolicy: "sandbox run --image" runs a stored image by its tag
+// with no request to the registry, also with the registry gone; --pull
+// always asks it; --pull never with nothing stored fails naming the image
+// and what to do; an unknown --pull is refused.
+func TestCLIPullPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the tool; skipped in -short mode")
+	}
+	requireSandbox(t)
+	bin := cliBinary(t)
+	var requests atomic.Int64
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	ref := imagetest.Push(t, strings.TrimPrefix(srv.URL, "http://"), "shell:v1", testImage(t))
+	dir := sharedDir(t)
+	run := func(store string, flags ...string) (int, string, string) {
+		args := append(append([]string{"run", "--image-store", filepath.Join(dir, store), "--insecure-registry", "--image", ref}, flags...), bestEffortHere()...)
+		return runTool(t, bin, append(args, "--", "sh", "-c", "read -r m < marker; echo $m")...)
+	}
+	requests.Store(0)
+	if code, out, errOut := run("store"); code != 0 || out != "from the image\n" {
+		t.Fatalf("first run of %s: exit %d\nstdout: %q\nstderr: %s", ref, code, out, errOut)
+	}
+	t.Logf("first run: %d requests to the registry", requests.Load())
+	requests.Store(0)
+	if code, out, errOut := run("store"); code != 0 || out != "from the image\n" || requests.Load() != 0 {
+		t.Errorf("second run of %s: exit %d, %d requests to the registry (want none)\nstdout: %q\nstderr: %s", ref, code, requests.Load(), out, errOut)
+	}
+	if code, _, errOut := run("store", "--pull", "always"); code != 0 || requests.Load() == 0 {
+		t.Errorf("run --pull always: exit %d, %d requests to the registry (want some)\nstderr: %s", code, requests.Load(), errOut)
+	}
+	srv.Close()
+	if code, out, errOut := run("store"); code != 0 || out != "from the image\n" {
+		t.Errorf("run of the stored %s with the registry gone: exit %d\nstdout: %q\nstderr: %s", ref, code, out, errOut)
+	}
+	code, _, errOut := run("empty", "--pull", "never")
+	if code != exitFailure || !strings.Contains(errOut, ref) || !strings.Contains(errOut, "pull policy is never") || !strings.Contains(errOut, "sandbox pull") {
+		t.Errorf("run --pull never with nothing stored: exit %d, want %d naming the image, the policy and what to do:\n%s", code, exitFailure, errOut)
+	}
+	if code, _, errOut := run("store", "--pull", "sometimes"); code == 0 || !strings.Contains(errOut, "sometimes") || !strings.Contains(errOut, "missing, always or never") {
+		t.Errorf("run --pull sometimes: exit %d, want a refusal naming the value and the choices:\n%s", code, errOut)
 	}
 }

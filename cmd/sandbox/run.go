@@ -393,7 +393,7 @@ func (cfg *runConfig) memoryLimit() string {
 // optionFlags names the flag behind each Options or Cmd field it sets.
 var optionFlags = map[string]string{
 	"Options.Rootfs": "--rootfs", "Options.Image": "--image", "Options.Image.Ref": "--image",
-	"Options.Image.Mirrors": "--registry-mirror", "Options.Image.PullTimeout": "--pull-timeout", "Options.Workspace": "--workspace", "Cmd.Dir": "--dir",
+	"Options.Image.Mirrors": "--registry-mirror", "Options.Image.PullTimeout": "--pull-timeout", "Options.Image.Pull": "--pull", "Options.Image.Store": "--image-store", "Options.Workspace": "--workspace", "Cmd.Dir": "--dir",
 	"Options.Memory": "--memory", "Options.CPUs": "--cpus", "Options.Pids": "--pids",
 	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size", "Options.MaxFileSize": "--max-file-size",
 	"Options.Seccomp": "--seccomp", "Options.SeccompKill": "--seccomp-kill",

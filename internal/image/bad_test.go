@@ -116,7 +116,7 @@ func TestBadImages(t *testing.T) {
 		{"truncated layer on disk", func(t *testing.T) string { return layoutWith(t, good[:len(good)/2]) }, ErrBadImage, []string{"layer 2 of 2", second.String()}},
 		{"another layer's bytes on disk", func(t *testing.T) string { return layoutWith(t, otherBytes) }, ErrBadImage, []string{"layer 2 of 2", "digest is"}},
 		{"corrupt layer from a registry", func(t *testing.T) string { return registryWith(t, flipped, len(flipped)) }, ErrBadImage, []string{"layer 2 of 2", second.String()}},
-		{"truncated layer from a registry", func(t *testing.T) string { return registryWith(t, good[:len(good)/2], len(good)) }, ErrBadImage, []string{"layer 2 of 2", second.String()}},
+		{"layer cut off by the registry", func(t *testing.T) string { return registryWith(t, good[:len(good)/2], len(good)) }, ErrTransfer, []string{"layer 2 of 2", second.String(), "pull it again"}},
 		{"digest mismatch on disk", func(t *testing.T) string { return layoutWith(t, mtime) }, ErrBadImage, []string{"layer 2 of 2", second.String(), "digest is"}},
 		{"digest mismatch from a registry", func(t *testing.T) string { return registryWith(t, mtime, len(mtime)) }, ErrBadImage, []string{"layer 2 of 2", second.String(), "checksum"}},
 		{"diff ID mismatch", func(t *testing.T) string { return "oci:" + lyingLayout }, ErrBadImage, []string{"layer 2 of 2", "the config says"}},
@@ -141,6 +141,9 @@ func TestBadImages(t *testing.T) {
 			_, err := s.Pull(ctxT(t), ref, local2(ref))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if tc.want != ErrBadImage && errors.Is(err, ErrBadImage) {
+				t.Errorf("%v: matches ErrBadImage too", err)
 			}
 			for _, w := range append(tc.says, ref) {
 				if !strings.Contains(err.Error(), w) {

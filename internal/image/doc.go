@@ -26,7 +26,10 @@
 // os.Root, so no name, symlink or hard link in it reaches outside its
 // directory; names that climb out, absolute names and hard links to
 // missing files are refused; device nodes are dropped, set-uid and set-gid
-// bits cleared, ownership not applied (see unpackTar); bytes fetched and
+// bits cleared, ownership not applied, and every extended attribute of a
+// layer dropped: file capabilities (security.capability) as set-id bits
+// are, and user.* too, user.overlay.* above all, which would otherwise
+// steer the overlay of the layers (see unpackTar); bytes fetched and
 // bytes unpacked are bounded (PullOptions.MaxBytes, MaxUnpackedBytes), so
 // a decompression bomb is an error. A registry reached over plain HTTP is
 // refused unless the caller asked for it and the registry is on loopback.

@@ -23,6 +23,12 @@ var (
 	// ErrInsecure: plain HTTP was asked for, or offered, where it is not
 	// allowed.
 	ErrInsecure = errors.New("insecure registry refused")
+	// ErrTransfer: the connection to the registry broke while the image
+	// was being read (reset, closed before the end of a blob): nothing
+	// is known to be wrong with the image, and a pull tried again may
+	// succeed. It is never ErrBadImage, which says the bytes that
+	// arrived were wrong.
+	ErrTransfer = errors.New("image transfer broken off")
 )
 
 // ErrTimeout: the pull took longer than PullOptions.Timeout. The error

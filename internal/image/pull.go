@@ -92,6 +92,53 @@ type PullOptions struct {
 	// Timeout bounds the whole pull, on top of ctx's deadline. Zero or
 	// less: DefaultTimeout.
 	Timeout time.Duration
+	// Policy says when the registry is asked. Zero: PullMissing.
+	Policy PullPolicy
+}
+
+// PullPolicy says when a pull asks the registry for an image the store
+// may hold already, as Kubernetes' imagePullPolicy and docker's --pull.
+// It applies to registry references by tag; a reference by digest names
+// the same bytes for ever and is asked for only if missing, and oci: and
+// archive references are read from their files, which costs no network,
+// unless the policy is PullNever.
+type PullPolicy int
+
+const (
+	// PullMissing uses the image the store holds for the reference and
+	// platform, with no request to the registry, and pulls it only if
+	// the store has none (Kubernetes' IfNotPresent). A tag moved on the
+	// registry is not seen until a pull with PullAlways.
+	PullMissing PullPolicy = iota
+	// PullAlways asks the registry for the tag's manifest on every pull,
+	// and fetches what the store does not hold of it.
+	PullAlways
+	// PullNever uses only what the store holds, and fails with
+	// ErrNotFound when it holds nothing for the reference.
+	PullNever
+)
+
+// String is the policy as the CLI's --pull takes it.
+func (p PullPolicy) String() string {
+	switch p {
+	case PullMissing:
+		return "missing"
+	case PullAlways:
+		return "always"
+	case PullNever:
+		return "never"
+	}
+	return fmt.Sprintf("PullPolicy(%d)", int(p))
+}
+
+// ParsePullPolicy is the policy named by s, as String gives it.
+func ParsePullPolicy(s string) (PullPolicy, error) {
+	for _, p := range []PullPolicy{PullMissing, PullAlways, PullNever} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("pull policy %q: want missing, always or never", s)
 }
 
 // DefaultMaxBytes is PullOptions.MaxBytes's default, 4 GiB.
@@ -117,7 +164,8 @@ func (o PullOptions) withDefaults() PullOptions {
 }
 
 // Pull stores the image ref names and returns it; what the store already
-// holds is not fetched again. ref is a registry reference
+// holds is not fetched again, and o.Policy says whether a registry is
+// asked for an image the store holds under ref. ref is a registry reference
 // (docker.io/library/python:3.12-slim, localhost:5000/x:tag,
 // name@sha256:...), oci:DIR[:TAG] (an OCI image layout; the tag may be
 // omitted when it holds one image), oci-archive:FILE[:TAG] (a tar of one)
@@ -136,6 +184,9 @@ func (s *Store) pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	r, err := parseReference(ref, o.Insecure)
 	if err != nil {
 		return nil, err
+	}
+	if o.Policy < PullMissing || o.Policy > PullNever {
+		return nil, fmt.Errorf("image %s: %v is not a pull policy: %w", ref, o.Policy, ErrBadReference)
 	}
 	if err := CheckMirrors(o.Mirrors); err != nil {
 		return nil, fmt.Errorf("image %s: %w", ref, err)
@@ -162,6 +213,15 @@ func (s *Store) pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 		if rec, ok := s.byDigest(d.DigestStr(), platform); ok {
 			return s.keepRecord(ref, rec)
 		}
+	}
+	if o.Policy == PullNever || o.Policy == PullMissing && r.kind == kindRegistry {
+		if rec, ok := s.stored(ref, platform); ok {
+			return s.keepRecord(ref, rec)
+		}
+	}
+	if o.Policy == PullNever {
+		return nil, fmt.Errorf("image %s: not in the store for %s, and the pull policy is never: pull it first (sandbox pull), or pull missing images: %w",
+			ref, platform, ErrNotFound)
 	}
 
 	tmp, err := s.mkTemp()
@@ -263,6 +323,16 @@ func (s *Store) byDigest(digest, platform string) (record, bool) {
 	return record{}, false
 }
 
+// stored finds the record of ref pulled for platform whose root is in
+// place.
+func (s *Store) stored(ref, platform string) (record, bool) {
+	r, err := s.readRecord(recordKey(ref, platform))
+	if err != nil || r.Ref != ref || r.Platform != platform || !s.exists(s.rootRel(r.ChainID)) {
+		return record{}, false
+	}
+	return r, true
+}
+
 // keepRecord stores rec, a stored image, as pulled by ref too.
 func (s *Store) keepRecord(ref string, rec record) (*Image, error) {
 	if rec.Ref != ref {
@@ -316,7 +386,11 @@ func layerSources(ref string, f found, cf *v1.ConfigFile) ([]layerSource, error)
 			if err != nil {
 				return nil, err
 			}
-			return l.Compressed()
+			rc, err := l.Compressed()
+			if err != nil || !f.remote {
+				return rc, err
+			}
+			return remoteStream{rc}, nil
 		}}
 	}
 	return out, nil

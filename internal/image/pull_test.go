@@ -1,7 +1,11 @@
 package image
 
 import (
+	"bytes"
+	"crypto/rand"
 	"errors"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -161,4 +165,107 @@ func TestUmask(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkImage(t, img)
+}
+
+// TestPullCutOff: a registry whose connection breaks in the middle of a
+// large layer fails the pull with ErrTransfer, which says to pull again
+// and is not ErrBadImage (the image is fine), and leaves nothing in the
+// store; the same pull, the connection whole, then succeeds.
+func TestPullCutOff(t *testing.T) {
+	big := make([]byte, 24<<20) // random, so gzip leaves it as large
+	rand.Read(big)
+	img := imageOf(t, "", imagetest.Layer(t, "", file("small", 0o644, "small")), imagetest.Layer(t, "", file("big", 0o644, string(big))))
+	layers, _ := img.Layers()
+	bigDigest, _ := layers[1].Digest()
+	bigSize, _ := layers[1].Size()
+	reg := newRegistry(t, "", "")
+	ref := reg.push(t, "test/big:v1", img, nil)
+	const cutAt = 4 << 20
+	reg.mu.Lock()
+	reg.wrap = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+bigDigest.String()) {
+			next.ServeHTTP(&imagetest.CutWriter{ResponseWriter: w, Left: cutAt}, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	}
+	reg.mu.Unlock()
+
+	s, _ := newStore(t)
+	_, err := s.Pull(ctxT(t), ref, local())
+	if !errors.Is(err, ErrTransfer) || errors.Is(err, ErrBadImage) || !strings.Contains(err.Error(), ref) ||
+		!strings.Contains(err.Error(), bigDigest.String()) || !strings.Contains(err.Error(), "pull it again") {
+		t.Fatalf("pull cut off after %d of %d bytes of layer %s: %v; want ErrTransfer (not ErrBadImage) naming the image and the layer and saying to pull again",
+			cutAt, bigSize, bigDigest, err)
+	}
+	t.Log(err)
+	checkEmpty(t, s)
+
+	reg.mu.Lock()
+	reg.wrap = nil
+	reg.mu.Unlock()
+	got, err := s.Pull(ctxT(t), ref, local())
+	if err != nil {
+		t.Fatalf("pull again, the connection whole: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(got.Root, "big")); err != nil || !bytes.Equal(b, big) {
+		t.Errorf("the big file after the second pull: %d bytes, %v; want the layer's %d", len(b), err, len(big))
+	}
+}
+
+// TestPullPolicy: a stored image pulled again by its tag makes no request
+// to the registry under PullMissing, and is found with the registry gone;
+// PullAlways asks the registry; PullNever with nothing stored fails with
+// ErrNotFound naming the image and the policy, and asks nothing.
+func TestPullPolicy(t *testing.T) {
+	img := imageOf(t, "", baseLayers(t)...)
+	reg := newRegistry(t, "", "")
+	ref := reg.push(t, "test/base:v1", img, nil)
+	s, _ := newStore(t)
+	first, err := s.Pull(ctxT(t), ref, local())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first pull: %d requests", reg.count(""))
+
+	reg.reset()
+	if _, err := s.Pull(ctxT(t), ref, withPolicy(PullAlways)); err != nil {
+		t.Fatalf("PullAlways of a stored image: %v", err)
+	}
+	if n := reg.count("manifests"); n == 0 {
+		t.Errorf("PullAlways of a stored image asked the registry for no manifest (%v)", reg.reqs)
+	}
+	t.Logf("PullAlways of a stored image: %d requests", reg.count(""))
+
+	reg.reset()
+	got, err := s.Pull(ctxT(t), ref, local())
+	if err != nil || got.Root != first.Root || got.Digest != first.Digest {
+		t.Fatalf("PullMissing of a stored image: %+v, %v; want the stored %s", got, err, first.Root)
+	}
+	if n := reg.count(""); n != 0 {
+		t.Errorf("PullMissing of a stored image made %d requests to the registry (%v), want none", n, reg.reqs)
+	}
+
+	reg.Close()
+	for _, p := range []PullPolicy{PullMissing, PullNever} {
+		if got, err := s.Pull(ctxT(t), ref, withPolicy(p)); err != nil || got.Root != first.Root {
+			t.Errorf("%v with the registry gone: %+v, %v; want the stored image", p, got, err)
+		}
+	}
+
+	empty, _ := newStore(t)
+	_, err = empty.Pull(ctxT(t), ref, withPolicy(PullNever))
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "pull policy is never") {
+		t.Errorf("PullNever with nothing stored: %v; want ErrNotFound naming the image and the policy", err)
+	}
+	checkEmpty(t, empty)
+	if _, err := empty.Pull(ctxT(t), ref, withPolicy(PullNever+1)); !errors.Is(err, ErrBadReference) {
+		t.Errorf("an unknown policy: %v, want ErrBadReference", err)
+	}
+}
+
+func withPolicy(p PullPolicy) PullOptions {
+	o := local()
+	o.Policy = p
+	return o
 }

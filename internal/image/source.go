@@ -28,6 +28,9 @@ type found struct {
 	// docker is set for a docker archive, which has no manifest of its own
 	// (go-containerregistry would make one by compressing every layer).
 	docker bool
+	// remote is set for an image read from a registry (or a mirror),
+	// whose connection may break mid-read.
+	remote bool
 }
 
 // refNameAnnotation tags an image in an OCI layout's index.
@@ -47,7 +50,9 @@ func (s *Store) find(ctx context.Context, r reference, want v1.Platform, o PullO
 			if err != nil {
 				return found{}, remoteError(ctx, r.raw, err)
 			}
-			return selectImage(ctx, r.raw, idx, want, "", false)
+			f, err := selectImage(ctx, r.raw, idx, want, "", false)
+			f.remote = true
+			return f, err
 		}
 		if !desc.MediaType.IsImage() {
 			return found{}, fmt.Errorf("image %s: manifest of type %s is not an image: %w", r.raw, desc.MediaType, ErrBadImage)
@@ -56,7 +61,7 @@ func (s *Store) find(ctx context.Context, r reference, want v1.Platform, o PullO
 		if err != nil {
 			return found{}, remoteError(ctx, r.raw, err)
 		}
-		return found{img: img, digest: desc.Digest}, nil
+		return found{img: img, digest: desc.Digest, remote: true}, nil
 	case kindOCI, kindOCIArchive:
 		dir := r.path
 		if r.kind == kindOCIArchive {
@@ -281,6 +286,9 @@ func remoteError(ctx context.Context, ref string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("image %s: %w: %w", ref, ErrNotFound, err)
 	}
+	if brokenTransfer(err) {
+		return fmt.Errorf("image %s: %w", ref, transferError(err))
+	}
 	return fmt.Errorf("image %s: %w", ref, err)
 }
 
@@ -315,6 +323,9 @@ func (s *Store) extractArchive(ctx context.Context, r reference, tmp string, max
 // go-containerregistry.
 func verifyConfig(ref string, f found) (*v1.ConfigFile, error) {
 	raw, err := f.img.RawConfigFile()
+	if err != nil && f.remote && brokenTransfer(err) {
+		return nil, fmt.Errorf("image %s: config: %w", ref, transferError(err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("image %s: config: %w: %w", ref, ErrBadImage, err)
 	}

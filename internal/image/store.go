@@ -56,15 +56,23 @@ func DefaultDir() (string, error) {
 	return filepath.Join(home, ".cache", "fumehood-sandbox", "images"), nil
 }
 
-// Open opens the store in dir, creating it with mode 0700 if needed, and
-// removes what an interrupted pull left in it when no other user of the
-// store is active. Close releases it.
+// Open opens the store in dir, creating it and its missing parents if
+// needed, and removes what an interrupted pull left in it when no other
+// user of the store is active. Close releases it.
+//
+// The store's directory, and every parent Open creates, is searchable but
+// not listable by others (mode 0711): a sandbox whose host user is not
+// the caller (root's sandboxes run as nobody) opens its image's root by
+// its path, and must be able to pass through each directory above it.
+// Parents that exist already are left as they are, since they are not
+// the store's (a user's ~/.cache, often 0700): one that keeps the
+// sandbox's user out is reported by the sandbox when it runs the image.
 func Open(dir string) (*Store, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("image store %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirSearchable(dir); err != nil {
 		return nil, fmt.Errorf("image store %s: %w", dir, err)
 	}
 	// Searchable, not listable: a sandbox whose user is not the store's
@@ -338,6 +346,29 @@ func (s *Store) Use(ctx context.Context, img *Image) (*Lease, error) {
 		return nil, fmt.Errorf("image %s: %w", img.Ref, err)
 	}
 	return &Lease{f: f}, nil
+}
+
+// mkdirSearchable makes dir and each of its missing parents with mode
+// 0711, whatever the umask; directories that exist are left alone.
+func mkdirSearchable(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirSearchable(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // made meanwhile by another Open
+		}
+		return err
+	}
+	return os.Chmod(dir, 0o711)
 }
 
 // chmodSearchable adds search permission for everyone to dir, whose other

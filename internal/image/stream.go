@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"net"
+	"syscall"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -77,17 +78,52 @@ func decompress(r io.Reader) (io.Reader, func(), error) {
 }
 
 // readError classifies an error met while reading an image's bytes: the
-// caller's deadline, the network, or else the image itself (a digest or
+// caller's deadline, the transfer, or else the image itself (a digest or
 // size that does not match, a truncated or corrupt stream).
 func readError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	var ne net.Error
-	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadImage) || errors.As(err, &ne) {
+	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadImage) || errors.Is(err, ErrTransfer) {
 		return err
 	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return transferError(err)
+	}
 	return fmt.Errorf("%w: %w", ErrBadImage, err)
+}
+
+// transferError is err, a connection that broke, as ErrTransfer saying
+// what to do.
+func transferError(err error) error {
+	return fmt.Errorf("%w (the connection to the registry broke; nothing of the image was stored: pull it again): %w", ErrTransfer, err)
+}
+
+// brokenTransfer says whether err, read from a registry's response, is
+// the connection breaking rather than what the registry sent: the body
+// ending before its length (net/http's io.ErrUnexpectedEOF), a reset, a
+// network error. A body that ends where it says it does but does not
+// match its digest is the image's fault, and not one of these.
+func brokenTransfer(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE)
+}
+
+// remoteStream is a blob's body from a registry, whose read errors that
+// are the connection breaking match ErrTransfer. It sits beneath the
+// decompressor, so that a stream cut short is told from a compressed
+// stream that is itself truncated (which reads as the same
+// io.ErrUnexpectedEOF from gzip).
+type remoteStream struct{ io.ReadCloser }
+
+func (r remoteStream) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && brokenTransfer(err) {
+		err = transferError(err)
+	}
+	return n, err
 }
 
 func newSHA256() hash.Hash { return sha256.New() }

@@ -37,7 +37,16 @@ const (
 //   - modification times of regular files (compiled Python files compare
 //     them with their sources).
 //
-// Device nodes and anything else are dropped. Ownership is not applied:
+// Device nodes and anything else are dropped, and so is every extended
+// attribute a layer carries (tar's SCHILY.xattr and LIBARCHIVE.xattr
+// records): security.capability, since a file capability raises a
+// program's privileges as set-uid does; security.* and trusted.*, which
+// are the kernel's and its security modules'; user.overlay.*, which would
+// steer the overlay of the layers (an opaque or redirected directory the
+// layer did not earn by its whiteouts); and the other user.* too, so that
+// an image's tree is the same on every store, including file systems
+// that keep no user xattrs. The only xattrs in a layer's directory are
+// the store's own marks of its form (layerForm). Ownership is not applied:
 // files belong to the store's owner, who may not be root, and the sandbox
 // maps its own ids and sees the root read-only, so an image's owners give
 // no one anything.
@@ -84,9 +93,10 @@ func entryName(n string) (string, error) {
 	return c, nil
 }
 
-// badEntry is the error for a refused entry of a layer.
+// badEntry is the error for a refused entry of a layer: the image's
+// fault, unless the host or the transfer failed.
 func badEntry(name string, err error) error {
-	if hostError(err) {
+	if hostError(err) || errors.Is(err, ErrTransfer) {
 		return fmt.Errorf("entry %q: %w", name, err)
 	}
 	if name == "" {
