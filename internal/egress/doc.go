@@ -184,13 +184,17 @@
 // A request carrying a placeholder (in a header, or its target) to a host
 // its secret is not bound to is refused with 403, its record's Reason
 // naming the secret (never its value). Requests to a secret's host ask
-// for Accept-Encoding: identity; their responses have every secret's
-// value replaced by its placeholder in the status line, header names and values and
-// body, streamed with the last len(value)-1 bytes of each piece held back
-// (the body is re-framed chunked, or until the close for HTTP/1.0); a
-// response encoded anyway is refused with 502. A server that returns the
-// value transformed (base64, say) defeats the scrubber. Record texts are
-// scrubbed too.
+// for Accept-Encoding: identity. Their responses have every secret's value
+// replaced by its placeholder in the status line, header names and values
+// and body, by one rule: at the first place a value begins, the longest
+// value beginning there (so "id:password" is replaced whole where "id" is
+// a secret too). The header is scrubbed before it is parsed (names in any
+// case), so no error quoting it holds a value, escaped or not; one with a
+// folded field line (obs-fold) is refused with 502. The body is streamed
+// with the last len(value)-1 bytes of each piece held back (and re-framed
+// chunked, or until the close for HTTP/1.0); a response encoded anyway
+// is refused with 502. A server that returns the value transformed
+// (base64, say) defeats the scrubber. Record texts are scrubbed too.
 //
 // Interception costs the proxy's process, within the bounds: each
 // terminated tunnel's two handshakes (handshakeCost, about 1.2 ms

@@ -517,7 +517,7 @@ func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority 
 		// http.ReadResponse drops a Connection header that says "close"
 		// with the other headers it names, which must not be passed on
 		// either; the raw header has them.
-		resp, upBR, connTokens, err = s.readResponse(up, upIn, upBR, req)
+		resp, upBR, connTokens, err = s.readResponse(up, upIn, upBR, req, scrub)
 		if err != nil {
 			return s.fail(a, "read response", err, true)
 		}
@@ -541,9 +541,8 @@ func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority 
 			resp.Body.Close()
 			return s.fail(a, "read response", fmt.Errorf("the response to a request of a secret host is encoded (%.40s), though identity was asked for: it cannot be checked for the secret's value", ce), true)
 		}
-		sc := s.p.newScrubber()
-		sc.header(s.p, resp)
-		respBody.scrub = sc
+		// The header was scrubbed as it was read.
+		respBody.scrub = s.p.newScrubber()
 		// Scrubbing changes the body's length: it is sent chunked, or
 		// until the close.
 		resp.ContentLength = -1
@@ -591,9 +590,11 @@ func (s *session) describe(what string, err error) string {
 
 // readResponse reads one response header from up (through upIn, after
 // what br read ahead of the last one) into a buffer from the budget,
-// checks its size and field count, and parses it. It returns the reader
-// the response's body reads from, and the Connection header's values.
-func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reader, req *http.Request) (*http.Response, *bufio.Reader, []string, error) {
+// checks its size and field count, and parses it; with scrub, the
+// secrets' values in it are replaced before it is parsed (scrubHeader).
+// It returns the reader the response's body reads from, and the
+// Connection header's values.
+func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reader, req *http.Request, scrub bool) (*http.Response, *bufio.Reader, []string, error) {
 	if br != nil {
 		ahead, _ := br.Peek(br.Buffered())
 		upIn.unread(ahead)
@@ -618,8 +619,14 @@ func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reade
 		return nil, nil, nil, err
 	}
 	upIn.unread((*buf)[end:n])
-	tokens := connectionHeader((*buf)[:end])
-	br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader((*buf)[:end]), upIn), writeBufSize)
+	raw := (*buf)[:end]
+	if scrub {
+		if raw, err = s.p.scrubHeader(raw, maxHeaderBytes); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	tokens := connectionHeader(raw)
+	br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(raw), upIn), writeBufSize)
 	resp, err := http.ReadResponse(br, &http.Request{Method: req.Method})
 	return resp, br, tokens, err
 }
@@ -934,8 +941,7 @@ func copyFlush(w *bufio.Writer, src io.Reader, chunked bool) (int64, error) {
 		wr.give(buf)
 		if err == io.EOF {
 			if sc != nil {
-				// What was held back holds no whole value.
-				put(sc.carry)
+				sc.flush(put)
 			}
 			if chunked {
 				w.WriteString("0\r\n\r\n")
