@@ -192,9 +192,11 @@
 // case), so no error quoting it holds a value, escaped or not; one with a
 // folded field line (obs-fold) is refused with 502. The body is streamed
 // with the last len(value)-1 bytes of each piece held back (and re-framed
-// chunked, or until the close for HTTP/1.0); a response encoded anyway
-// is refused with 502. A server that returns the value transformed
-// (base64, say) defeats the scrubber. Record texts are scrubbed too.
+// chunked, or until the close for HTTP/1.0). A response that names a
+// content coding but identity (on any Content-Encoding line, in any list)
+// or a transfer coding but chunked (or any in HTTP/1.0) is refused with
+// 502. A server that returns the value transformed (base64, say) defeats
+// the scrubber. Record texts are scrubbed too.
 //
 // Interception costs the proxy's process, within the bounds: each
 // terminated tunnel's two handshakes (handshakeCost, about 1.2 ms

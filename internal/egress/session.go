@@ -483,7 +483,8 @@ func (s *session) forward(a *attempt, req *http.Request) bool {
 
 // relay sends req to up, an upstream connection made for it, as a request
 // for authority, and relays the response. With scrub, the response's
-// header and body have every secret's value replaced by its placeholder.
+// header and body have every secret's value replaced by its placeholder,
+// and an encoded body is refused.
 // It reports whether the client connection may carry another request.
 func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority string, scrub bool) bool {
 	// The sandbox may wait for "100 Continue" before sending the body;
@@ -537,9 +538,9 @@ func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority 
 	if scrub {
 		// A body encoded (compressed) against the request's wish
 		// could hide a value from the scrubber.
-		if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		if coding := contentCoding(resp.Header); coding != "" {
 			resp.Body.Close()
-			return s.fail(a, "read response", fmt.Errorf("the response to a request of a secret host is encoded (%.40s), though identity was asked for: it cannot be checked for the secret's value", ce), true)
+			return s.fail(a, "read response", fmt.Errorf("the response to a request of a secret host is encoded (Content-Encoding %.40q), though identity was asked for: it cannot be checked for the secret's value", coding), true)
 		}
 		// The header was scrubbed as it was read.
 		respBody.scrub = s.p.newScrubber()
@@ -625,10 +626,17 @@ func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reade
 			return nil, nil, nil, err
 		}
 	}
-	tokens := connectionHeader(raw)
+	fields := rawFields(raw)
 	br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(raw), upIn), writeBufSize)
 	resp, err := http.ReadResponse(br, &http.Request{Method: req.Method})
-	return resp, br, tokens, err
+	if te := fields.Values("Transfer-Encoding"); err == nil && scrub && len(te) > 0 && (!resp.ProtoAtLeast(1, 1) || transferCoding(fields) != "") {
+		// Parsing takes only chunked in HTTP/1.1, and ignores the
+		// field in HTTP/1.0, whose body would then pass still coded
+		// (compressed, or a value cut by chunk framing).
+		resp.Body.Close()
+		return nil, nil, nil, fmt.Errorf("the response to a request of a secret host has Transfer-Encoding %.40q in %s: its body cannot be checked for the secret's value", strings.Join(te, ", "), resp.Proto)
+	}
+	return resp, br, fields.Values("Connection"), err
 }
 
 // bodyReader reads a body from r, which reads from conn: before each read
@@ -726,15 +734,15 @@ func (s *session) pipe(dst io.Writer, src *meterConn) error {
 	}
 }
 
-// connectionHeader returns the values of the Connection header in a raw
-// response header.
-func connectionHeader(raw []byte) []string {
+// rawFields returns the fields of a raw response header, before
+// http.ReadResponse drops some of them.
+func rawFields(raw []byte) textproto.MIMEHeader {
 	r := textproto.NewReader(bufio.NewReader(bytes.NewReader(raw)))
 	if _, err := r.ReadLine(); err != nil {
 		return nil
 	}
 	h, _ := r.ReadMIMEHeader()
-	return h.Values("Connection")
+	return h
 }
 
 // continueReader sends "100 Continue" to the sandbox before the first read
