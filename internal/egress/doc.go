@@ -184,7 +184,10 @@
 // A request carrying a placeholder (in a header, or its target) to a host
 // its secret is not bound to is refused with 403, its record's Reason
 // naming the secret (never its value). Requests to a secret's host ask
-// for Accept-Encoding: identity. Their responses have every secret's value
+// for Accept-Encoding: identity, and lose the fields by which a front end
+// could route them elsewhere than their forced Host (Forwarded,
+// X-Forwarded-*, X-Original-*, X-Rewrite-URL, X-Host,
+// X-HTTP-Host-Override). Their responses have every secret's value
 // replaced by its placeholder in the status line, header names and values
 // and body, by one rule: at the first place a value begins, the longest
 // value beginning there (so "id:password" is replaced whole where "id" is

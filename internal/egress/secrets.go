@@ -51,8 +51,9 @@ func (s *Secret) boundTo(host string, port int) bool {
 }
 
 // putSecrets puts the values of the secrets bound to host:port in place
-// of their placeholders in h's values, and asks for an unencoded response
-// there (so the response can be scrubbed). A placeholder of a secret not
+// of their placeholders in h's values, asks for an unencoded response
+// there (so the response can be scrubbed), and drops the fields that
+// could route the request elsewhere (routingHeader). A placeholder of a secret not
 // bound there, in h or in uri, is a refusal: its text names the secret.
 // bound says whether host:port is a secret host.
 func (p *Proxy) putSecrets(h http.Header, uri, host string, port int) (bound bool, refusal string) {
@@ -84,8 +85,32 @@ func (p *Proxy) putSecrets(h http.Header, uri, host string, port int) (bound boo
 	}
 	if bound {
 		h.Set("Accept-Encoding", "identity")
+		for k := range h {
+			if routingHeader(k) {
+				delete(h, k)
+			}
+		}
 	}
 	return bound, ""
+}
+
+// routingHeader says whether a request header field may name, to a front
+// end, the host or URL to route the request to in place of its Host and
+// target: Forwarded, the X-Forwarded-* and X-Original-* families,
+// X-Rewrite-URL, X-Host, X-HTTP-Host-Override. The proxy forces the Host
+// of a request to a secret's host; a front end serving many tenants that
+// honoured one of these instead would hand the request, and the value in
+// it, to the tenant the program named. So they are dropped from such
+// requests (not set to the host: the proxy has nothing to say there that
+// Host does not). Names are compared in any case and with "_" as "-", as
+// servers that map fields to variables (CGI's HTTP_X_FORWARDED_HOST) do.
+func routingHeader(k string) bool {
+	k = strings.ReplaceAll(strings.ToLower(k), "_", "-")
+	switch k {
+	case "forwarded", "x-host", "x-http-host-override", "x-rewrite-url":
+		return true
+	}
+	return strings.HasPrefix(k, "x-forwarded") || strings.HasPrefix(k, "x-original")
 }
 
 // The one rule by which the proxy replaces secrets' values with their

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"testing"
@@ -851,6 +852,57 @@ func TestScrubberOverlapping(t *testing.T) {
 		sc.flush(emit)
 		if out.String() != want {
 			t.Errorf("pieces of %d: %q, want %q", size, out.String(), want)
+		}
+	}
+}
+
+// routingFields are request fields a front end may route by in place of
+// Host, as the program may set them.
+var routingFields = []string{"X-Forwarded-Host", "X-Forwarded-Server", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Port",
+	"Forwarded", "X-Original-Host", "X-Original-URL", "X-Rewrite-URL", "X-Host", "X-HTTP-Host-Override", "x_forwarded_host"}
+
+// TestSecretRoutingHeadersDropped: a request to a secret's host reaches it
+// with its Host forced and none of the fields by which a front end could
+// route it, and its value, elsewhere; to other hosts they pass.
+func TestSecretRoutingHeadersDropped(t *testing.T) {
+	ca := newUpstreamCA(t)
+	got := make(chan http.Header, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Host", r.Host)
+		got <- r.Header
+	})
+	plain := httptest.NewServer(h)
+	defer plain.Close()
+	tlsSrv := httptest.NewUnstartedServer(h)
+	tlsSrv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "api.secret.test")}}
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "other.allowed.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	c := sandboxClient(tpx)
+	for _, url := range []string{"http://api.secret.test:" + port(t, plain.URL) + "/", "https://api.secret.test:" + port(t, tlsSrv.URL) + "/",
+		"http://other.allowed.test:" + port(t, plain.URL) + "/"} {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("Authorization", "Bearer "+testPlaceholder)
+		if strings.Contains(url, "other") {
+			req.Header.Del("Authorization")
+		}
+		for _, k := range routingFields {
+			req.Header[k] = []string{"tenant.evil.test"}
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		seen := <-got
+		secret := !strings.Contains(url, "other")
+		for _, k := range routingFields {
+			if v, ok := seen[textproto.CanonicalMIMEHeaderKey(k)]; ok == secret {
+				t.Errorf("%s: got %s %q; want it only where no secret goes", url, k, v)
+			}
+		}
+		if secret && (seen.Get("Authorization") != "Bearer "+testValue || !strings.HasPrefix(seen.Get("Host"), "api.secret.test:")) {
+			t.Errorf("%s: got Authorization %q, Host %q", url, seen.Get("Authorization"), seen.Get("Host"))
 		}
 	}
 }
