@@ -541,6 +541,12 @@ func TestSecretOptionsRefused(t *testing.T) {
 		{"empty value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = "" }},
 		{"CR in value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\r" }},
 		{"LF in value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\nX: y" }},
+		// A header loses these: the server would get, and could echo,
+		// a shorter value than the one scrubbed.
+		{"leading space", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = " " + value }},
+		{"trailing tab", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\t" }},
+		{"control character", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\x01x" }},
+		{"DEL", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\x7fx" }},
 		{"long value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = strings.Repeat(value, 1000) }},
 		{"no hosts", "Options.Secrets[0].Hosts", func(o *Options) { o.Secrets[0].Hosts = nil }},
 		{"bad host", "Options.Secrets[0].Hosts[1]", func(o *Options) { o.Secrets[0].Hosts = append(o.Secrets[0].Hosts, "a:0") }},
@@ -563,6 +569,12 @@ func TestSecretOptionsRefused(t *testing.T) {
 			t.Errorf("%s: the error holds the value: %v", tc.name, err)
 		}
 		t.Logf("%s: %v", tc.name, err)
+	}
+	// What a header field carries as it is is allowed.
+	for _, v := range []string{"a\tb", `"q\`, "\xff\xfe", "id:pass word"} {
+		if err := New(base(func(o *Options) { o.Secrets[0].Value = v })).Err(); err != nil {
+			t.Errorf("value %q: %v", v, err)
+		}
 	}
 	for name, hosts := range map[string][]string{"exact": {"api.example.com:80"}, "under a wildcard": {"x.example.org:443", "*.y.example.org:443"}} {
 		if err := New(base(func(o *Options) { o.Secrets[0].Hosts = hosts })).Err(); err != nil {

@@ -15,8 +15,26 @@ import (
 type Secret struct {
 	Name        string // for reports and errors; never the value
 	Placeholder string // what the sandbox holds: unguessable, header-safe
-	Value       string // the real value: no CR, LF or NUL
+	Value       string // the real value: no CR, LF or NUL, nor what BadValue refuses
 	Hosts       *Rules // where Value may be sent: host names, not ranges
+}
+
+// BadValue says why v cannot be a secret's value beyond CR, LF and NUL,
+// or "" if it can: a header field value (RFC 9110 section 5.5) holds no
+// other control character but tab, and loses a space or tab at its
+// start or end, so the server would get, and could echo, a value shorter
+// than the one the scrubber looks for. A tab inside, and bytes that are
+// not UTF-8, travel as they are.
+func BadValue(v string) string {
+	if strings.Trim(v, " \t") != v {
+		return "begins or ends with a space or tab, which a header field loses"
+	}
+	for _, c := range []byte(v) {
+		if c < ' ' && c != '\t' && c != '\r' && c != '\n' && c != 0 || c == 0x7f {
+			return "holds a control character, which a header field may not"
+		}
+	}
+	return ""
 }
 
 // MaxSecretBytes bounds a secret's value and placeholder: they travel in
