@@ -133,8 +133,9 @@
 //     have at most 32 KiB (maxHeaderBytes) and 128 fields
 //     (maxHeaderFields: lines after the first), checked on the raw bytes
 //     as they arrive, before anything parses them (a parser allocates for
-//     each field). A larger request header is answered 431, a larger
-//     response header 502; both are recorded.
+//     each field); a secret's host's response header must fit once its
+//     values are replaced with placeholders too. A larger request header
+//     is answered 431, a larger response header 502; both are recorded.
 //   - Buffers: data is read into 32 KiB buffers borrowed from a budget of
 //     64 per Proxy (maxBuffers: 2 MiB). A connection takes one only once
 //     there is data to read, waiting for data holding none, and gives it

@@ -906,3 +906,32 @@ func TestSecretRoutingHeadersDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubbedHeaderBounded: a response header that would outgrow
+// maxHeaderBytes once a short value echoed in it many times is replaced
+// by its longer placeholder is refused with 502, not held.
+func TestScrubbedHeaderBounded(t *testing.T) {
+	ca := newUpstreamCA(t)
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"},
+		withSecrets(t, Secret{Name: "API_KEY", Placeholder: testPlaceholder, Value: "k3y"}))
+	c := sandboxClient(tpx)
+	for n, want := range map[int]int{5: 200, 100: 502} {
+		for _, url := range hostileURLs(t, ca, func(auth string) string {
+			return "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Echo: "+strings.Repeat(auth+",", n)+"\r\n", 20) + "Content-Length: 0\r\n\r\n"
+		}) {
+			resp, _ := getWith(t, c, url, testPlaceholder)
+			if resp.StatusCode != want || want == 200 && strings.Count(strings.Join(resp.Header.Values("X-Echo"), ""), testPlaceholder) != 20*n {
+				t.Errorf("%s, %d echoes a line: %d %q, want %d", url[:5], n, resp.StatusCode, resp.Header.Values("X-Echo"), want)
+			}
+		}
+	}
+	refused := 0
+	for _, r := range waitReport(t, tpx.Proxy, 6) {
+		if strings.Contains(r.Error, "once the secrets' values in it are replaced") {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Errorf("%d records say the scrubbed header was too large, want 2: %+v", refused, tpx.Report())
+	}
+}
