@@ -466,6 +466,22 @@ func TestSecretNotInRecords(t *testing.T) {
 				}
 			}
 		}
+		// A trailer section is parsed after the body was relayed, and
+		// not scrubbed, as it is not relayed.
+		for _, trailer := range []string{"X-Echo " + value, " " + value, "X-Echo: " + value + "\x01", "X-Echo(" + value + "): 1"} {
+			for _, url := range hostileURLs(t, ca, func(a string) string {
+				return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n" + strings.ReplaceAll(trailer, value, a) + "\r\n\r\n"
+			}) {
+				n++
+				req, _ := http.NewRequest("GET", url, nil)
+				req.Header.Set("Authorization", "Bearer "+testPlaceholder)
+				// The body is cut short where the trailer failed.
+				if resp, err := c.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}
 		rep := waitReport(t, tpx.Proxy, n+n/2) // each TLS one is a CONNECT and its request
 		quoted := 0
 		for _, r := range rep {

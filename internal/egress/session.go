@@ -551,6 +551,12 @@ func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority 
 	}
 	keep, err := writeResponse(s.writer(), resp, respBody, req)
 	resp.Body.Close()
+	if _, quoting := errors.AsType[textproto.ProtocolError](err); scrub && quoting {
+		// Parsing the trailer section after a chunked body quotes its
+		// lines (and the first 80 bytes of one), which were never
+		// scrubbed: they are not relayed, and not recorded either.
+		err = errors.New("malformed trailer section (not quoted: from a secret's host)")
+	}
 	if err != nil {
 		return s.fail(a, "relay response", err, false)
 	}
