@@ -71,9 +71,9 @@ func (s *Secret) boundTo(host string, port int) bool {
 // putSecrets puts the values of the secrets bound to host:port in place
 // of their placeholders in h's values, asks for an unencoded response
 // there (so the response can be scrubbed), and drops the fields that
-// could route the request elsewhere (routingHeader). A placeholder of a secret not
-// bound there, in h or in uri, is a refusal: its text names the secret.
-// bound says whether host:port is a secret host.
+// could route the request elsewhere (routingHeader). A placeholder of a
+// secret not bound there, in h or in uri, is a refusal: its text names
+// the secret. bound says whether host:port is a secret host.
 func (p *Proxy) putSecrets(h http.Header, uri, host string, port int) (bound bool, refusal string) {
 	if len(p.Secrets) == 0 {
 		return false, ""
@@ -156,7 +156,7 @@ func replaceValues(text, hay []byte, find [][]byte, secrets []Secret, limit int,
 	for {
 		at, which := -1, -1
 		for i, v := range find {
-			if next[i] == -1 {
+			if next[i] == -1 || len(v) == 0 {
 				continue
 			}
 			if next[i] < pos {
