@@ -139,12 +139,13 @@ func routingHeader(k string) bool {
 // "id:password"), the longer is replaced whole, whatever the order of
 // Proxy.Secrets.
 
-// replaceValues passes text to emit with the values of secrets that begin
-// before limit replaced by their placeholders (the one rule), and returns
-// where the text it passed on ends: after the last value replaced, or 0.
-// find[i] is what is looked for of secrets[i] in hay, which is text or
-// text with ASCII letters in lower case (then find[i] is lowered too).
-func replaceValues(text, hay []byte, find [][]byte, secrets []Secret, limit int, emit func([]byte) error) (int, error) {
+// replaceValues passes text to emit with the values that begin before
+// limit replaced by their placeholders (the one rule), and returns where
+// the text it passed on ends: after the last value replaced, or 0.
+// find[i] is what is looked for of a secret in hay, which is text or text
+// with ASCII letters in lower case (then find[i] is lowered too), and
+// put[i] its placeholder.
+func replaceValues(text, hay []byte, find, put [][]byte, limit int, emit func([]byte) error) (int, error) {
 	// next[i] is where find[i] next begins at or after pos: -1 if
 	// nowhere, below pos if not looked for since pos passed it.
 	var small [8]int
@@ -177,24 +178,22 @@ func replaceValues(text, hay []byte, find [][]byte, secrets []Secret, limit int,
 		if err := emit(text[pos:at]); err != nil {
 			return pos, err
 		}
-		if err := emit([]byte(secrets[which].Placeholder)); err != nil {
+		if err := emit(put[which]); err != nil {
 			return pos, err
 		}
 		pos = at + len(find[which])
 	}
 }
 
-// values is what replaceValues looks for of each secret: its value, or
-// with lower, its value with ASCII letters in lower case.
-func values(secrets []Secret, lower bool) [][]byte {
-	find := make([][]byte, len(secrets))
-	for i, s := range secrets {
-		find[i] = []byte(s.Value)
-		if lower {
-			find[i] = asciiLower(find[i])
+// scrubValues is what replaceValues looks for of each secret, its value,
+// and what it puts in its place, made once for all the Proxy's scrubbing.
+func (p *Proxy) scrubValues() (find, put [][]byte) {
+	p.scrubOnce.Do(func() {
+		for _, s := range p.Secrets {
+			p.find, p.put = append(p.find, []byte(s.Value)), append(p.put, []byte(s.Placeholder))
 		}
-	}
-	return find
+	})
+	return p.find, p.put
 }
 
 // asciiLower returns a copy of b with ASCII letters in lower case: the
@@ -218,7 +217,8 @@ func (p *Proxy) scrubText(s string) string {
 	var b []byte
 	emit := func(piece []byte) error { b = append(b, piece...); return nil }
 	text := []byte(s)
-	end, _ := replaceValues(text, text, values(p.Secrets, false), p.Secrets, len(text), emit)
+	find, put := p.scrubValues()
+	end, _ := replaceValues(text, text, find, put, len(text), emit)
 	if end == 0 {
 		return s
 	}
@@ -258,7 +258,12 @@ func (p *Proxy) scrubHeader(raw []byte, size int) ([]byte, error) {
 		out = append(out, piece...)
 		return nil
 	}
-	end, err := replaceValues(raw, hay, values(p.Secrets, true), p.Secrets, len(raw), emit)
+	find, put := p.scrubValues()
+	lower := make([][]byte, len(find))
+	for i, v := range find {
+		lower[i] = asciiLower(v)
+	}
+	end, err := replaceValues(raw, hay, lower, put, len(raw), emit)
 	if err != nil || end == 0 {
 		return raw, err
 	}
@@ -272,14 +277,14 @@ func (p *Proxy) scrubHeader(raw []byte, size int) ([]byte, error) {
 // (the one rule), holding back the last bytes of each piece, where a
 // value may begin that the next piece completes.
 type scrubber struct {
-	secrets []Secret
-	find    [][]byte
-	keep    int    // the longest value's length - 1
-	carry   []byte // held back; at most keep bytes, in an array of its own
+	find, put [][]byte // see scrubValues
+	keep      int      // the longest value's length - 1
+	carry     []byte   // held back; at most keep bytes, in an array of its own
 }
 
 func (p *Proxy) newScrubber() *scrubber {
-	sc := &scrubber{secrets: p.Secrets, find: values(p.Secrets, false)}
+	sc := &scrubber{}
+	sc.find, sc.put = p.scrubValues()
 	for _, s := range p.Secrets {
 		sc.keep = max(sc.keep, len(s.Value)-1)
 	}
@@ -294,7 +299,7 @@ func (p *Proxy) newScrubber() *scrubber {
 // never replaced before the longer one could be seen.
 func (sc *scrubber) write(data []byte, emit func([]byte) error) error {
 	limit := len(data) - sc.keep
-	end, err := replaceValues(data, data, sc.find, sc.secrets, limit, emit)
+	end, err := replaceValues(data, data, sc.find, sc.put, limit, emit)
 	if err != nil {
 		return err
 	}
@@ -308,7 +313,7 @@ func (sc *scrubber) write(data []byte, emit func([]byte) error) error {
 
 // flush scrubs and passes on what is held back, at the end of the stream.
 func (sc *scrubber) flush(emit func([]byte) error) error {
-	end, err := replaceValues(sc.carry, sc.carry, sc.find, sc.secrets, len(sc.carry), emit)
+	end, err := replaceValues(sc.carry, sc.carry, sc.find, sc.put, len(sc.carry), emit)
 	if err != nil {
 		return err
 	}

@@ -951,3 +951,23 @@ func TestScrubbedHeaderBounded(t *testing.T) {
 		t.Errorf("%d records say the scrubbed header was too large, want 2: %+v", refused, tpx.Report())
 	}
 }
+
+// BenchmarkScrubber measures scrubbing 32 KiB pieces of a body: one
+// that echoes a value every KiB, and one dense with a short value while
+// a second value never occurs (each match used to rescan the rest for it).
+func BenchmarkScrubber(b *testing.B) {
+	secrets := []Secret{{Value: testValue, Placeholder: testPlaceholder}, {Value: "id", Placeholder: "sandbox-secret-ID-00112233445566778899aabbccddeeff"}}
+	for name, piece := range map[string][]byte{
+		"echo":  bytes.Repeat([]byte(strings.Repeat("x", 1024-len(testValue))+testValue), 32),
+		"dense": bytes.Repeat([]byte("id"), 16<<10),
+	} {
+		b.Run(name, func(b *testing.B) {
+			sc := (&Proxy{Secrets: secrets}).newScrubber()
+			discard := func([]byte) error { return nil }
+			b.SetBytes(int64(len(piece)))
+			for b.Loop() {
+				sc.write(piece, discard)
+			}
+		})
+	}
+}
