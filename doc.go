@@ -344,10 +344,14 @@
 // a body goes out as it is.
 //
 // The value never reaches the sandbox: requests to a secret's hosts ask
-// for an unencoded response (Accept-Encoding: identity; a response
-// encoded anyway is refused with 502), and every value is replaced by its
-// placeholder in the status line, the header names and values and the
-// body of their responses (a scrubbed body is re-framed chunked). A host
+// for an unencoded response (Accept-Encoding: identity; a response that
+// names any other content coding, on any Content-Encoding line, is
+// refused with 502), and every value is replaced by its placeholder in
+// the status line, the header names and values and the body of their
+// responses (the longer value whole where one holds another; a scrubbed
+// body is re-framed chunked). Those requests lose the fields by which a
+// front end could route them elsewhere than their Host (Forwarded,
+// X-Forwarded-*, X-Original-*, X-Rewrite-URL, X-Host). A host
 // that hands the value back transformed (base64, split, inside a
 // compressed file) is beyond what the scrubber can recognise; bind a
 // secret only to hosts you trust with it. The value is never put in a Result, error or log.

@@ -25,8 +25,10 @@ type Secret struct {
 	// Name is the environment variable that holds the placeholder inside
 	// the sandbox: letters, digits and "_", not starting with a digit.
 	Name string
-	// Value is the real value. It must not hold CR, LF or NUL (it goes
-	// in a header line) and may be at most MaxSecretBytes long.
+	// Value is the real value. It goes in a header field, so it must not
+	// hold CR, LF, NUL or another control character but tab, nor begin
+	// or end with a space or tab (which a header loses); it may be at
+	// most MaxSecretBytes long.
 	Value string
 	// Hosts are where Value may be sent: host names in Options.Egress's
 	// syntax ("api.example.com", "*.example.com", "api.example.com:8443"),
@@ -93,6 +95,7 @@ func (o *Options) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 		field := fmt.Sprintf("Options.Secrets[%d]", i)
 		// The value is never quoted: errors name the secret by Name.
 		hidden := fmt.Sprintf("%d bytes", len(sec.Value))
+		bad := egress.BadValue(sec.Value)
 		switch {
 		case sec.Name == "":
 			return nil, optionErr(field+".Name", "", "is empty: name the environment variable that is to hold the placeholder")
@@ -106,6 +109,8 @@ func (o *Options) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 			return nil, optionErr(field+".Value", hidden, "is empty (secret %s)", sec.Name)
 		case strings.ContainsAny(sec.Value, "\r\n\x00"):
 			return nil, optionErr(field+".Value", hidden, "holds CR, LF or NUL, which cannot go in a header line (secret %s)", sec.Name)
+		case bad != "":
+			return nil, optionErr(field+".Value", hidden, "%s (secret %s)", bad, sec.Name)
 		case len(sec.Value) > MaxSecretBytes:
 			return nil, optionErr(field+".Value", hidden, "is longer than %d bytes (MaxSecretBytes; secret %s)", MaxSecretBytes, sec.Name)
 		case len(sec.Hosts) == 0:

@@ -4,12 +4,14 @@ package sandbox
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -23,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,10 +49,12 @@ func secretLike(t *testing.T) string {
 	return "sk-live-" + hex.EncodeToString(b[:])
 }
 
-// echoSeen is what a test server was sent: each request's Authorization.
+// echoSeen is what a test server was sent: each request's Authorization,
+// and its whole header.
 type echoSeen struct {
-	mu   sync.Mutex
-	auth []string
+	mu      sync.Mutex
+	auth    []string
+	headers []http.Header
 }
 
 func (e *echoSeen) list() []string {
@@ -60,7 +65,12 @@ func (e *echoSeen) list() []string {
 
 // secretEcho serves on 127.0.0.2, over TLS with cert if set: it answers
 // with every header it got, in the body and as X-Echo-<name> headers, and
-// records the Authorization header. It returns the port.
+// the Authorization also in Location, Set-Cookie and WWW-Authenticate;
+// and it records the Authorization header and the whole header. As a
+// hostile or careless server would, it answers /gzip with that body
+// gzipped, with a Content-Encoding line for each "ce" in the query, and
+// /malformed with the Authorization's credentials as the status code of a
+// malformed status line. It returns the port.
 func secretEcho(t *testing.T, cert *tls.Certificate, seen *echoSeen) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
@@ -71,13 +81,35 @@ func secretEcho(t *testing.T, cert *tls.Certificate, seen *echoSeen) string {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			seen.mu.Lock()
 			seen.auth = append(seen.auth, r.Header.Get("Authorization"))
+			seen.headers = append(seen.headers, r.Header.Clone())
 			seen.mu.Unlock()
+			auth := r.Header.Get("Authorization")
+			if r.URL.Path == "/malformed" {
+				c, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					io.WriteString(c, "HTTP/1.1 "+strings.TrimPrefix(auth, "Bearer ")+" OK\r\n\r\n")
+					c.Close()
+				}
+				return
+			}
 			var body strings.Builder
 			for k, vs := range r.Header {
 				for _, v := range vs {
 					w.Header().Add("X-Echo-"+k, v)
 					fmt.Fprintf(&body, "%s: %s\n", k, v)
 				}
+			}
+			if auth != "" {
+				w.Header().Set("Location", "/login?next="+auth)
+				w.Header().Set("Set-Cookie", "s="+strings.TrimPrefix(auth, "Bearer ")+"; Path=/")
+				w.Header().Set("WWW-Authenticate", auth+` realm="echo"`)
+			}
+			if r.URL.Path == "/gzip" {
+				w.Header()["Content-Encoding"] = r.URL.Query()["ce"]
+				zw := gzip.NewWriter(w)
+				io.WriteString(zw, body.String())
+				zw.Close()
+				return
 			}
 			io.WriteString(w, body.String())
 		}),
@@ -138,15 +170,32 @@ func newSecretSetup(t *testing.T) *secretSetup {
 	return ss
 }
 
-// noValue fails if res holds v anywhere: output, errors, connections.
+// noValue fails if res holds v anywhere, as it is or escaped
+// (valueForms): output, errors, connections.
 func noValue(t *testing.T, res *Result, values ...string) {
 	t.Helper()
 	all := fmt.Sprintf("%s\n%s\n%+v", res.Stdout, res.Stderr, *res)
 	for _, v := range values {
-		if strings.Contains(all, v) {
-			t.Errorf("the Result holds a secret's value:\n%s", all)
+		for _, f := range valueForms(v) {
+			if strings.Contains(all, f) {
+				t.Errorf("the Result holds a secret's value as %q:\n%s", f, all)
+			}
 		}
 	}
+}
+
+// valueForms are the forms in which v may stand in a text: as it is, as
+// Go's %q and %+q and JSON write it, and as a JSON log writes a text that
+// holds one of those.
+func valueForms(v string) []string {
+	inner := func(q string) string { return q[1 : len(q)-1] }
+	j, _ := json.Marshal(v)
+	forms := []string{v, inner(strconv.Quote(v)), inner(strconv.QuoteToASCII(v)), inner(string(j))}
+	for _, f := range forms[:3] {
+		jf, _ := json.Marshal(f)
+		forms = append(forms, inner(string(jf)))
+	}
+	return forms
 }
 
 func TestSecretReachesServer(t *testing.T) {
@@ -541,6 +590,12 @@ func TestSecretOptionsRefused(t *testing.T) {
 		{"empty value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = "" }},
 		{"CR in value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\r" }},
 		{"LF in value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\nX: y" }},
+		// A header loses these: the server would get, and could echo,
+		// a shorter value than the one scrubbed.
+		{"leading space", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = " " + value }},
+		{"trailing tab", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\t" }},
+		{"control character", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\x01x" }},
+		{"DEL", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\x7fx" }},
 		{"long value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = strings.Repeat(value, 1000) }},
 		{"no hosts", "Options.Secrets[0].Hosts", func(o *Options) { o.Secrets[0].Hosts = nil }},
 		{"bad host", "Options.Secrets[0].Hosts[1]", func(o *Options) { o.Secrets[0].Hosts = append(o.Secrets[0].Hosts, "a:0") }},
@@ -563,6 +618,12 @@ func TestSecretOptionsRefused(t *testing.T) {
 			t.Errorf("%s: the error holds the value: %v", tc.name, err)
 		}
 		t.Logf("%s: %v", tc.name, err)
+	}
+	// What a header field carries as it is is allowed.
+	for _, v := range []string{"a\tb", `"q\`, "\xff\xfe", "id:pass word"} {
+		if err := New(base(func(o *Options) { o.Secrets[0].Value = v })).Err(); err != nil {
+			t.Errorf("value %q: %v", v, err)
+		}
 	}
 	for name, hosts := range map[string][]string{"exact": {"api.example.com:80"}, "under a wildcard": {"x.example.org:443", "*.y.example.org:443"}} {
 		if err := New(base(func(o *Options) { o.Secrets[0].Hosts = hosts })).Err(); err != nil {
@@ -676,5 +737,154 @@ func TestSecretNotInAuditTrail(t *testing.T) {
 	}
 	if !strings.Contains(out, "placeholder of secret API_KEY") {
 		t.Errorf("the audit trail does not name the refused secret:\n%s", out)
+	}
+}
+
+// hostileClient asks each base URL given for what secretEcho answers as
+// a hostile server would, and prints each response: status, header, body
+// and the body gunzipped where it is gzip, as a program would get a value
+// out of a compressed echo.
+const hostileClient = `
+import gzip, os, sys, urllib.request, urllib.error
+out = sys.stdout.buffer
+def get(url, key, headers={}):
+    h = {"Authorization": "Bearer " + os.environ[key]}
+    h.update(headers)
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=h), timeout=30) as r:
+            status, head, body = r.status, r.getheaders(), r.read()
+    except urllib.error.HTTPError as e:
+        status, head, body = e.code, e.headers.items(), e.read()
+    try:
+        body += b"\n" + gzip.decompress(body)
+    except Exception:
+        pass
+    out.write(("STATUS %s %d\n" % (url, status)).encode())
+    out.write("".join("%s: %s\n" % kv for kv in head).encode("utf-8", "surrogateescape") + body + b"\n")
+for base in sys.argv[1:]:
+    for q in ("ce=identity&ce=gzip", "ce=&ce=gzip", "ce=identity,+gzip", "ce=Identity&ce=GZIP"):
+        get(base + "gzip?" + q, "API_KEY")
+    get(base + "echo", "API_KEY", {"X-Forwarded-Host": "tenant.evil.test", "Forwarded": "host=tenant.evil.test",
+        "X-Original-Host": "tenant.evil.test"})
+    get(base + "malformed", "AWKWARD")
+`
+
+// TestSecretHostileServer: a secret's host that answers as a hostile or
+// careless server would gets no value to the program, nor into the Result
+// or the audit trail in any form, raw or escaped: a gzipped echo under
+// Content-Encoding lines identity (or empty) then gzip, or a list of them,
+// is refused; an echo of a value that holds another secret's (an account
+// id, and more after it) shows the program only the longer's placeholder;
+// a malformed answer that quotes a value with a quote, a backslash, a tab
+// and bytes that are not UTF-8 is recorded with its placeholder. And the
+// fields by which a front end could route the request elsewhere than its
+// Host do not reach the server.
+func TestSecretHostileServer(t *testing.T) {
+	requireSandbox(t)
+	requirePrograms(t, "python3")
+	ss := newSecretSetup(t)
+	opts := ss.opts
+	hosts := opts.Secrets[0].Hosts
+	account := ss.value[:20] // "sk-live-" and 12 hex digits: API_KEY's value begins with it
+	rest := ss.value[20:]
+	awkward := `sk-"quoted\back` + "\tslash\xff\xfe-" + hex.EncodeToString([]byte(rest))
+	opts.Secrets = append([]Secret{{Name: "ACCOUNT", Value: account, Hosts: hosts}}, opts.Secrets...)
+	opts.Secrets = append(opts.Secrets, Secret{Name: "AWKWARD", Value: awkward, Hosts: hosts})
+	var trail lockedBuffer
+	opts.Audit = slog.NewJSONHandler(&trail, nil)
+	s := newTest(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	res, err := s.Run(ctx, Command("/usr/bin/python3", "-c", hostileClient, ss.apiPlainURL, ss.apiTLSURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	out := string(res.Stdout)
+	if !res.Success() {
+		t.Fatalf("%v\nstdout: %s\nstderr: %s", res.Err(), out, res.Stderr)
+	}
+	secrets := []string{ss.value, rest, awkward, ss.second}
+	noValue(t, res, secrets...)
+	for _, base := range []string{ss.apiPlainURL, ss.apiTLSURL} {
+		for _, q := range []string{"ce=identity&ce=gzip", "ce=&ce=gzip", "ce=identity,+gzip", "ce=Identity&ce=GZIP"} {
+			if want := "STATUS " + base + "gzip?" + q + " 502\n"; !strings.Contains(out, want) {
+				t.Errorf("no %q: a gzipped echo was not refused:\n%s", want, out)
+			}
+		}
+		if want := "STATUS " + base + "malformed 502\n"; !strings.Contains(out, want) {
+			t.Errorf("no %q:\n%s", want, out)
+		}
+	}
+	// The echo shows API_KEY's placeholder whole, ACCOUNT's nowhere.
+	if n := strings.Count(out, placeholderPrefix+"API_KEY-"); n < 2*5 || strings.Contains(out, placeholderPrefix+"ACCOUNT-") {
+		t.Errorf("the echoes show API_KEY's placeholder %d times (want it in X-Echo-Authorization, Location, Set-Cookie, WWW-Authenticate and the body of each), or ACCOUNT's:\n%s", n, out)
+	}
+	var echoed int
+	ss.apiSeen.mu.Lock()
+	defer ss.apiSeen.mu.Unlock()
+	for _, h := range ss.apiSeen.headers {
+		for _, k := range []string{"X-Forwarded-Host", "Forwarded", "X-Original-Host"} {
+			if v := h.Values(k); len(v) > 0 {
+				t.Errorf("the secret's host got %s %q from the program", k, v)
+			}
+		}
+		if h.Get("Authorization") == "Bearer "+ss.value {
+			echoed++
+		}
+	}
+	if echoed != 2*5 {
+		t.Errorf("the server got API_KEY's value %d times, want %d", echoed, 2*5)
+	}
+	quoted := 0
+	for _, c := range res.Connections {
+		if strings.Contains(c.Error, "malformed") && strings.Contains(c.Error, placeholderPrefix+"AWKWARD-") {
+			quoted++
+		}
+	}
+	if quoted != 2 {
+		t.Errorf("%d records quote the malformed answer with AWKWARD's placeholder, want 2: %+v", quoted, res.Connections)
+	}
+	// The audit trail, as written and as its attributes read back.
+	log := trail.String()
+	for _, v := range secrets {
+		for _, f := range valueForms(v) {
+			if strings.Contains(log, f) {
+				t.Errorf("the audit trail holds a value as %q", f)
+			}
+		}
+	}
+	events := 0
+	for line := range strings.Lines(log) {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		events++
+		var walk func(any)
+		walk = func(x any) {
+			switch x := x.(type) {
+			case string:
+				for _, v := range secrets {
+					for _, f := range valueForms(v) {
+						if strings.Contains(x, f) {
+							t.Errorf("an audit attribute holds a value as %q: %q", f, x)
+						}
+					}
+				}
+			case map[string]any:
+				for _, y := range x {
+					walk(y)
+				}
+			case []any:
+				for _, y := range x {
+					walk(y)
+				}
+			}
+		}
+		walk(ev)
+	}
+	if events < len(res.Connections) {
+		t.Errorf("the audit trail has %d events for %d connections", events, len(res.Connections))
 	}
 }

@@ -133,8 +133,9 @@
 //     have at most 32 KiB (maxHeaderBytes) and 128 fields
 //     (maxHeaderFields: lines after the first), checked on the raw bytes
 //     as they arrive, before anything parses them (a parser allocates for
-//     each field). A larger request header is answered 431, a larger
-//     response header 502; both are recorded.
+//     each field); a secret's host's response header must fit once its
+//     values are replaced with placeholders too. A larger request header
+//     is answered 431, a larger response header 502; both are recorded.
 //   - Buffers: data is read into 32 KiB buffers borrowed from a budget of
 //     64 per Proxy (maxBuffers: 2 MiB). A connection takes one only once
 //     there is data to read, waiting for data holding none, and gives it
@@ -184,13 +185,22 @@
 // A request carrying a placeholder (in a header, or its target) to a host
 // its secret is not bound to is refused with 403, its record's Reason
 // naming the secret (never its value). Requests to a secret's host ask
-// for Accept-Encoding: identity; their responses have every secret's
-// value replaced by its placeholder in the status line, header names and values and
-// body, streamed with the last len(value)-1 bytes of each piece held back
-// (the body is re-framed chunked, or until the close for HTTP/1.0); a
-// response encoded anyway is refused with 502. A server that returns the
-// value transformed (base64, say) defeats the scrubber. Record texts are
-// scrubbed too.
+// for Accept-Encoding: identity, and lose the fields by which a front end
+// could route them elsewhere than their forced Host (Forwarded,
+// X-Forwarded-*, X-Original-*, X-Rewrite-URL, X-Host,
+// X-HTTP-Host-Override). Their responses have every secret's value
+// replaced by its placeholder in the status line, header names and values
+// and body, by one rule: at the first place a value begins, the longest
+// value beginning there (so "id:password" is replaced whole where "id" is
+// a secret too). The header is scrubbed before it is parsed (names in any
+// case), so no error quoting it holds a value, escaped or not; one with a
+// folded field line (obs-fold) is refused with 502. The body is streamed
+// with the last len(value)-1 bytes of each piece held back (and re-framed
+// chunked, or until the close for HTTP/1.0). A response that names a
+// content coding but identity (on any Content-Encoding line, in any list)
+// or a transfer coding but chunked (or any in HTTP/1.0) is refused with
+// 502. A server that returns the value transformed (base64, say) defeats
+// the scrubber. Record texts are scrubbed too.
 //
 // Interception costs the proxy's process, within the bounds: each
 // terminated tunnel's two handshakes (handshakeCost, about 1.2 ms

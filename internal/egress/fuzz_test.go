@@ -41,3 +41,34 @@ func FuzzParseRules(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScrubber: a stream cut into pieces of any size is scrubbed as the
+// whole text is (the one rule does not depend on where reads end), and
+// no value is left whole between the placeholders put in.
+func FuzzScrubber(f *testing.F) {
+	f.Add("id-42", "id-42:pw", "a id-42:pw id-42 id-42:p", 3)
+	f.Add("ab", "abc", "xxabcabab", 1)
+	f.Add("aaa", "aa", "aaaaaaa", 2)
+	f.Fuzz(func(t *testing.T, v1, v2, in string, size int) {
+		if v1 == "" || v2 == "" || v1 == v2 || size <= 0 || size > len(in)+1 {
+			return
+		}
+		p := &Proxy{Secrets: []Secret{{Value: v1, Placeholder: "\x00P1\x00"}, {Value: v2, Placeholder: "\x00P2\x00"}}}
+		whole := p.scrubText(in)
+		sc := p.newScrubber()
+		var out strings.Builder
+		emit := func(b []byte) error { out.Write(b); return nil }
+		for i := 0; i < len(in); i += size {
+			sc.write(append(append([]byte{}, sc.carry...), in[i:min(i+size, len(in))]...), emit)
+		}
+		sc.flush(emit)
+		if out.String() != whole {
+			t.Fatalf("values %q %q, %q in pieces of %d: %q, the whole text %q", v1, v2, in, size, out.String(), whole)
+		}
+		for _, piece := range strings.Split(whole, "\x00") {
+			if piece != "P1" && piece != "P2" && (strings.Contains(piece, v1) || strings.Contains(piece, v2)) {
+				t.Fatalf("values %q %q: %q scrubbed is %q, which holds one between placeholders", v1, v2, in, whole)
+			}
+		}
+	})
+}

@@ -78,6 +78,8 @@ func (p *Proxy) checkSecrets() error {
 			return fmt.Errorf("egress: secret %s: its value or placeholder is longer than %d bytes", s.Name, MaxSecretBytes)
 		case strings.ContainsAny(s.Value, "\r\n\x00"):
 			return fmt.Errorf("egress: secret %s: its value holds CR, LF or NUL", s.Name)
+		case BadValue(s.Value) != "":
+			return fmt.Errorf("egress: secret %s: its value %s", s.Name, BadValue(s.Value))
 		}
 	}
 	return nil

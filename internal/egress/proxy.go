@@ -140,6 +140,11 @@ type Proxy struct {
 
 	cpu *cpuBudget // the work budget; nil without CPUs
 
+	// find and put are the secrets' values and placeholders as bytes,
+	// for scrubbing (scrubValues).
+	scrubOnce sync.Once
+	find, put [][]byte
+
 	// hostAddrs lists the host's addresses; nil means its interfaces'.
 	hostAddrs func() ([]netip.Addr, error)
 

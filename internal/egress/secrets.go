@@ -2,9 +2,11 @@ package egress
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"strings"
 )
 
@@ -13,8 +15,26 @@ import (
 type Secret struct {
 	Name        string // for reports and errors; never the value
 	Placeholder string // what the sandbox holds: unguessable, header-safe
-	Value       string // the real value: no CR, LF or NUL
+	Value       string // the real value: no CR, LF or NUL, nor what BadValue refuses
 	Hosts       *Rules // where Value may be sent: host names, not ranges
+}
+
+// BadValue says why v cannot be a secret's value beyond CR, LF and NUL,
+// or "" if it can: a header field value (RFC 9110 section 5.5) holds no
+// other control character but tab, and loses a space or tab at its
+// start or end, so the server would get, and could echo, a value shorter
+// than the one the scrubber looks for. A tab inside, and bytes that are
+// not UTF-8, travel as they are.
+func BadValue(v string) string {
+	if strings.Trim(v, " \t") != v {
+		return "begins or ends with a space or tab, which a header field loses"
+	}
+	for _, c := range []byte(v) {
+		if c < ' ' && c != '\t' && c != '\r' && c != '\n' && c != 0 || c == 0x7f {
+			return "holds a control character, which a header field may not"
+		}
+	}
+	return ""
 }
 
 // MaxSecretBytes bounds a secret's value and placeholder: they travel in
@@ -49,10 +69,11 @@ func (s *Secret) boundTo(host string, port int) bool {
 }
 
 // putSecrets puts the values of the secrets bound to host:port in place
-// of their placeholders in h's values, and asks for an unencoded response
-// there (so the response can be scrubbed). A placeholder of a secret not
-// bound there, in h or in uri, is a refusal: its text names the secret.
-// bound says whether host:port is a secret host.
+// of their placeholders in h's values, asks for an unencoded response
+// there (so the response can be scrubbed), and drops the fields that
+// could route the request elsewhere (routingHeader). A placeholder of a
+// secret not bound there, in h or in uri, is a refusal: its text names
+// the secret. bound says whether host:port is a secret host.
 func (p *Proxy) putSecrets(h http.Header, uri, host string, port int) (bound bool, refusal string) {
 	if len(p.Secrets) == 0 {
 		return false, ""
@@ -82,56 +103,188 @@ func (p *Proxy) putSecrets(h http.Header, uri, host string, port int) (bound boo
 	}
 	if bound {
 		h.Set("Accept-Encoding", "identity")
+		for k := range h {
+			if routingHeader(k) {
+				delete(h, k)
+			}
+		}
 	}
 	return bound, ""
 }
 
+// routingHeader says whether a request header field may name, to a front
+// end, the host or URL to route the request to in place of its Host and
+// target: Forwarded, the X-Forwarded-* and X-Original-* families,
+// X-Rewrite-URL, X-Host, X-HTTP-Host-Override. The proxy forces the Host
+// of a request to a secret's host; a front end serving many tenants that
+// honoured one of these instead would hand the request, and the value in
+// it, to the tenant the program named. So they are dropped from such
+// requests (not set to the host: the proxy has nothing to say there that
+// Host does not). Names are compared in any case and with "_" as "-", as
+// servers that map fields to variables (CGI's HTTP_X_FORWARDED_HOST) do.
+func routingHeader(k string) bool {
+	k = strings.ReplaceAll(strings.ToLower(k), "_", "-")
+	switch k {
+	case "forwarded", "x-host", "x-http-host-override", "x-rewrite-url":
+		return true
+	}
+	return strings.HasPrefix(k, "x-forwarded") || strings.HasPrefix(k, "x-original")
+}
+
+// The one rule by which the proxy replaces secrets' values with their
+// placeholders, in a response's status line, header and body and in the
+// texts of records alike: at the first place in the text where a value
+// begins, the longest value that begins there, then on from its end. So
+// of two values one of which holds the other (an account id, and
+// "id:password"), the longer is replaced whole, whatever the order of
+// Proxy.Secrets.
+
+// replaceValues passes text to emit with the values that begin before
+// limit replaced by their placeholders (the one rule), and returns where
+// the text it passed on ends: after the last value replaced, or 0.
+// find[i] is what is looked for of a secret in hay, which is text or text
+// with ASCII letters in lower case (then find[i] is lowered too), and
+// put[i] its placeholder.
+func replaceValues(text, hay []byte, find, put [][]byte, limit int, emit func([]byte) error) (int, error) {
+	// next[i] is where find[i] next begins at or after pos: -1 if
+	// nowhere, below pos if not looked for since pos passed it.
+	var small [8]int
+	next := small[:0]
+	for range find {
+		next = append(next, -2)
+	}
+	pos := 0
+	for {
+		at, which := -1, -1
+		for i, v := range find {
+			if next[i] == -1 || len(v) == 0 {
+				continue
+			}
+			if next[i] < pos {
+				j := bytes.Index(hay[pos:], v)
+				if j < 0 {
+					next[i] = -1
+					continue
+				}
+				next[i] = pos + j
+			}
+			if n := next[i]; at < 0 || n < at || n == at && len(v) > len(find[which]) {
+				at, which = n, i
+			}
+		}
+		if at < 0 || at >= limit {
+			return pos, nil
+		}
+		if err := emit(text[pos:at]); err != nil {
+			return pos, err
+		}
+		if err := emit(put[which]); err != nil {
+			return pos, err
+		}
+		pos = at + len(find[which])
+	}
+}
+
+// scrubValues is what replaceValues looks for of each secret, its value,
+// and what it puts in its place, made once for all the Proxy's scrubbing.
+func (p *Proxy) scrubValues() (find, put [][]byte) {
+	p.scrubOnce.Do(func() {
+		for _, s := range p.Secrets {
+			p.find, p.put = append(p.find, []byte(s.Value)), append(p.put, []byte(s.Placeholder))
+		}
+	})
+	return p.find, p.put
+}
+
+// asciiLower returns a copy of b with ASCII letters in lower case: the
+// same length, byte for byte, unlike bytes.ToLower.
+func asciiLower(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
+	}
+	return out
+}
+
 // scrubText replaces every secret's value in s with its placeholder.
 func (p *Proxy) scrubText(s string) string {
-	for i := range p.Secrets {
-		if sec := &p.Secrets[i]; strings.Contains(s, sec.Value) {
-			s = strings.ReplaceAll(s, sec.Value, sec.Placeholder)
-		}
+	if len(p.Secrets) == 0 {
+		return s
 	}
-	return s
+	var b []byte
+	emit := func(piece []byte) error { b = append(b, piece...); return nil }
+	text := []byte(s)
+	find, put := p.scrubValues()
+	end, _ := replaceValues(text, text, find, put, len(text), emit)
+	if end == 0 {
+		return s
+	}
+	return string(append(b, text[end:]...))
 }
 
-// scrubName replaces every secret's value in a header name, in any case:
-// names are canonicalized as they are parsed.
-func (p *Proxy) scrubName(k string) string {
-	for i := range p.Secrets {
-		sec := &p.Secrets[i]
-		lower, value := strings.ToLower(k), strings.ToLower(sec.Value)
-		if len(lower) != len(k) || !strings.Contains(lower, value) {
-			continue
+// errFolded refuses a response header with a field line folded onto the
+// one before (obs-fold): parsing joins the two with a space, which could
+// make a value the scrubber never saw whole. RFC 9112 section 5.2 lets a
+// proxy answer such a response with 502.
+var errFolded = errors.New("the response header has a field line folded onto the one before (obs-fold), which is refused from a secret's host")
+
+// scrubHeader returns raw, a response header as it came from a secret's
+// host (the status line, the field lines, the empty line), with every
+// secret's value replaced by its placeholder (the one rule) before
+// anything parses or quotes it: so no field, status text or parse error
+// made from it holds a value, escaped or not. Values are found in any
+// ASCII case, since parsing recases field names. A header with no value
+// in it is returned as it is; a scrubbed one must still fit in size
+// bytes. A folded field line is refused (errFolded).
+func (p *Proxy) scrubHeader(raw []byte, size int) ([]byte, error) {
+	for rest := raw; ; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 || i+1 == len(rest) {
+			break
 		}
-		var b strings.Builder
-		for from := 0; ; {
-			j := strings.Index(lower[from:], value)
-			if j < 0 {
-				b.WriteString(k[from:])
-				break
-			}
-			b.WriteString(k[from : from+j])
-			b.WriteString(sec.Placeholder)
-			from += j + len(value)
+		if rest = rest[i+1:]; rest[0] == ' ' || rest[0] == '\t' {
+			return nil, errFolded
 		}
-		k = b.String()
 	}
-	return k
+	hay := asciiLower(raw)
+	var out []byte
+	emit := func(piece []byte) error {
+		if len(out)+len(piece) > size {
+			return fmt.Errorf("response header larger than %d bytes once the secrets' values in it are replaced with their placeholders", size)
+		}
+		out = append(out, piece...)
+		return nil
+	}
+	find, put := p.scrubValues()
+	lower := make([][]byte, len(find))
+	for i, v := range find {
+		lower[i] = asciiLower(v)
+	}
+	end, err := replaceValues(raw, hay, lower, put, len(raw), emit)
+	if err != nil || end == 0 {
+		return raw, err
+	}
+	if err := emit(raw[end:]); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// scrubber replaces secrets' values with their placeholders in a stream,
-// keeping back the last bytes of each piece that may begin a value the
-// next piece completes.
+// scrubber replaces secrets' values with their placeholders in a stream
+// (the one rule), holding back the last bytes of each piece, where a
+// value may begin that the next piece completes.
 type scrubber struct {
-	secrets []Secret
-	keep    int    // the longest value's length - 1
-	carry   []byte // held back; at most keep bytes, in an array of its own
+	find, put [][]byte // see scrubValues
+	keep      int      // the longest value's length - 1
+	carry     []byte   // held back; at most keep bytes, in an array of its own
 }
 
 func (p *Proxy) newScrubber() *scrubber {
-	sc := &scrubber{secrets: p.Secrets}
+	sc := &scrubber{}
+	sc.find, sc.put = p.scrubValues()
 	for _, s := range p.Secrets {
 		sc.keep = max(sc.keep, len(s.Value)-1)
 	}
@@ -139,47 +292,58 @@ func (p *Proxy) newScrubber() *scrubber {
 	return sc
 }
 
-// header scrubs a response's status text and header names and values.
-func (sc *scrubber) header(p *Proxy, resp *http.Response) {
-	resp.Status = p.scrubText(resp.Status)
-	for k, vs := range resp.Header {
-		for j, v := range vs {
-			vs[j] = p.scrubText(v)
-		}
-		if clean := p.scrubName(k); clean != k {
-			delete(resp.Header, k)
-			resp.Header[clean] = append(resp.Header[clean], vs...)
-		}
-	}
-}
-
 // write scrubs data, which begins with what was carried from the last
-// piece, and passes on all of it but a new carry.
+// piece, and passes on all of it but a new carry: the bytes from which
+// a value could begin that data does not hold whole. Only values that
+// begin before that are replaced, so that one a longer value holds is
+// never replaced before the longer one could be seen.
 func (sc *scrubber) write(data []byte, emit func([]byte) error) error {
-	pos := 0
-	for {
-		at, which := -1, -1
-		for i := range sc.secrets {
-			v := sc.secrets[i].Value
-			if j := bytes.Index(data[pos:], []byte(v)); j >= 0 && (at < 0 || j < at || j == at && len(v) > len(sc.secrets[which].Value)) {
-				at, which = j, i
-			}
-		}
-		if at < 0 {
-			break
-		}
-		if err := emit(data[pos : pos+at]); err != nil {
-			return err
-		}
-		if err := emit([]byte(sc.secrets[which].Placeholder)); err != nil {
-			return err
-		}
-		pos += at + len(sc.secrets[which].Value)
+	limit := len(data) - sc.keep
+	end, err := replaceValues(data, data, sc.find, sc.put, limit, emit)
+	if err != nil {
+		return err
 	}
-	tail := max(pos, len(data)-sc.keep)
-	if err := emit(data[pos:tail]); err != nil {
+	tail := max(end, limit)
+	if err := emit(data[end:tail]); err != nil {
 		return err
 	}
 	sc.carry = append(sc.carry[:0], data[tail:]...)
 	return nil
+}
+
+// flush scrubs and passes on what is held back, at the end of the stream.
+func (sc *scrubber) flush(emit func([]byte) error) error {
+	end, err := replaceValues(sc.carry, sc.carry, sc.find, sc.put, len(sc.carry), emit)
+	if err != nil {
+		return err
+	}
+	return emit(sc.carry[end:])
+}
+
+// contentCoding returns the first content coding other than identity
+// that h's Content-Encoding field lines name, "" if none. A response to a
+// secret's host must be unencoded: every line, and every element of each
+// line's list, in any case, is identity or empty.
+func contentCoding(h http.Header) string {
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.Trim(c, " \t"); c != "" && !strings.EqualFold(c, "identity") {
+				return c
+			}
+		}
+	}
+	return ""
+}
+
+// transferCoding returns the first transfer coding other than chunked
+// that h's Transfer-Encoding field lines name, "" if none.
+func transferCoding(h textproto.MIMEHeader) string {
+	for _, v := range h.Values("Transfer-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.Trim(c, " \t"); c != "" && !strings.EqualFold(c, "chunked") {
+				return c
+			}
+		}
+	}
+	return ""
 }

@@ -3,12 +3,14 @@ package egress
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -16,6 +18,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -380,7 +384,7 @@ func TestScrubberSplits(t *testing.T) {
 			piece := append(append([]byte{}, sc.carry...), in[i:min(i+size, len(in))]...)
 			sc.write(piece, emit)
 		}
-		out.Write(sc.carry)
+		sc.flush(emit)
 		if out.String() != want {
 			t.Errorf("pieces of %d: %q, want %q", size, out.String(), want)
 		}
@@ -402,25 +406,100 @@ func TestUncovered(t *testing.T) {
 	}
 }
 
+// escapedForms are the forms in which v may stand in a text: as it is,
+// and as Go's %q and %+q, JSON, and a JSON log of a text holding any of
+// those would write it.
+func escapedForms(v string) []string {
+	inner := func(q string) string { return q[1 : len(q)-1] }
+	j, _ := json.Marshal(v)
+	forms := []string{v, inner(strconv.Quote(v)), inner(strconv.QuoteToASCII(v)), inner(string(j))}
+	for _, f := range forms[:3] {
+		jf, _ := json.Marshal(f)
+		forms = append(forms, inner(string(jf)))
+	}
+	return forms
+}
+
+// awkwardValues are secrets' values that Go's quoting and JSON escape:
+// a quote, a backslash, a tab, invalid UTF-8, and all of them.
+var awkwardValues = []string{`sk-"quoted"-0123456789`, `sk-back\slash-0123456789`, "sk-tab\tbed-0123456789",
+	"sk-bad-\xff\xfe-utf8-0123456789", "sk-\"all\\\t\xc3(-0123456789"}
+
 // TestSecretNotInRecords: an upstream that sends the value back in a
 // malformed response, which the proxy's error quotes, leaves only the
-// placeholder in the record.
+// placeholder in the record: of each value that quoting escapes, no
+// form, raw or escaped, is in any record field or reaches the sandbox.
 func TestSecretNotInRecords(t *testing.T) {
-	srv := serveTCP(t, func(c net.Conn) {
-		defer c.Close()
-		req, err := http.ReadRequest(bufio.NewReader(c))
-		if err == nil {
-			io.WriteString(c, req.Header.Get("Authorization")+"\r\n\r\n")
-		}
-	})
-	tpx := secretProxy(t, nil, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
-	resp, body := getWith(t, sandboxClient(tpx), "http://api.secret.test:"+port(t, srv.Addr().String())+"/", testPlaceholder)
-	if resp.StatusCode != 502 || strings.Contains(body, testValue) {
-		t.Errorf("%d %q, want 502 without the value", resp.StatusCode, body)
+	ca := newUpstreamCA(t)
+	answers := map[string]func(auth string) string{
+		"status code":       func(a string) string { return "HTTP/1.1 " + a + " OK\r\n\r\n" },
+		"status line":       func(a string) string { return "Bearer " + a + "\r\n\r\n" },
+		"no colon":          func(a string) string { return "HTTP/1.1 200 OK\r\nX-Echo " + a + "\r\n\r\n" },
+		"bad name":          func(a string) string { return "HTTP/1.1 200 OK\r\nX-Echo(" + a + "): 1\r\n\r\n" },
+		"bad value":         func(a string) string { return "HTTP/1.1 200 OK\r\nX-Echo: " + a + "\x01\r\n\r\n" },
+		"first line folded": func(a string) string { return "HTTP/1.1 200 OK\r\n " + a + "\r\n\r\n" },
+		"folded":            func(a string) string { return "HTTP/1.1 200 OK\r\nX-Echo: a\r\n " + a + "\r\n\r\n" },
+		"content length":    func(a string) string { return "HTTP/1.1 200 OK\r\nContent-Length: " + a + "\r\n\r\n" },
+		"transfer encoding": func(a string) string { return "HTTP/1.1 200 OK\r\nTransfer-Encoding: " + a + "\r\n\r\n" },
+		"two transfer encodings": func(a string) string {
+			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: " + a + "\r\n\r\n"
+		},
+		"content encoding": func(a string) string { return "HTTP/1.1 200 OK\r\nContent-Encoding: " + a + "\r\n\r\n" },
+		"version":          func(a string) string { return "HTTP/" + a + " 200 OK\r\n\r\n" },
 	}
-	rep := waitReport(t, tpx.Proxy, 1)
-	if !strings.Contains(rep[0].Error, "malformed") || !strings.Contains(rep[0].Error, testPlaceholder) || strings.Contains(fmt.Sprintf("%+v", rep[0]), testValue) {
-		t.Errorf("record %+v: want the upstream's malformed answer quoted with the placeholder, not the value", rep[0])
+	for _, value := range awkwardValues {
+		tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"},
+			withSecrets(t, Secret{Name: "API_KEY", Placeholder: testPlaceholder, Value: value}))
+		c := sandboxClient(tpx)
+		n := 0
+		for what, answer := range answers {
+			for _, url := range hostileURLs(t, ca, answer) {
+				n++
+				resp, body := getWith(t, c, url, testPlaceholder)
+				if resp.StatusCode != 502 {
+					t.Errorf("%q %s %s: %d, want 502", value, what, url[:5], resp.StatusCode)
+				}
+				for _, f := range escapedForms(value) {
+					if strings.Contains(shown(resp, body), f) {
+						t.Errorf("%q %s %s: the sandbox is shown %q:\n%s", value, what, url[:5], f, shown(resp, body))
+					}
+				}
+			}
+		}
+		// A trailer section is parsed after the body was relayed, and
+		// not scrubbed, as it is not relayed.
+		for _, trailer := range []string{"X-Echo " + value, " " + value, "X-Echo: " + value + "\x01", "X-Echo(" + value + "): 1"} {
+			for _, url := range hostileURLs(t, ca, func(a string) string {
+				return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n" + strings.ReplaceAll(trailer, value, a) + "\r\n\r\n"
+			}) {
+				n++
+				req, _ := http.NewRequest("GET", url, nil)
+				req.Header.Set("Authorization", "Bearer "+testPlaceholder)
+				// The body is cut short where the trailer failed.
+				if resp, err := c.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}
+		rep := waitReport(t, tpx.Proxy, n+n/2) // each TLS one is a CONNECT and its request
+		quoted := 0
+		for _, r := range rep {
+			for _, field := range []string{r.Host, r.Method, r.Reason, r.Addr, r.Error} {
+				for _, f := range escapedForms(value) {
+					if strings.Contains(field, f) {
+						t.Errorf("%q: a record holds it as %q: %+v", value, f, r)
+					}
+				}
+			}
+			if strings.Contains(r.Error, testPlaceholder) {
+				quoted++
+			}
+		}
+		// The texts still say what the upstream sent, with the placeholder.
+		if quoted < len(answers) {
+			t.Errorf("%q: %d records quote the upstream's answer with the placeholder, want at least %d: %+v", value, quoted, len(answers), rep)
+		}
 	}
 }
 
@@ -574,17 +653,321 @@ func TestInterceptCharged(t *testing.T) {
 // replaced once, not again inside the placeholder put in its place.
 func TestScrubShortValue(t *testing.T) {
 	p := &Proxy{Secrets: []Secret{{Value: "secret", Placeholder: "sandbox-secret-K-00"}}}
-	if got := p.scrubName("X-Secret-Secret"); got != "X-sandbox-secret-K-00-sandbox-secret-K-00" {
-		t.Errorf("name: %q", got)
+	if got, err := p.scrubHeader([]byte("HTTP/1.1 200 secret\r\nX-Secret-Secret: secret\r\n\r\n"), maxHeaderBytes); err != nil ||
+		string(got) != "HTTP/1.1 200 sandbox-secret-K-00\r\nX-sandbox-secret-K-00-sandbox-secret-K-00: sandbox-secret-K-00\r\n\r\n" {
+		t.Errorf("header: %q %v", got, err)
 	}
 	if got := p.scrubText("a secret"); got != "a sandbox-secret-K-00" {
 		t.Errorf("text: %q", got)
 	}
 	sc := p.newScrubber()
 	var out bytes.Buffer
-	sc.write([]byte("secretsecret"), func(b []byte) error { out.Write(b); return nil })
-	out.Write(sc.carry)
+	emit := func(b []byte) error { out.Write(b); return nil }
+	sc.write([]byte("secretsecret"), emit)
+	sc.flush(emit)
 	if out.String() != "sandbox-secret-K-00sandbox-secret-K-00" {
 		t.Errorf("body: %q", out.String())
+	}
+}
+
+// withSecrets makes secretProxy's proxy hold secrets, each bound to
+// api.secret.test on every port, in place of its own.
+func withSecrets(t *testing.T, secrets ...Secret) func(*Proxy) {
+	t.Helper()
+	hosts, err := ParseRules([]string{"api.secret.test:1-65535"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range secrets {
+		secrets[i].Hosts = hosts
+	}
+	return func(p *Proxy) { p.Secrets = secrets }
+}
+
+// hostileServer serves on loopback, plain or over TLS with cert: it reads
+// one request and writes answer(auth) as the raw response, auth being the
+// request's Authorization without its "Bearer ", then closes.
+func hostileServer(t *testing.T, cert *tls.Certificate, answer func(auth string) string) string {
+	t.Helper()
+	l := serveTCP(t, func(c net.Conn) {
+		defer c.Close()
+		if cert != nil {
+			c = tls.Server(c, &tls.Config{Certificates: []tls.Certificate{*cert}})
+		}
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err == nil {
+			io.WriteString(c, answer(strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")))
+		}
+	})
+	return port(t, l.Addr().String())
+}
+
+// hostileURLs starts hostileServer plain and over TLS for api.secret.test
+// and returns their URLs.
+func hostileURLs(t *testing.T, ca *upstreamCA, answer func(auth string) string) []string {
+	t.Helper()
+	leaf := ca.leaf(t, "api.secret.test")
+	return []string{"http://api.secret.test:" + hostileServer(t, nil, answer) + "/",
+		"https://api.secret.test:" + hostileServer(t, &leaf, answer) + "/"}
+}
+
+// gunzipped is data uncompressed, if it is gzip.
+func gunzipped(data []byte) []byte {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil
+	}
+	out, _ := io.ReadAll(zr)
+	return out
+}
+
+// TestSecretEncodedRefused: a response of a secret's host that says it is
+// encoded anywhere (any Content-Encoding line, any element of a list, any
+// case; a transfer coding but chunked) is refused with 502, since the
+// scrubber cannot see into its body; the program never gets the value
+// out of a compressed echo. An unencoded one passes, scrubbed.
+func TestSecretEncodedRefused(t *testing.T) {
+	ca := newUpstreamCA(t)
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	c := sandboxClient(tpx)
+	gz := func(s string) string {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.String()
+	}
+	var cases []string
+	for _, name := range []string{"Content-Encoding", "content-encoding", "CONTENT-ENCODING", "cOnTeNt-EnCoDiNg"} {
+		for _, lines := range [][]string{
+			{"gzip"}, {"identity", "gzip"}, {"", "gzip"}, {"gzip", "identity"}, {"gzip", ""}, {"identity", "identity", "GZip"},
+			{"identity, gzip"}, {"identity,gzip"}, {"IDENTITY , GZIP"}, {"identity\t,\tgzip"}, {", gzip"}, {"gzip, identity"},
+			{"Identity", "x-gzip"}, {"br"}, {"deflate"}, {"identity", "chunked"},
+		} {
+			var h strings.Builder
+			for _, l := range lines {
+				fmt.Fprintf(&h, "%s: %s\r\n", name, l)
+			}
+			cases = append(cases, h.String())
+		}
+	}
+	// Transfer codings: HTTP/1.1 parsing takes only "chunked"; HTTP/1.0
+	// ignores the field, and the body would pass as it came.
+	for _, te := range []string{"gzip, chunked", "gzip\r\nTransfer-Encoding: chunked", "chunked, gzip", "GZIP"} {
+		cases = append(cases, "Transfer-Encoding: "+te+"\r\n", "HTTP/1.0\r\nTransfer-Encoding: "+te+"\r\n")
+	}
+	cases = append(cases, "HTTP/1.0\r\nTransfer-Encoding: chunked\r\n")
+	for _, fields := range cases {
+		proto := "HTTP/1.1"
+		if p, rest, ok := strings.Cut(fields, "\r\n"); ok && p == "HTTP/1.0" {
+			proto, fields = p, rest
+		}
+		chunked := strings.Contains(fields, "Transfer-Encoding")
+		for _, url := range hostileURLs(t, ca, func(auth string) string {
+			body := gz("got " + auth)
+			if chunked {
+				body = fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+			}
+			return fmt.Sprintf("%s 200 OK\r\n%sContent-Length: %d\r\n\r\n%s", proto, fields, len(body), body)
+		}) {
+			resp, body := getWith(t, c, url, testPlaceholder)
+			if resp.StatusCode != 502 || strings.Contains(body, testValue) || bytes.Contains(gunzipped([]byte(body)), []byte(testValue)) {
+				t.Errorf("%s %s %q: %d %q, want 502 and no value", url[:5], proto, fields, resp.StatusCode, gunzipped([]byte(body)))
+			}
+		}
+	}
+	for _, fields := range []string{"", "Content-Encoding: identity\r\n", "Content-Encoding: identity\r\nContent-Encoding: \r\n", "Content-Encoding: IDENTITY, identity\r\n"} {
+		for _, url := range hostileURLs(t, ca, func(auth string) string {
+			return fmt.Sprintf("HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\ngot %s", fields, len(auth)+4, auth)
+		}) {
+			if resp, body := getWith(t, c, url, testPlaceholder); resp.StatusCode != 200 || body != "got "+testPlaceholder {
+				t.Errorf("%s %q: %d %q, want 200 with the placeholder", url[:5], fields, resp.StatusCode, body)
+			}
+		}
+	}
+	for _, r := range tpx.Report() {
+		if strings.Contains(fmt.Sprintf("%+v", r), testValue) {
+			t.Errorf("a record holds the value: %+v", r)
+		}
+	}
+}
+
+// echoEverywhere answers with auth in the status text, a header name, the
+// headers that commonly echo what a request sent (X-Echo, Location,
+// Set-Cookie, WWW-Authenticate), and the body.
+func echoEverywhere(auth string) string {
+	body := "got " + auth
+	return fmt.Sprintf("HTTP/1.1 401 %s\r\nX-Echo: Bearer %s\r\nLocation: /login?next=%s\r\nSet-Cookie: s=%s; Path=/\r\n"+
+		"WWW-Authenticate: Bearer realm=\"%s\"\r\nX-Named-%s: 1\r\nContent-Length: %d\r\n\r\n%s",
+		auth, auth, auth, auth, auth, auth, len(body), body)
+}
+
+// shown is all the sandbox is shown of resp: its status, header and body.
+func shown(resp *http.Response, body string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", resp.Status)
+	resp.Header.Write(&b)
+	return b.String() + "\n" + body
+}
+
+// TestSecretOverlapping: of two values one of which holds the other (an
+// account id, and "id:password"; or a part from the middle), the longer
+// is replaced whole wherever it is echoed, whatever the secrets' order,
+// so no rest of it reaches the sandbox.
+func TestSecretOverlapping(t *testing.T) {
+	const (
+		account = "acct-0123456789"
+		full    = account + ":pw-abcdefghij"
+		middle  = "0123456789:pw"
+	)
+	ca := newUpstreamCA(t)
+	ph := func(n string) string { return "sandbox-secret-" + n + "-00112233445566778899aabbccddeeff" }
+	for _, order := range [][]Secret{
+		{{Name: "ACCOUNT", Value: account}, {Name: "FULL", Value: full}},
+		{{Name: "FULL", Value: full}, {Name: "ACCOUNT", Value: account}},
+		{{Name: "MIDDLE", Value: middle}, {Name: "ACCOUNT", Value: account}, {Name: "FULL", Value: full}},
+	} {
+		for i := range order {
+			order[i].Placeholder = ph(order[i].Name)
+		}
+		tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"},
+			withSecrets(t, order...))
+		c := sandboxClient(tpx)
+		for _, url := range hostileURLs(t, ca, echoEverywhere) {
+			for _, name := range []string{"FULL", "ACCOUNT"} {
+				resp, body := getWith(t, c, url, ph(name))
+				got := shown(resp, body)
+				// The header name's is recased.
+				if strings.Count(strings.ToLower(got), strings.ToLower(ph(name))) != 7 {
+					t.Errorf("%s %s, sent %s's placeholder: the sandbox does not see it in each of 7 places:\n%s", order[0].Name, url[:5], name, got)
+				}
+				for _, rest := range []string{account, ":pw-", "pw-abcdefghij", "0123456789"} {
+					if strings.Contains(got, rest) {
+						t.Errorf("%s %s, sent %s's placeholder: the sandbox sees %q:\n%s", order[0].Name, url[:5], name, rest, got)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestScrubberOverlapping: in a stream cut anywhere, a value another holds
+// is not replaced before the longer one could be seen.
+func TestScrubberOverlapping(t *testing.T) {
+	p := &Proxy{Secrets: []Secret{{Value: "id-42", Placeholder: "<id>"}, {Value: "id-42:pw", Placeholder: "<full>"}, {Value: "2:p", Placeholder: "<mid>"}}}
+	in := "a id-42:pw id-42 id-42:p id-42:pw"
+	want := "a <full> <id> <id>:p <full>"
+	for size := 1; size <= len(in); size++ {
+		sc := p.newScrubber()
+		var out bytes.Buffer
+		emit := func(b []byte) error { out.Write(b); return nil }
+		for i := 0; i < len(in); i += size {
+			piece := append(append([]byte{}, sc.carry...), in[i:min(i+size, len(in))]...)
+			sc.write(piece, emit)
+		}
+		sc.flush(emit)
+		if out.String() != want {
+			t.Errorf("pieces of %d: %q, want %q", size, out.String(), want)
+		}
+	}
+}
+
+// routingFields are request fields a front end may route by in place of
+// Host, as the program may set them.
+var routingFields = []string{"X-Forwarded-Host", "X-Forwarded-Server", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Port",
+	"Forwarded", "X-Original-Host", "X-Original-URL", "X-Rewrite-URL", "X-Host", "X-HTTP-Host-Override", "x_forwarded_host"}
+
+// TestSecretRoutingHeadersDropped: a request to a secret's host reaches it
+// with its Host forced and none of the fields by which a front end could
+// route it, and its value, elsewhere; to other hosts they pass.
+func TestSecretRoutingHeadersDropped(t *testing.T) {
+	ca := newUpstreamCA(t)
+	got := make(chan http.Header, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Host", r.Host)
+		got <- r.Header
+	})
+	plain := httptest.NewServer(h)
+	defer plain.Close()
+	tlsSrv := httptest.NewUnstartedServer(h)
+	tlsSrv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "api.secret.test")}}
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "other.allowed.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"})
+	c := sandboxClient(tpx)
+	for _, url := range []string{"http://api.secret.test:" + port(t, plain.URL) + "/", "https://api.secret.test:" + port(t, tlsSrv.URL) + "/",
+		"http://other.allowed.test:" + port(t, plain.URL) + "/"} {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("Authorization", "Bearer "+testPlaceholder)
+		if strings.Contains(url, "other") {
+			req.Header.Del("Authorization")
+		}
+		for _, k := range routingFields {
+			req.Header[k] = []string{"tenant.evil.test"}
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		seen := <-got
+		secret := !strings.Contains(url, "other")
+		for _, k := range routingFields {
+			if v, ok := seen[textproto.CanonicalMIMEHeaderKey(k)]; ok == secret {
+				t.Errorf("%s: got %s %q; want it only where no secret goes", url, k, v)
+			}
+		}
+		if secret && (seen.Get("Authorization") != "Bearer "+testValue || !strings.HasPrefix(seen.Get("Host"), "api.secret.test:")) {
+			t.Errorf("%s: got Authorization %q, Host %q", url, seen.Get("Authorization"), seen.Get("Host"))
+		}
+	}
+}
+
+// TestScrubbedHeaderBounded: a response header that would outgrow
+// maxHeaderBytes once a short value echoed in it many times is replaced
+// by its longer placeholder is refused with 502, not held.
+func TestScrubbedHeaderBounded(t *testing.T) {
+	ca := newUpstreamCA(t)
+	tpx := secretProxy(t, ca, []string{"api.secret.test:1-65535", "127.0.0.1:1-65535"}, []string{"api.secret.test:1-65535"},
+		withSecrets(t, Secret{Name: "API_KEY", Placeholder: testPlaceholder, Value: "k3y"}))
+	c := sandboxClient(tpx)
+	for n, want := range map[int]int{5: 200, 100: 502} {
+		for _, url := range hostileURLs(t, ca, func(auth string) string {
+			return "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Echo: "+strings.Repeat(auth+",", n)+"\r\n", 20) + "Content-Length: 0\r\n\r\n"
+		}) {
+			resp, _ := getWith(t, c, url, testPlaceholder)
+			if resp.StatusCode != want || want == 200 && strings.Count(strings.Join(resp.Header.Values("X-Echo"), ""), testPlaceholder) != 20*n {
+				t.Errorf("%s, %d echoes a line: %d %q, want %d", url[:5], n, resp.StatusCode, resp.Header.Values("X-Echo"), want)
+			}
+		}
+	}
+	refused := 0
+	for _, r := range waitReport(t, tpx.Proxy, 6) {
+		if strings.Contains(r.Error, "once the secrets' values in it are replaced") {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Errorf("%d records say the scrubbed header was too large, want 2: %+v", refused, tpx.Report())
+	}
+}
+
+// BenchmarkScrubber measures scrubbing 32 KiB pieces of a body: one
+// that echoes a value every KiB, and one dense with a short value while
+// a second value never occurs (each match used to rescan the rest for it).
+func BenchmarkScrubber(b *testing.B) {
+	secrets := []Secret{{Value: testValue, Placeholder: testPlaceholder}, {Value: "id", Placeholder: "sandbox-secret-ID-00112233445566778899aabbccddeeff"}}
+	for name, piece := range map[string][]byte{
+		"echo":  bytes.Repeat([]byte(strings.Repeat("x", 1024-len(testValue))+testValue), 32),
+		"dense": bytes.Repeat([]byte("id"), 16<<10),
+	} {
+		b.Run(name, func(b *testing.B) {
+			sc := (&Proxy{Secrets: secrets}).newScrubber()
+			discard := func([]byte) error { return nil }
+			b.SetBytes(int64(len(piece)))
+			for b.Loop() {
+				sc.write(piece, discard)
+			}
+		})
 	}
 }

@@ -483,7 +483,8 @@ func (s *session) forward(a *attempt, req *http.Request) bool {
 
 // relay sends req to up, an upstream connection made for it, as a request
 // for authority, and relays the response. With scrub, the response's
-// header and body have every secret's value replaced by its placeholder.
+// header and body have every secret's value replaced by its placeholder,
+// and an encoded body is refused.
 // It reports whether the client connection may carry another request.
 func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority string, scrub bool) bool {
 	// The sandbox may wait for "100 Continue" before sending the body;
@@ -517,7 +518,7 @@ func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority 
 		// http.ReadResponse drops a Connection header that says "close"
 		// with the other headers it names, which must not be passed on
 		// either; the raw header has them.
-		resp, upBR, connTokens, err = s.readResponse(up, upIn, upBR, req)
+		resp, upBR, connTokens, err = s.readResponse(up, upIn, upBR, req, scrub)
 		if err != nil {
 			return s.fail(a, "read response", err, true)
 		}
@@ -537,13 +538,12 @@ func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority 
 	if scrub {
 		// A body encoded (compressed) against the request's wish
 		// could hide a value from the scrubber.
-		if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		if coding := contentCoding(resp.Header); coding != "" {
 			resp.Body.Close()
-			return s.fail(a, "read response", fmt.Errorf("the response to a request of a secret host is encoded (%.40s), though identity was asked for: it cannot be checked for the secret's value", ce), true)
+			return s.fail(a, "read response", fmt.Errorf("the response to a request of a secret host is encoded (Content-Encoding %.40q), though identity was asked for: it cannot be checked for the secret's value", coding), true)
 		}
-		sc := s.p.newScrubber()
-		sc.header(s.p, resp)
-		respBody.scrub = sc
+		// The header was scrubbed as it was read.
+		respBody.scrub = s.p.newScrubber()
 		// Scrubbing changes the body's length: it is sent chunked, or
 		// until the close.
 		resp.ContentLength = -1
@@ -551,6 +551,12 @@ func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority 
 	}
 	keep, err := writeResponse(s.writer(), resp, respBody, req)
 	resp.Body.Close()
+	if _, quoting := errors.AsType[textproto.ProtocolError](err); scrub && quoting {
+		// Parsing the trailer section after a chunked body quotes its
+		// lines (and the first 80 bytes of one), which were never
+		// scrubbed: they are not relayed, and not recorded either.
+		err = errors.New("malformed trailer section (not quoted: from a secret's host)")
+	}
 	if err != nil {
 		return s.fail(a, "relay response", err, false)
 	}
@@ -591,9 +597,11 @@ func (s *session) describe(what string, err error) string {
 
 // readResponse reads one response header from up (through upIn, after
 // what br read ahead of the last one) into a buffer from the budget,
-// checks its size and field count, and parses it. It returns the reader
-// the response's body reads from, and the Connection header's values.
-func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reader, req *http.Request) (*http.Response, *bufio.Reader, []string, error) {
+// checks its size and field count, and parses it; with scrub, the
+// secrets' values in it are replaced before it is parsed (scrubHeader).
+// It returns the reader the response's body reads from, and the
+// Connection header's values.
+func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reader, req *http.Request, scrub bool) (*http.Response, *bufio.Reader, []string, error) {
 	if br != nil {
 		ahead, _ := br.Peek(br.Buffered())
 		upIn.unread(ahead)
@@ -618,10 +626,23 @@ func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reade
 		return nil, nil, nil, err
 	}
 	upIn.unread((*buf)[end:n])
-	tokens := connectionHeader((*buf)[:end])
-	br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader((*buf)[:end]), upIn), writeBufSize)
+	raw := (*buf)[:end]
+	if scrub {
+		if raw, err = s.p.scrubHeader(raw, maxHeaderBytes); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	fields := rawFields(raw)
+	br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(raw), upIn), writeBufSize)
 	resp, err := http.ReadResponse(br, &http.Request{Method: req.Method})
-	return resp, br, tokens, err
+	if te := fields.Values("Transfer-Encoding"); err == nil && scrub && len(te) > 0 && (!resp.ProtoAtLeast(1, 1) || transferCoding(fields) != "") {
+		// Parsing takes only chunked in HTTP/1.1, and ignores the
+		// field in HTTP/1.0, whose body would then pass still coded
+		// (compressed, or a value cut by chunk framing).
+		resp.Body.Close()
+		return nil, nil, nil, fmt.Errorf("the response to a request of a secret host has Transfer-Encoding %.40q in %s: its body cannot be checked for the secret's value", strings.Join(te, ", "), resp.Proto)
+	}
+	return resp, br, fields.Values("Connection"), err
 }
 
 // bodyReader reads a body from r, which reads from conn: before each read
@@ -719,15 +740,15 @@ func (s *session) pipe(dst io.Writer, src *meterConn) error {
 	}
 }
 
-// connectionHeader returns the values of the Connection header in a raw
-// response header.
-func connectionHeader(raw []byte) []string {
+// rawFields returns the fields of a raw response header, before
+// http.ReadResponse drops some of them.
+func rawFields(raw []byte) textproto.MIMEHeader {
 	r := textproto.NewReader(bufio.NewReader(bytes.NewReader(raw)))
 	if _, err := r.ReadLine(); err != nil {
 		return nil
 	}
 	h, _ := r.ReadMIMEHeader()
-	return h.Values("Connection")
+	return h
 }
 
 // continueReader sends "100 Continue" to the sandbox before the first read
@@ -934,8 +955,7 @@ func copyFlush(w *bufio.Writer, src io.Reader, chunked bool) (int64, error) {
 		wr.give(buf)
 		if err == io.EOF {
 			if sc != nil {
-				// What was held back holds no whole value.
-				put(sc.carry)
+				sc.flush(put)
 			}
 			if chunked {
 				w.WriteString("0\r\n\r\n")
