@@ -139,7 +139,6 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	// The forker may share this process's memory: it never enters the
 	// sandbox's PID namespace, and the entrant it forks has a copy.
 	clone := forkplan.Clone{CgroupFD: -1, Shared: true}
-	cfg.ResetOOMScore = inheritsNegativeOOMScore()
 	var join []string
 	if li.grp != nil {
 		if clone.CgroupFD = li.grp.CloneFD(); clone.CgroupFD < 0 {
