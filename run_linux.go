@@ -105,7 +105,9 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	} else if r.enter {
 		// The spawner that holds the running sandbox; if it died, the
 		// sandbox died with it, and the call fails.
-		r.h, err = target.sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, 0, target.id, p.audit.onEvents())
+		if r.h, err = target.sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, 0, target.id, p.audit.onEvents()); err != nil {
+			err = target.explain(err)
+		}
 	} else {
 		// A spawner found dead before the request went out is replaced
 		// once; one that dies under a run fails that run.
@@ -163,6 +165,9 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	handed = true
 	go func() {
 		res, err := r.finish(p)
+		if err != nil && r.enter {
+			err = target.explain(err)
+		}
 		// Before the run lets go of its session, which Close waits for.
 		p.audit.end(res, err, r.audited)
 		r.cleanUp()

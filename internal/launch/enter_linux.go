@@ -26,10 +26,40 @@ import (
 type liveInit struct {
 	mu    sync.RWMutex // read-held while an entrant is cloned with pidfd
 	pidfd int          // -1 once the init has been reaped
+	pid   int          // the init's, while pidfd is open
 	grp   cgroup.Group
 
 	hostNetwork bool         // the sandbox has the host's network namespace
 	limits      []wire.Limit // what its cgroup enforces, for every entrant's Exit
+
+	// oomAlive is the count of its cgroup's OOM kills at the last moment
+	// the init was seen alive, so that the init's own Exit counts the
+	// kills from then on, its own among them if the OOM killer took it.
+	oomMu    sync.Mutex
+	oomAlive uint64
+}
+
+// seenAlive records that the init was alive when its cgroup's count of
+// OOM kills was now, or later.
+func (l *liveInit) seenAlive(now uint64) {
+	l.oomMu.Lock()
+	defer l.oomMu.Unlock()
+	l.oomAlive = max(l.oomAlive, now)
+}
+
+// killsSinceAlive is how many of the count of OOM kills now came after
+// the init was last seen alive.
+func (l *liveInit) killsSinceAlive(now uint64) uint64 {
+	l.oomMu.Lock()
+	defer l.oomMu.Unlock()
+	return now - min(now, l.oomAlive)
+}
+
+// alive says whether the init has not begun to exit.
+func (l *liveInit) alive() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.pidfd >= 0 && !sysutil.Exited(l.pidfd, l.pid)
 }
 
 // close forgets the init once it is reaped: later entries fail.
@@ -184,6 +214,9 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 		return nil, se
 	}
 	e := &entrant{pid: pid}
+	// It entered the init's namespaces: the init was alive after the
+	// count was read.
+	li.seenAlive(before.OOMKills)
 	abort := func(se *wire.SetupError) (*Handle, *wire.SetupError) {
 		e.signal(unix.SIGKILL, false)
 		var ws unix.WaitStatus
@@ -231,6 +264,9 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 			var after wire.Exit
 			usageOf(li.grp, &after)
 			exit.OOMKills = after.OOMKills - before.OOMKills
+			if li.alive() {
+				li.seenAlive(after.OOMKills)
+			}
 			exit.PidsMax = after.PidsMax - before.PidsMax
 		}
 		exit.Limits = li.limits
