@@ -127,3 +127,34 @@ func TestLiveInitLastOOMChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveBackgroundOOMKillReported: an OOM kill of a process left in the
+// background of a live sandbox, between calls, is counted in the next
+// call's Result, once, and the sandbox lives on.
+func TestLiveBackgroundOOMKillReported(t *testing.T) {
+	if cgroupErr() != nil {
+		t.Skipf("needs a cgroup memory limit: %v", cgroupErr())
+	}
+	s, _ := liveTest(t, Options{Memory: 64 << 20, Binds: []Bind{helperBind(t)}})
+	// The hog starts once the host writes the workspace file go, with
+	// no call running.
+	runOK(t, s, "(while [ ! -e /workspace/go ]; do sleep 0.05; done; SBXTEST_HELPER=hog exec "+helperPath+") >/dev/null 2>&1 &")
+	if err := s.WriteFile("go", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(func() bool { ps, err := s.Processes(context.Background()); return err == nil && len(ps) == 0 }) {
+		ps, err := s.Processes(context.Background())
+		t.Fatalf("the background hog did not end: %v, %+v", err, ps)
+	}
+	res, err := s.Run(context.Background(), Command("true"))
+	if err != nil || res.Outcome != Exited {
+		t.Fatalf("the call after the hog: %v, %+v", err, res)
+	}
+	if res.OOMKills != 1 {
+		t.Errorf("the call after a background hog was OOM-killed: OOMKills %d, want 1", res.OOMKills)
+	}
+	res, err = s.Run(context.Background(), Command("true"))
+	if err != nil || res.OOMKills != 0 {
+		t.Errorf("the call after that: %v, OOMKills %+v; want the kill counted once", err, res)
+	}
+}

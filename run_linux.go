@@ -285,7 +285,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 		runStarted(s.ws.owner, res.Pooled)
 	}
 	res.CgroupCPU, res.MemoryPeak = time.Duration(exit.CgroupCPUNS), exit.MemoryPeak
-	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills), exit.PidsMax > 0
+	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills+exit.OOMKillsBefore), exit.PidsMax > 0
 	for _, l := range exit.Limits {
 		res.Limits = append(res.Limits, Limit(l))
 	}

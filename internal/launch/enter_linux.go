@@ -32,10 +32,14 @@ type liveInit struct {
 	hostNetwork bool         // the sandbox has the host's network namespace
 	limits      []wire.Limit // what its cgroup enforces, for every entrant's Exit
 
-	// oomAlive is the count of its cgroup's OOM kills at the last moment
-	// the init was seen alive, so that the init's own Exit counts the
-	// kills from then on, its own among them if the OOM killer took it.
+	// Counts of its cgroup's OOM kills: oomTold, the count entrants'
+	// Exits have reported, so that a kill of a background process
+	// between calls is told to the next call that ends
+	// (Exit.OOMKillsBefore); oomAlive, the count at the last moment the
+	// init was seen alive, so that the init's own Exit counts the kills
+	// from then on, its own among them if the OOM killer took it.
 	oomMu    sync.Mutex
+	oomTold  uint64
 	oomAlive uint64
 }
 
@@ -60,6 +64,22 @@ func (l *liveInit) alive() bool {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.pidfd >= 0 && !sysutil.Exited(l.pidfd, l.pid)
+}
+
+// untoldOOMKills is how many of now, a count of its cgroup's OOM kills,
+// no Exit has reported yet; with tell, they count as reported from here
+// on.
+func (l *liveInit) untoldOOMKills(now uint64, tell bool) uint64 {
+	l.oomMu.Lock()
+	defer l.oomMu.Unlock()
+	if now <= l.oomTold {
+		return 0
+	}
+	n := now - l.oomTold
+	if tell {
+		l.oomTold = now
+	}
+	return n
 }
 
 // close forgets the init once it is reaped: later entries fail.
@@ -179,6 +199,9 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	if li.grp != nil {
 		usageOf(li.grp, &before)
 	}
+	// Kills from before this entrant that no call was told of: the
+	// background's, since the last call ended.
+	untold := li.untoldOOMKills(before.OOMKills, false)
 	li.mu.RLock()
 	if li.pidfd < 0 {
 		li.mu.RUnlock()
@@ -264,6 +287,7 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 			var after wire.Exit
 			usageOf(li.grp, &after)
 			exit.OOMKills = after.OOMKills - before.OOMKills
+			exit.OOMKillsBefore = min(untold, li.untoldOOMKills(after.OOMKills, true))
 			if li.alive() {
 				li.seenAlive(after.OOMKills)
 			}

@@ -154,7 +154,7 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 		if grp != nil {
 			var now wire.Exit
 			usageOf(grp, &now)
-			h.holdable.oomAlive = now.OOMKills
+			h.holdable.oomTold, h.holdable.oomAlive = now.OOMKills, now.OOMKills
 		}
 		if cfg.Hold {
 			h.live = h.holdable
