@@ -180,14 +180,17 @@ func (l *liveSandbox) expire(s *Sandbox, why string, idle bool) {
 func (l *liveSandbox) watch(s *Sandbox, p *Process, watched chan struct{}) {
 	res, err := p.Wait()
 	l.mu.Lock()
-	own := l.init == p && l.ended == nil
-	if own {
+	// Not stopped (stop forgets it first); a call may have found it
+	// ended already (ensure).
+	own := l.init == p
+	if own && l.ended == nil {
 		l.ended = initEnded(res, err)
 	}
+	why := l.ended
 	l.mu.Unlock()
 	close(watched)
 	if own {
-		s.log.Warn("sandbox: the live sandbox ended", "why", l.ended)
+		s.log.Warn("sandbox: the live sandbox ended", "why", why)
 		s.Close()
 	}
 }
