@@ -472,14 +472,35 @@
 // the entrant, has a copy of the spawner's memory, never a share of it,
 // although sharing would save about 0.8 ms a call: it has a pid where
 // hostile code runs, and a flaw past the dumpable check should reach a
-// throw-away copy, not the spawner. Its first step makes it non-dumpable
-// (so /proc/PID/mem, fd, environ and ptrace need a capability over the
-// host's user namespace); it becomes the sandbox user with no capability,
+// throw-away copy, not the spawner. Its first steps raise its
+// oom_score_adj (below) and make it non-dumpable (so /proc/PID/mem, fd,
+// environ and ptrace need a capability over the host's user namespace);
+// it becomes the sandbox user with no capability,
 // no_new_privs and the filter, with no descriptor but its stdio and two
 // close-on-exec ones, before the exec shim's exec makes it dumpable. Its
 // working directory and program are resolved from the sandbox's root. The
 // sandbox's cgroup limits bound everything alive in it together, and a
 // call that cannot start for the pids limit says so.
+//
+// Every process a call starts there, and what it starts, has an
+// oom_score_adj of 1000, above the init's (the caller's own, 0 as a
+// rule): at the memory limit the OOM killer takes them, not the init.
+// Should the init end anyway (killed from outside, by the OOM killer
+// where files in /tmp hold the memory, which no kill frees, or with its
+// spawner), everything in the sandbox ends with it, the Sandbox closes as
+// Close would, and every later call fails with an error matching
+// [ErrClosed] that says why. An OOM kill of a process left in the
+// background between calls is counted in the next call's
+// [Result.OOMKills].
+//
+// Two things follow, by design, from the calls and the init sharing one
+// sandbox user. Code inside can write the memory of the sandbox's pid 1,
+// the init (through /proc/1/mem): it gains nothing, since the init holds
+// no descriptor, secret or privilege the code lacks, and at worst ends
+// the sandbox. And a process an earlier call left running can read a later call's environment, [Cmd.Env]
+// included, in /proc/PID/environ once that call's program has exec'd:
+// credentials belong in [Options.Secrets], which the egress proxy adds to
+// requests and the sandbox never holds, not in the Env of a live call.
 //
 // A call's output is read until its process has ended and, for what it
 // left running, [Sandbox.Run] waits a tenth of a second more: a

@@ -263,8 +263,8 @@ func TestOOMScoreNotInherited(t *testing.T) {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = append(os.Environ(), helperEnv+"=liveoom")
 	out, err := cmd.CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "0" {
-		t.Errorf("oom_score_adj of a live sandbox's entrant, its spawner at -900: %q, %v; want 0", out, err)
+	if err != nil || strings.TrimSpace(string(out)) != "1000" {
+		t.Errorf("oom_score_adj of a live sandbox's entrant, its spawner at -900: %q, %v; want 1000, above its init's", out, err)
 	}
 }
 

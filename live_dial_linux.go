@@ -39,14 +39,14 @@ func (s *Sandbox) dial(ctx context.Context, network, address string) (net.Conn, 
 	}
 	se, f, err := l.sp.callFile(ctx, wire.Request{Dial: l.id, Network: netw, Address: addr, DialTimeout: timeout})
 	if err != nil {
-		return nil, opErr(err)
+		return nil, opErr(l.explain(err))
 	}
 	if se != nil {
 		var cause error = errors.New(se.Text)
 		if se.Errno != 0 {
 			cause = os.NewSyscallError(se.Op, syscall.Errno(se.Errno))
 		}
-		return nil, opErr(fmt.Errorf("in the live sandbox: %w", cause))
+		return nil, opErr(l.explain(fmt.Errorf("in the live sandbox: %w", cause)))
 	}
 	defer f.Close()
 	c, err := net.FileConn(f)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,8 +31,11 @@ type liveSandbox struct {
 	pidfd int // -1 when there is none
 	pidNS nsID
 	ended error // why it ended, once it has; every later call fails with it
-	idle  *time.Timer
-	life  *time.Timer
+	// watched is closed once the watch of the running init (watch) has
+	// seen it end, and set ended if it ended on its own.
+	watched chan struct{}
+	idle    *time.Timer
+	life    *time.Timer
 }
 
 // beginCall readies the live sandbox for one call, starting it if it is
@@ -110,16 +114,9 @@ func (l *liveSandbox) ensure(ctx context.Context, s *Sandbox) error {
 		if !l.init.ended.Load() {
 			return nil
 		}
-		// It died under us (the spawner died, or something killed
-		// its init): what ran in it is gone, which no call must miss.
-		res, err := l.init.Wait()
-		why := "its init ended"
-		if err != nil {
-			why += ": " + err.Error()
-		} else if res != nil {
-			why += " (" + res.Outcome.String() + ")"
-		}
-		l.ended = fmt.Errorf("sandbox: the live sandbox ended: %s; close this Sandbox and make a new one: %w", why, ErrClosed)
+		// It died under us, and its watch has yet to say so: what
+		// ran in it is gone, which no call must miss.
+		l.ended = initEnded(l.init.Wait())
 		return l.ended
 	}
 	sp, err := theSpawner(s.log)
@@ -147,6 +144,8 @@ func (l *liveSandbox) ensure(ctx context.Context, s *Sandbox) error {
 	}
 	l.init, l.sp = p, sp
 	l.id, l.pidfd, l.pidNS = p.runID, pidfd, ns
+	l.watched = make(chan struct{})
+	go l.watch(s, p, l.watched)
 	if d := idleTimeout(&s.opts); d > 0 {
 		l.idle = time.AfterFunc(d, func() { l.expire(s, "idle for "+d.String()+" (Options.IdleTimeout)", true) })
 		l.idle.Stop() // armed when its calls are over
@@ -172,6 +171,71 @@ func (l *liveSandbox) expire(s *Sandbox, why string, idle bool) {
 	l.mu.Unlock()
 	s.log.Info("sandbox: live sandbox expired", "why", why)
 	s.Close()
+}
+
+// watch waits for the end of the live sandbox's init p. If it ended on
+// its own (killed, by the OOM killer or from outside; its spawner gone),
+// everything in the sandbox ended with it: the Sandbox closes, as an
+// expiry closes it, and every later call fails saying why.
+func (l *liveSandbox) watch(s *Sandbox, p *Process, watched chan struct{}) {
+	res, err := p.Wait()
+	l.mu.Lock()
+	// Not stopped (stop forgets it first); a call may have found it
+	// ended already (ensure).
+	own := l.init == p
+	if own && l.ended == nil {
+		l.ended = initEnded(res, err)
+	}
+	why := l.ended
+	l.mu.Unlock()
+	close(watched)
+	if own {
+		s.log.Warn("sandbox: the live sandbox ended", "why", why)
+		s.Close()
+	}
+}
+
+// initEnded is the error every call fails with once the live sandbox's
+// init ended on its own, as res and err tell; it matches ErrClosed.
+func initEnded(res *Result, err error) error {
+	why := "its init ended"
+	switch {
+	case err != nil:
+		why += ": " + err.Error()
+	case res == nil:
+	case res.Outcome == OutOfMemory:
+		why = "its init was killed by the OOM killer at the memory limit (Options.Memory)"
+	case res.Outcome == Signaled:
+		why = "its init was killed by " + unix.SignalName(res.Signal)
+	case res.Outcome == Exited:
+		why = fmt.Sprintf("its init exited with status %d", res.ExitCode)
+	default:
+		why += " (" + res.Outcome.String() + ")"
+	}
+	return fmt.Errorf("sandbox: the live sandbox ended: %s, and everything in it with it; make a new Sandbox: %w", why, ErrClosed)
+}
+
+// explain is err, which a call met in the live sandbox, or, if its init
+// has ended meanwhile, why the live sandbox ended: a call that raced
+// with its end fails as every later one will.
+func (l *liveSandbox) explain(err error) error {
+	l.mu.Lock()
+	if l.ended != nil {
+		defer l.mu.Unlock()
+		return l.ended
+	}
+	watched, ended := l.watched, l.pidfd >= 0 && sysutil.Exited(l.pidfd, l.init.hostPid)
+	l.mu.Unlock()
+	if watched == nil || !ended {
+		return err
+	}
+	<-watched
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended != nil {
+		return l.ended
+	}
+	return err
 }
 
 // expiredError matches ErrExpired and ErrClosed.
@@ -243,7 +307,7 @@ func openInit(pid int) (nsID, int, error) {
 func (l *liveSandbox) alive() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.pidfd >= 0 && unix.PidfdSendSignal(l.pidfd, 0, nil, 0) == nil
+	return l.pidfd >= 0 && !sysutil.Exited(l.pidfd, l.init.hostPid)
 }
 
 func newLiveSandbox() *liveSandbox { return &liveSandbox{pidfd: -1} }

@@ -113,7 +113,7 @@ func (s *Sandbox) processes(ctx context.Context) ([]ProcessInfo, error) {
 	defer release()
 	procs, err := l.sandboxProcs()
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: processes: %w", err)
+		return nil, l.explain(fmt.Errorf("sandbox: processes: %w", err))
 	}
 	inner := map[int]int{}
 	for _, p := range procs {
@@ -148,7 +148,7 @@ func (s *Sandbox) signalInside(pid int, sig os.Signal) error {
 	defer release()
 	procs, err := l.sandboxProcs()
 	if err != nil {
-		return fmt.Errorf("sandbox: signal pid %d: %w", pid, err)
+		return l.explain(fmt.Errorf("sandbox: signal pid %d: %w", pid, err))
 	}
 	for _, p := range procs {
 		if p.info.Pid != pid {
@@ -172,5 +172,5 @@ func (s *Sandbox) signalInside(pid int, sig os.Signal) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("sandbox: signal pid %d: no such process in the live sandbox: %w", pid, os.ErrProcessDone)
+	return l.explain(fmt.Errorf("sandbox: signal pid %d: no such process in the live sandbox: %w", pid, os.ErrProcessDone))
 }

@@ -68,9 +68,12 @@ type Result struct {
 	// From the run's cgroup, when it had one (see Limits). A call of a
 	// live sandbox (Options.Live) shares its cgroup with everything alive
 	// there: CgroupCPU and MemoryPeak are 0 (UserTime, SystemTime and
-	// MaxRSS are the call's own), and OOMKills and PidsLimitHit count
-	// what the live sandbox's cgroup saw while the call ran; an OOM kill
-	// of the call's own process makes its Outcome OutOfMemory.
+	// MaxRSS are the call's own), PidsLimitHit says what the live
+	// sandbox's cgroup saw while the call ran, and OOMKills counts the
+	// OOM kills in it while the call ran and those before it that no
+	// earlier call counted (of processes left in the background between
+	// calls); an OOM kill while the call ran, of its own process, makes
+	// its Outcome OutOfMemory.
 	CgroupCPU    time.Duration // CPU time of every process of the run
 	MemoryPeak   int64         // peak memory of the run in bytes; 0 if the kernel does not say
 	OOMKills     int           // processes the OOM killer killed

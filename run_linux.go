@@ -106,7 +106,9 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	} else if r.enter {
 		// The spawner that holds the running sandbox; if it died, the
 		// sandbox died with it, and the call fails.
-		r.h, err = target.sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, 0, target.id, p.audit.onEvents())
+		if r.h, err = target.sp.start(ctx, r.cfg, r.st.child, extra, s.ws.owner, 0, target.id, p.audit.onEvents()); err != nil {
+			err = target.explain(err)
+		}
 	} else {
 		// A spawner found dead before the request went out is replaced
 		// once; one that dies under a run fails that run.
@@ -164,6 +166,9 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	handed = true
 	go func() {
 		res, err := r.finish(p)
+		if err != nil && r.enter {
+			err = target.explain(err)
+		}
 		// Before the run lets go of its session, which Close waits for.
 		p.audit.end(res, err, r.audited)
 		r.cleanUp()
@@ -281,7 +286,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 		runStarted(s.ws.owner, res.Pooled)
 	}
 	res.CgroupCPU, res.MemoryPeak = time.Duration(exit.CgroupCPUNS), exit.MemoryPeak
-	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills), exit.PidsMax > 0
+	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills+exit.OOMKillsBefore), exit.PidsMax > 0
 	for _, l := range exit.Limits {
 		res.Limits = append(res.Limits, Limit(l))
 	}

@@ -253,8 +253,14 @@ type Options struct {
 	// background or with Start, keeps running. The cgroup limits
 	// (Memory, CPUs, Pids) bound everything alive in it together.
 	// Processes, Signal and DialContext see and reach what runs in it.
-	// Off by default: every Run then gets a sandbox of its own. Not
-	// with InProcess (the running sandbox is held by the spawner).
+	// Its calls and their processes share one sandbox user: one an
+	// earlier call left running can read a later call's environment
+	// (see the package doc's Live sandboxes), so keep credentials in
+	// Secrets. Should its init end, killed or with its spawner, the
+	// Sandbox closes, and its later calls fail with an error matching
+	// ErrClosed that says why. Off by default: every Run then gets a
+	// sandbox of its own. Not with InProcess (the running sandbox is
+	// held by the spawner).
 	Live bool
 	// IdleTimeout ends a live sandbox, and closes the Sandbox, once no
 	// call has been in progress for this long (0: DefaultIdleTimeout;
@@ -379,7 +385,10 @@ type Cmd struct {
 	// Args holds the command-line arguments, including the program as
 	// Args[0], as in os/exec.
 	Args []string
-	// Env is added to Options.Env for this run.
+	// Env is added to Options.Env for this run. In a live sandbox
+	// (Options.Live) a process an earlier call left running can read it
+	// in /proc/PID/environ once the program has exec'd: credentials
+	// belong in Options.Secrets.
 	Env []string
 	// Dir is the working directory inside the sandbox; empty means
 	// /workspace, or the WorkingDir of Options.Image's config where it

@@ -26,10 +26,60 @@ import (
 type liveInit struct {
 	mu    sync.RWMutex // read-held while an entrant is cloned with pidfd
 	pidfd int          // -1 once the init has been reaped
+	pid   int          // the init's, while pidfd is open
 	grp   cgroup.Group
 
 	hostNetwork bool         // the sandbox has the host's network namespace
 	limits      []wire.Limit // what its cgroup enforces, for every entrant's Exit
+
+	// Counts of its cgroup's OOM kills: oomTold, the count entrants'
+	// Exits have reported, so that a kill of a background process
+	// between calls is told to the next call that ends
+	// (Exit.OOMKillsBefore); oomAlive, the count at the last moment the
+	// init was seen alive, so that the init's own Exit counts the kills
+	// from then on, its own among them if the OOM killer took it.
+	oomMu    sync.Mutex
+	oomTold  uint64
+	oomAlive uint64
+}
+
+// seenAlive records that the init was alive when its cgroup's count of
+// OOM kills was now, or later.
+func (l *liveInit) seenAlive(now uint64) {
+	l.oomMu.Lock()
+	defer l.oomMu.Unlock()
+	l.oomAlive = max(l.oomAlive, now)
+}
+
+// killsSinceAlive is how many of the count of OOM kills now came after
+// the init was last seen alive.
+func (l *liveInit) killsSinceAlive(now uint64) uint64 {
+	l.oomMu.Lock()
+	defer l.oomMu.Unlock()
+	return now - min(now, l.oomAlive)
+}
+
+// alive says whether the init has not begun to exit.
+func (l *liveInit) alive() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.pidfd >= 0 && !sysutil.Exited(l.pidfd, l.pid)
+}
+
+// untoldOOMKills is how many of now, a count of its cgroup's OOM kills,
+// no Exit has reported yet; with tell, they count as reported from here
+// on.
+func (l *liveInit) untoldOOMKills(now uint64, tell bool) uint64 {
+	l.oomMu.Lock()
+	defer l.oomMu.Unlock()
+	if now <= l.oomTold {
+		return 0
+	}
+	n := now - l.oomTold
+	if tell {
+		l.oomTold = now
+	}
+	return n
 }
 
 // close forgets the init once it is reaped: later entries fail.
@@ -139,7 +189,6 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	// The forker may share this process's memory: it never enters the
 	// sandbox's PID namespace, and the entrant it forks has a copy.
 	clone := forkplan.Clone{CgroupFD: -1, Shared: true}
-	cfg.ResetOOMScore = inheritsNegativeOOMScore()
 	var join []string
 	if li.grp != nil {
 		if clone.CgroupFD = li.grp.CloneFD(); clone.CgroupFD < 0 {
@@ -150,6 +199,9 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 	if li.grp != nil {
 		usageOf(li.grp, &before)
 	}
+	// Kills from before this entrant that no call was told of: the
+	// background's, since the last call ended.
+	untold := li.untoldOOMKills(before.OOMKills, false)
 	li.mu.RLock()
 	if li.pidfd < 0 {
 		li.mu.RUnlock()
@@ -185,6 +237,9 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 		return nil, se
 	}
 	e := &entrant{pid: pid}
+	// It entered the init's namespaces: the init was alive after the
+	// count was read.
+	li.seenAlive(before.OOMKills)
 	abort := func(se *wire.SetupError) (*Handle, *wire.SetupError) {
 		e.signal(unix.SIGKILL, false)
 		var ws unix.WaitStatus
@@ -232,6 +287,10 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 			var after wire.Exit
 			usageOf(li.grp, &after)
 			exit.OOMKills = after.OOMKills - before.OOMKills
+			exit.OOMKillsBefore = min(untold, li.untoldOOMKills(after.OOMKills, true))
+			if li.alive() {
+				li.seenAlive(after.OOMKills)
+			}
 			exit.PidsMax = after.PidsMax - before.PidsMax
 		}
 		exit.Limits = li.limits

@@ -150,7 +150,12 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 			proc.Wait()
 			return fail(&wire.SetupError{Stage: "start", Op: "pidfd_open (the sandbox's init)", Errno: sysutil.ErrnoOf(err), Text: err.Error()})
 		}
-		h.holdable = &liveInit{pidfd: pidfd, grp: grp, hostNetwork: cfg.HostNetwork, limits: limits}
+		h.holdable = &liveInit{pidfd: pidfd, pid: proc.Pid, grp: grp, hostNetwork: cfg.HostNetwork, limits: limits}
+		if grp != nil {
+			var now wire.Exit
+			usageOf(grp, &now)
+			h.holdable.oomTold, h.holdable.oomAlive = now.OOMKills, now.OOMKills
+		}
 		if cfg.Hold {
 			h.live = h.holdable
 		}
@@ -209,6 +214,12 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 		}
 		if grp != nil {
 			usageOf(grp, &exit)
+			if h.live != nil {
+				// Those from when it was last seen alive, which its
+				// own is among if the OOM killer took it; the earlier
+				// ones were its calls'.
+				exit.OOMKills = h.live.killsSinceAlive(exit.OOMKills)
+			}
 		}
 		exit.Limits = limits
 		// In the spawner, off the run's return path: the cgroup is

@@ -75,16 +75,19 @@ func (b *planner) enter() {
 	// namespace, with memory of its own. Out, one byte (with its pid in
 	// the credentials); in, one byte: it is in its cgroup. EOF: the
 	// launcher is gone.
+	//
+	// First its oom_score_adj, above the init's whatever it inherited,
+	// so that the OOM killer takes it, and what it starts, before the
+	// init, whose death would end the sandbox. Raising one needs no
+	// privilege, only write access to /proc/self/oom_score_adj, which
+	// is its user's while it is dumpable and root's after (a launcher
+	// that is not root could not write it then). Its memory is its own:
+	// a write applies to every process sharing the writer's.
+	b.writeOOMScore("enter", EntrantOOMScoreAdj)
 	b.call(w("prctl PR_SET_DUMPABLE"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_DUMPABLE), forkplan.Val(0))
 	b.call(w("prctl PR_SET_PDEATHSIG"), unix.SYS_PRCTL, forkplan.Val(unix.PR_SET_PDEATHSIG), forkplan.Val(unix.SIGKILL))
 	b.handshake(w)
 	b.call(w("close"), unix.SYS_CLOSE, forkplan.Val(planSyncFd))
-	if b.cfg.ResetOOMScore {
-		// As an init does (identity), with the ids that own its
-		// /proc/self (the sandbox's, where it now is), in memory of its
-		// own.
-		b.resetOOMScore("enter")
-	}
 	b.becomeSandboxUser(w)
 	b.call(w("setsid"), unix.SYS_SETSID)
 }

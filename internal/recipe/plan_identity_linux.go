@@ -3,6 +3,8 @@
 package recipe
 
 import (
+	"strconv"
+
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
@@ -53,14 +55,24 @@ func (b *planner) identity() {
 	}
 }
 
+// EntrantOOMScoreAdj is the oom_score_adj of every process that enters a
+// live sandbox (CompileEntry), the highest there is: within the sandbox's
+// cgroup the OOM killer takes any of them before its init, which keeps
+// the launcher's (0, or above), and whose death would end the sandbox.
+const EntrantOOMScoreAdj = 1000
+
 // resetOOMScore sets the child's oom_score_adj to 0, from the negative one
 // it inherited, which would spare it and its program the OOM killer.
-func (b *planner) resetOOMScore(stage string) {
+func (b *planner) resetOOMScore(stage string) { b.writeOOMScore(stage, 0) }
+
+// writeOOMScore sets the child's oom_score_adj to adj.
+func (b *planner) writeOOMScore(stage string, adj int) {
 	const p = "/proc/self/oom_score_adj"
 	w := forkplan.Where{Stage: stage, Op: "write", Path: p}
 	fd := b.slot()
+	val := []byte(strconv.Itoa(adj))
 	b.call(w, unix.SYS_OPENAT, forkplan.Val(unix.AT_FDCWD), forkplan.Str(p), forkplan.Val(unix.O_WRONLY|unix.O_CLOEXEC)).Save(fd)
-	b.call(w, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf([]byte("0")), forkplan.Val(1))
+	b.call(w, unix.SYS_WRITE, forkplan.In(fd), forkplan.Buf(val), forkplan.Val(uintptr(len(val))))
 	b.close(fd)
 }
 

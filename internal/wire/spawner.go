@@ -142,6 +142,11 @@ type Exit struct {
 	MemoryPeak  int64
 	OOMKills    uint64
 	PidsMax     uint64
+	// OOMKillsBefore, for a process that entered a live sandbox, counts
+	// the OOM kills in the sandbox's cgroup before it started that no
+	// earlier entrant's Exit reported: those of its background
+	// processes between calls. OOMKills counts those while it ran.
+	OOMKillsBefore uint64 `json:",omitempty"`
 
 	// DefaultSignal is the signal whose default action (to end the
 	// process) the launcher took by killing the init, which the kernel
