@@ -66,9 +66,9 @@ demo:
 	@echo "+ $(GO) run ./examples/mcp-client"
 	$(GO) run ./examples/mcp-client
 
-# -p 1: packages' tests run one after another, because the root package's
-# leak tests snapshot host-wide state (the temp directory, mounts) that the
-# CLI's integration test, which builds the tool, would change meanwhile.
+# -p 1: packages' tests run one after another, so that on 2 cores the root
+# package's suite, which starts thousands of sandboxes, does not share them
+# with the CLI's and the toolserver's, which start their own (see -timeout).
 test:
 	@if [ ! -x "$(STATICCHECK)" ]; then
 		echo "+ GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@latest"
@@ -151,12 +151,16 @@ test:
 	echo "+ $(GO) test -tags libseccomp -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./..."
 	$(GO) test -tags libseccomp -count=1 -p 1 -skip '$(CPYTHON_TEST)' ./...
 	# Short fuzz runs: the two compilers against each other, the pure-Go
-	# compiler against its reference, the profile reader for panics, and
+	# compiler against its reference, the profile reader for panics,
 	# every parser of caller input (Options, workspace paths, egress
-	# entries, the CLI's sizes, binds and whole command lines).
+	# entries, the CLI's sizes, binds and whole command lines), the secrets
+	# scrubber on streams cut anywhere, and the MCP server's stdio reader
+	# on any input (a tenth: each input runs a server).
 	for target in "FuzzDifferential ./internal/seccomp $$(( $(FUZZEXECS) / 25 )) libseccomp" \
 		"FuzzCompile ./internal/seccomp" "FuzzSeccompFromDocker ." "FuzzOptions ." "FuzzWorkspacePath ." \
-		"FuzzParseRules ./internal/egress" "FuzzParseSize ./cmd/sandbox" "FuzzParseBind ./cmd/sandbox" "FuzzParseRun ./cmd/sandbox"; do
+		"FuzzParseRules ./internal/egress" "FuzzScrubber ./internal/egress" \
+		"FuzzParseSize ./cmd/sandbox" "FuzzParseBind ./cmd/sandbox" "FuzzParseRun ./cmd/sandbox" \
+		"FuzzStdioTransport ./cmd/sandbox $$(( $(FUZZEXECS) / 10 ))"; do
 		set -- $$target $(FUZZEXECS)
 		tags=""; if [ $$# -gt 4 ]; then tags="-tags $$4"; fi
 		echo "+ $(GO) test $$tags -run '^$$' -fuzz '^$$1$$' -fuzztime $${3}x -fuzzminimizetime 5s $$2"
