@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"net/textproto"
 	"strings"
 )
 
@@ -320,27 +319,15 @@ func (sc *scrubber) flush(emit func([]byte) error) error {
 	return emit(sc.carry[end:])
 }
 
-// contentCoding returns the first content coding other than identity
-// that h's Content-Encoding field lines name, "" if none. A response to a
-// secret's host must be unencoded: every line, and every element of each
-// line's list, in any case, is identity or empty.
-func contentCoding(h http.Header) string {
-	for _, v := range h.Values("Content-Encoding") {
+// otherCoding returns the first coding other than allowed that the
+// field lines vs name, "" if none: every line, and every element of each
+// line's list, in any case, is allowed or empty. A response to a secret's
+// host must be unencoded (Content-Encoding: identity) and framed only by
+// chunking (Transfer-Encoding: chunked).
+func otherCoding(vs []string, allowed string) string {
+	for _, v := range vs {
 		for c := range strings.SplitSeq(v, ",") {
-			if c = strings.Trim(c, " \t"); c != "" && !strings.EqualFold(c, "identity") {
-				return c
-			}
-		}
-	}
-	return ""
-}
-
-// transferCoding returns the first transfer coding other than chunked
-// that h's Transfer-Encoding field lines name, "" if none.
-func transferCoding(h textproto.MIMEHeader) string {
-	for _, v := range h.Values("Transfer-Encoding") {
-		for c := range strings.SplitSeq(v, ",") {
-			if c = strings.Trim(c, " \t"); c != "" && !strings.EqualFold(c, "chunked") {
+			if c = strings.Trim(c, " \t"); c != "" && !strings.EqualFold(c, allowed) {
 				return c
 			}
 		}

@@ -370,6 +370,19 @@ func TestAuthorityConstraints(t *testing.T) {
 	}
 }
 
+// scrubInPieces passes in through p's scrubber in pieces of size bytes,
+// as reads would cut a stream, and returns what comes out.
+func scrubInPieces(p *Proxy, in string, size int) string {
+	sc := p.newScrubber()
+	var out strings.Builder
+	emit := func(b []byte) error { out.Write(b); return nil }
+	for i := 0; i < len(in); i += size {
+		sc.write(append(append([]byte{}, sc.carry...), in[i:min(i+size, len(in))]...), emit)
+	}
+	sc.flush(emit)
+	return out.String()
+}
+
 // TestScrubberSplits: a value is found whatever the reads cut it into,
 // and the bytes around it pass unchanged.
 func TestScrubberSplits(t *testing.T) {
@@ -377,16 +390,8 @@ func TestScrubberSplits(t *testing.T) {
 	in := "aSECRET-VALUESECRET-VALUExSECRET-VALxy SECRET-VALUE" + strings.Repeat("z", 40) + "SECRET-VALUE"
 	want := "a<ph1><ph1>xSECRET-VAL<ph2-long> <ph1>" + strings.Repeat("z", 40) + "<ph1>"
 	for size := 1; size <= len(in); size++ {
-		sc := p.newScrubber()
-		var out bytes.Buffer
-		emit := func(b []byte) error { out.Write(b); return nil }
-		for i := 0; i < len(in); i += size {
-			piece := append(append([]byte{}, sc.carry...), in[i:min(i+size, len(in))]...)
-			sc.write(piece, emit)
-		}
-		sc.flush(emit)
-		if out.String() != want {
-			t.Errorf("pieces of %d: %q, want %q", size, out.String(), want)
+		if got := scrubInPieces(p, in, size); got != want {
+			t.Errorf("pieces of %d: %q, want %q", size, got, want)
 		}
 	}
 }
@@ -858,16 +863,8 @@ func TestScrubberOverlapping(t *testing.T) {
 	in := "a id-42:pw id-42 id-42:p id-42:pw"
 	want := "a <full> <id> <id>:p <full>"
 	for size := 1; size <= len(in); size++ {
-		sc := p.newScrubber()
-		var out bytes.Buffer
-		emit := func(b []byte) error { out.Write(b); return nil }
-		for i := 0; i < len(in); i += size {
-			piece := append(append([]byte{}, sc.carry...), in[i:min(i+size, len(in))]...)
-			sc.write(piece, emit)
-		}
-		sc.flush(emit)
-		if out.String() != want {
-			t.Errorf("pieces of %d: %q, want %q", size, out.String(), want)
+		if got := scrubInPieces(p, in, size); got != want {
+			t.Errorf("pieces of %d: %q, want %q", size, got, want)
 		}
 	}
 }

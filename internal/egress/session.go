@@ -538,7 +538,7 @@ func (s *session) relay(a *attempt, req *http.Request, up *meterConn, authority 
 	if scrub {
 		// A body encoded (compressed) against the request's wish
 		// could hide a value from the scrubber.
-		if coding := contentCoding(resp.Header); coding != "" {
+		if coding := otherCoding(resp.Header.Values("Content-Encoding"), "identity"); coding != "" {
 			resp.Body.Close()
 			return s.fail(a, "read response", fmt.Errorf("the response to a request of a secret host is encoded (Content-Encoding %.40q), though identity was asked for: it cannot be checked for the secret's value", coding), true)
 		}
@@ -635,7 +635,7 @@ func (s *session) readResponse(up *meterConn, upIn *carryReader, br *bufio.Reade
 	fields := rawFields(raw)
 	br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(raw), upIn), writeBufSize)
 	resp, err := http.ReadResponse(br, &http.Request{Method: req.Method})
-	if te := fields.Values("Transfer-Encoding"); err == nil && scrub && len(te) > 0 && (!resp.ProtoAtLeast(1, 1) || transferCoding(fields) != "") {
+	if te := fields.Values("Transfer-Encoding"); err == nil && scrub && len(te) > 0 && (!resp.ProtoAtLeast(1, 1) || otherCoding(te, "chunked") != "") {
 		// Parsing takes only chunked in HTTP/1.1, and ignores the
 		// field in HTTP/1.0, whose body would then pass still coded
 		// (compressed, or a value cut by chunk framing).

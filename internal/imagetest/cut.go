@@ -19,18 +19,7 @@ import (
 // It returns the image's reference.
 func CutRegistry(t testing.TB, repo string, img v1.Image, after int64) string {
 	t.Helper()
-	layers, err := img.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := map[string]bool{}
-	for _, l := range layers {
-		d, err := l.Digest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cut[d.String()] = true
-	}
+	cut := layerDigests(t, img)
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, blob, ok := strings.Cut(r.URL.Path, "/blobs/"); ok && r.Method == http.MethodGet && cut[blob] {

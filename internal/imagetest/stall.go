@@ -19,18 +19,7 @@ import (
 // reference.
 func StalledRegistry(t testing.TB, repo string, img v1.Image) string {
 	t.Helper()
-	layers, err := img.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stalled := map[string]bool{}
-	for _, l := range layers {
-		d, err := l.Digest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stalled[d.String()] = true
-	}
+	stalled := layerDigests(t, img)
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	stop := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -48,4 +37,23 @@ func StalledRegistry(t testing.TB, repo string, img v1.Image) string {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(stop) })
 	return Push(t, strings.TrimPrefix(srv.URL, "http://"), repo, img)
+}
+
+// layerDigests is the set of img's layers' digests, as a registry's blob
+// paths name them.
+func layerDigests(t testing.TB, img v1.Image) map[string]bool {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	digests := map[string]bool{}
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests[d.String()] = true
+	}
+	return digests
 }
