@@ -136,6 +136,9 @@ var (
 	// ErrImageNotFound: the registry, repository, tag, digest, directory
 	// or archive does not exist.
 	ErrImageNotFound = image.ErrNotFound
+	// ErrImageNotStored: the image is not in the store and Image.Pull is
+	// PullNever. It matches ErrImageNotFound too.
+	ErrImageNotStored = image.ErrNotStored
 	// ErrBadImageRef: a reference in none of the accepted forms, a
 	// platform that cannot be parsed, or Insecure with a registry off
 	// loopback (which also matches ErrImageInsecure).

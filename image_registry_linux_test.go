@@ -137,7 +137,7 @@ func TestImagePullPolicy(t *testing.T) {
 		t.Errorf("run with PullAlways and the registry gone succeeded; it did not ask")
 	}
 	_, err := run(PullNever, imageStore(t))
-	if !errors.Is(err, ErrImageNotFound) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "pull policy is never") {
+	if !errors.Is(err, ErrImageNotFound) || !errors.Is(err, ErrImageNotStored) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "pull policy is never") {
 		t.Errorf("run with PullNever and nothing stored: %v; want ErrImageNotFound naming the image and the policy", err)
 	}
 	if err := New(Options{Image: &Image{Ref: ref, Pull: PullNever + 1}}).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.Image.Pull") {

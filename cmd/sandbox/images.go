@@ -90,7 +90,7 @@ func imageHint(err error) string {
 		return "plain HTTP is allowed only to a registry on loopback, with --insecure-registry"
 	case errors.Is(err, sandbox.ErrImagePlatform):
 		return "pass --platform with one of the platforms the image has"
-	case errors.Is(err, sandbox.ErrImageNotFound) && strings.Contains(err.Error(), "pull policy is never"):
+	case errors.Is(err, sandbox.ErrImageNotStored):
 		return "pull it first (sandbox pull REF), or run with --pull missing"
 	case errors.Is(err, sandbox.ErrImageNotFound):
 		return "check the name, the tag and the path (\"sandbox images\" lists the stored images)"

@@ -12,6 +12,10 @@ var (
 	// ErrNotFound: the registry, repository, tag, digest, directory or file
 	// does not exist.
 	ErrNotFound = errors.New("image not found")
+	// ErrNotStored: the image is not in the store, and the pull policy
+	// (PullNever) forbids fetching it. Errors that wrap it wrap
+	// ErrNotFound too.
+	ErrNotStored = errors.New("image not stored")
 	// ErrBadImage: the image is corrupt, truncated, does not match its
 	// digests, or has a layer that tries to write outside its root.
 	ErrBadImage = errors.New("bad image")

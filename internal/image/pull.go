@@ -220,8 +220,8 @@ func (s *Store) pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 		}
 	}
 	if o.Policy == PullNever {
-		return nil, fmt.Errorf("image %s: not in the store for %s, and the pull policy is never: pull it first (sandbox pull), or pull missing images: %w",
-			ref, platform, ErrNotFound)
+		return nil, fmt.Errorf("image %s: not in the store for %s, and the pull policy is never: pull it first, or let the policy pull missing images: %w: %w",
+			ref, platform, ErrNotStored, ErrNotFound)
 	}
 
 	tmp, err := s.mkTemp()

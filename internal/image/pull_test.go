@@ -255,7 +255,7 @@ func TestPullPolicy(t *testing.T) {
 
 	empty, _ := newStore(t)
 	_, err = empty.Pull(ctxT(t), ref, withPolicy(PullNever))
-	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "pull policy is never") {
+	if !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrNotStored) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "pull policy is never") {
 		t.Errorf("PullNever with nothing stored: %v; want ErrNotFound naming the image and the policy", err)
 	}
 	checkEmpty(t, empty)
