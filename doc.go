@@ -484,7 +484,8 @@
 //
 // Every process a call starts there, and what it starts, has an
 // oom_score_adj of 1000, above the init's (the caller's own, 0 as a
-// rule): at the memory limit the OOM killer takes them, not the init.
+// rule): at the memory limit the OOM killer takes them, not the init,
+// one at a time (on cgroup v2 too, where a one-shot run ends whole).
 // Should the init end anyway (killed from outside, by the OOM killer
 // where files in /tmp hold the memory, which no kill frees, or with its
 // spawner), everything in the sandbox ends with it, the Sandbox closes as

@@ -96,7 +96,7 @@ func TestLiveInitOOMKilled(t *testing.T) {
 	if err := os.WriteFile("/proc/"+strconv.Itoa(init)+"/oom_score_adj", []byte("1000"), 0); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Run(context.Background(), Command("/bin/sh", "-c", "echo 0 > /proc/self/oom_score_adj && exec head -c 128M /dev/zero > /tmp/f"))
+	res, err := s.Run(context.Background(), Command("/bin/sh", "-c", "echo 0 > /proc/self/oom_score_adj && exec head -c 134217728 /dev/zero > /tmp/f"))
 	if err != nil {
 		t.Fatalf("the hog's call: %v", err)
 	}

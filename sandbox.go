@@ -169,7 +169,8 @@ type Options struct {
 	// MinMemory. When the kernel OOM-kills inside the run, the Result's
 	// Outcome is OutOfMemory. On cgroup v2 an OOM kill
 	// ends the whole run (memory.oom.group); on v1 it kills the largest
-	// process.
+	// process. In a live sandbox (Live) it kills one process on both, the
+	// calls' processes before the sandbox's init.
 	Memory int64
 	// CPUs caps CPU time as a number of CPUs: 0.25 is a quarter of one
 	// CPU, 2 is two whole CPUs (cgroup CPU quota over a 100 ms period).

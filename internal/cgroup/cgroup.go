@@ -70,6 +70,12 @@ type Group interface {
 	// Kill kills every process in the cgroup (v2's cgroup.kill); a no-op
 	// where the hierarchy has no such file.
 	Kill() error
+	// OOMKillsOne makes an OOM kill take only the process the kernel
+	// chooses (the one with the highest oom_score) instead of every
+	// process in the cgroup, as a live sandbox needs, whose init must
+	// outlive the programs it holds. v2 kills the whole group from its
+	// start (memory.oom.group); v1 always kills one: a no-op there.
+	OOMKillsOne() error
 	// Usage reads what the run used.
 	Usage() (Usage, error)
 	// Delete removes the cgroup; it must be empty.

@@ -146,9 +146,10 @@ func (g *v1) set(l Limits) error {
 	return nil
 }
 
-func (g *v1) Path() string { return g.memory }
-func (g *v1) CloneFD() int { return -1 }
-func (g *v1) Kill() error  { return nil }
+func (g *v1) Path() string       { return g.memory }
+func (g *v1) CloneFD() int       { return -1 }
+func (g *v1) Kill() error        { return nil }
+func (g *v1) OOMKillsOne() error { return nil }
 
 func (g *v1) JoinFiles() []string {
 	files := make([]string, len(g.dirs))

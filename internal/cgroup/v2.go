@@ -229,6 +229,8 @@ func (g *v2) Kill() error {
 	return nil
 }
 
+func (g *v2) OOMKillsOne() error { return write(g.path, "memory.oom.group", "0") }
+
 func (g *v2) Usage() (Usage, error) {
 	u := Usage{
 		CPU:        time.Duration(readKeyed(filepath.Join(g.path, "cpu.stat"), "usage_usec")) * time.Microsecond,

@@ -19,6 +19,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// makeLive makes h's init the init of a live sandbox, which processes
+// enter later. Its cgroup's OOM kills then take one process, not the
+// whole sandbox: the entrants raise their oom_score_adj above the
+// init's, so the kernel takes them first and the init outlives them. A
+// cgroup whose OOM setting cannot be written has no memory controller,
+// so no OOM kill to spread either.
+func (h *Handle) makeLive() {
+	h.live = h.holdable
+	if h.live.grp != nil {
+		h.live.grp.OOMKillsOne()
+	}
+}
+
 // liveInit is what the launcher keeps of a live sandbox's init (a
 // Program with Hold) for the processes that enter it: a pidfd, which
 // names that process and no other even once its pid is free again, and

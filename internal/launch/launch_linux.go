@@ -157,7 +157,7 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 			h.holdable.oomTold, h.holdable.oomAlive = now.OOMKills, now.OOMKills
 		}
 		if cfg.Hold {
-			h.live = h.holdable
+			h.makeLive()
 		}
 	}
 	if cfg.SeccompEvents {

@@ -104,7 +104,7 @@ func (h *Handle) Start(p wire.Program, files []*os.File) {
 	if p.Hold {
 		// Before the init has its program: Enter reads it once the
 		// caller hears the program runs.
-		h.live = h.holdable
+		h.makeLive()
 	}
 	h.program <- programFiles{p: p, files: files}
 }
