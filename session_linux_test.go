@@ -45,18 +45,27 @@ func layouts(t *testing.T, fn func(t *testing.T, newSession func(Options) *Sandb
 	}
 }
 
+// keeperPid is the pid of the workspace keeper of s, or 0 while it has
+// none.
+func keeperPid(s *Sandbox) int {
+	s.ws.start.Lock()
+	defer s.ws.start.Unlock()
+	if s.ws.kc == nil {
+		return 0
+	}
+	return s.ws.kc.proc.Pid
+}
+
 // keeperLayered says whether the keeper of s holds the workspace in
 // overlay layers, as its mount table shows: an overlay is mounted on its
 // workspace directory (ws in its scratch tmpfs at /tmp) only then. known
 // is false while s has no keeper, and once it is gone.
 func keeperLayered(s *Sandbox) (layered, known bool) {
-	s.ws.start.Lock()
-	kc := s.ws.kc
-	s.ws.start.Unlock()
-	if kc == nil {
+	pid := keeperPid(s)
+	if pid == 0 {
 		return false, false
 	}
-	mounts, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", kc.proc.Pid))
+	mounts, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
 	if err != nil {
 		return false, false
 	}
