@@ -951,7 +951,8 @@ func TestScrubbedHeaderBounded(t *testing.T) {
 
 // BenchmarkScrubber measures scrubbing 32 KiB pieces of a body: one
 // that echoes a value every KiB, and one dense with a short value while
-// a second value never occurs (each match used to rescan the rest for it).
+// a second value never occurs (a scrubber that rescans the rest for it
+// at each match is quadratic there).
 func BenchmarkScrubber(b *testing.B) {
 	secrets := []Secret{{Value: testValue, Placeholder: testPlaceholder}, {Value: "id", Placeholder: "sandbox-secret-ID-00112233445566778899aabbccddeeff"}}
 	for name, piece := range map[string][]byte{
