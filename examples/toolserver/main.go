@@ -291,6 +291,12 @@ func newLogger(format string) *slog.Logger {
 func serve(cfg *config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// A cap the descriptor limit cannot hold is an error in the flags:
+	// it is said before any sandbox is made.
+	maxConns, err := connectionCap(cfg)
+	if err != nil {
+		return err
+	}
 	trail, trailFile, err := openAudit(cfg.audit)
 	if err != nil {
 		return err
@@ -301,10 +307,6 @@ func serve(cfg *config, log *slog.Logger) error {
 	s := newServer(cfg, log, trail)
 	defer s.close()
 	if err := s.selfTest(); err != nil {
-		return err
-	}
-	maxConns, err := connectionCap(cfg)
-	if err != nil {
 		return err
 	}
 	tcp, err := net.Listen("tcp", cfg.addr)
