@@ -42,7 +42,7 @@ help:
 	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
 	echo 'make test-vm        the tests in a Debian kernel under qemu (no KVM needed) on pure cgroup v2,'
 	echo '                     as root and as a user with a delegated cgroup; VM_TESTS=regex narrows them'
-	echo 'make test-busy      make test twice at once in two fresh clones of HEAD, while the toolserver'
+	echo 'make test-busy      make test twice at once in two fresh clones of HEAD, while sandbox serve'
 	echo '                     serves a stream of runs and (as root) scripts/mount-loop.sh mounts and unmounts'
 	echo '                     a tmpfs in a loop (about an hour on 2 cores); prints each exit status'
 	echo 'make bench          go test -bench at the root (BENCHTIME=5x), then bench/table: floor, bubblewrap, cold, warm and image Run, the CLI on /usr and in a stored image, interleaved; ends with the ratios line'
@@ -68,7 +68,7 @@ demo:
 
 # -p 1: packages' tests run one after another, so that on 2 cores the root
 # package's suite, which starts thousands of sandboxes, does not share them
-# with the CLI's and the toolserver's, which start their own (see -timeout).
+# with the CLI's and sandbox serve's, which start their own (see -timeout).
 test:
 	@if [ ! -x "$(STATICCHECK)" ]; then
 		echo "+ GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@latest"
@@ -118,7 +118,7 @@ test:
 	echo "+ $(GO) test -count=1 -tags forkplan_copy ./internal/forkplan && $(GO) test -count=1 -tags forkplan_copy -run '^TestRecipe' ."
 	$(GO) test -count=1 -tags forkplan_copy ./internal/forkplan && $(GO) test -count=1 -tags forkplan_copy -run '^TestRecipe' .
 	# The container image and Kubernetes manifests, checked offline
-	# against the Kubernetes API types and the toolserver's flags; a
+	# against the Kubernetes API types and sandbox serve's flags; a
 	# module of its own, so the library's go.mod stays free of k8s.io.
 	# Its TestDockerContainer runs the CLI in containers of a dockerd of
 	# its own, which needs Debian's docker.io (apt-get as root; it skips
@@ -132,8 +132,8 @@ test:
 	# The toolserver held to its OpenAPI description (openapi.yaml) by
 	# kin-openapi's validator: a module of its own, so that the library's
 	# go.mod stays free of it.
-	echo "+ (cd examples/toolserver/apitest && $(GO) vet ./... && staticcheck ./... && $(GO) test -count=1 ./...)"
-	(cd examples/toolserver/apitest && $(GO) vet ./... && "$(STATICCHECK)" ./... && $(GO) test -count=1 ./...)
+	echo "+ (cd internal/service/apitest && $(GO) vet ./... && staticcheck ./... && $(GO) test -count=1 ./...)"
+	(cd internal/service/apitest && $(GO) vet ./... && "$(STATICCHECK)" ./... && $(GO) test -count=1 ./...)
 	# The libseccomp build: the same policy compiled through libseccomp,
 	# which needs its C library and headers (apt-get as root).
 	if ! pkg-config --exists libseccomp 2>/dev/null; then
@@ -198,9 +198,8 @@ test-rootless:
 	$(GO) test -c -o "$$dir/sandboxtest/sandboxtest.test" ./sandboxtest
 	echo "+ $(GO) test -c -o $$dir/image/image.test ./internal/image"
 	$(GO) test -c -o "$$dir/image/image.test" ./internal/image
-	echo "+ $(GO) test -c -o $$dir/toolserver/toolserver.test ./examples/toolserver && $(GO) build -o $$dir/toolserver/toolserver ./examples/toolserver"
-	$(GO) test -c -o "$$dir/toolserver/toolserver.test" ./examples/toolserver
-	$(GO) build -o "$$dir/toolserver/toolserver" ./examples/toolserver
+	echo "+ $(GO) test -c -o $$dir/service/service.test ./internal/service"
+	$(GO) test -c -o "$$dir/service/service.test" ./internal/service
 	if [ -d testdata ]; then cp -r testdata "$$dir/root/"; fi
 	if [ -d cmd/sandbox/testdata ]; then cp -r cmd/sandbox/testdata "$$dir/cli/"; fi
 	if [ -d sandboxtest/testdata ]; then cp -r sandboxtest/testdata "$$dir/sandboxtest/"; fi
@@ -210,7 +209,7 @@ test-rootless:
 	fi
 	mkdir -m 700 "$$dir/tmp"
 	chown $(ROOTLESS_USER): "$$dir/tmp"
-	chmod -R a+rX "$$dir/root" "$$dir/cli" "$$dir/sandbox" "$$dir/sandboxtest" "$$dir/toolserver" "$$dir/image"
+	chmod -R a+rX "$$dir/root" "$$dir/cli" "$$dir/sandbox" "$$dir/sandboxtest" "$$dir/service" "$$dir/image"
 	home=$$(getent passwd $(ROOTLESS_USER) | cut -d: -f6)
 	as_user() {
 		runuser -u $(ROOTLESS_USER) -- env HOME="$$home" USER=$(ROOTLESS_USER) TMPDIR="$$dir/tmp" \
@@ -226,9 +225,9 @@ test-rootless:
 	echo "+ (cd $$dir/sandboxtest && runuser -u $(ROOTLESS_USER) -- ./sandboxtest.test -test.count=1)"
 	(cd "$$dir/sandboxtest" && as_user ./sandboxtest.test -test.count=1 -test.timeout=10m)
 	echo "ok   sandboxtest as $(ROOTLESS_USER)"
-	echo "+ (cd $$dir/toolserver && TOOLSERVER_BIN=$$dir/toolserver/toolserver runuser -u $(ROOTLESS_USER) -- ./toolserver.test -test.count=1)"
-	(cd "$$dir/toolserver" && as_user env TOOLSERVER_BIN="$$dir/toolserver/toolserver" ./toolserver.test -test.count=1 -test.timeout=10m)
-	echo "ok   examples/toolserver as $(ROOTLESS_USER)"
+	echo "+ (cd $$dir/service && SANDBOX_BIN=$$dir/sandbox runuser -u $(ROOTLESS_USER) -- ./service.test -test.count=1)"
+	(cd "$$dir/service" && as_user env SANDBOX_BIN="$$dir/sandbox" ./service.test -test.count=1 -test.timeout=10m)
+	echo "ok   internal/service (sandbox serve) as $(ROOTLESS_USER)"
 	# The image store as a user who cannot make device nodes or chown.
 	echo "+ (cd $$dir/image && runuser -u $(ROOTLESS_USER) -- ./image.test -test.count=1)"
 	(cd "$$dir/image" && as_user ./image.test -test.count=1 -test.timeout=10m)

@@ -1,10 +1,10 @@
 #!/bin/bash
 # busy-host.sh: make test twice at once, in two fresh clones of this
-# repository's HEAD, while a toolserver built from it serves a stream of
+# repository's HEAD, while a "sandbox serve" built from it serves a stream of
 # runs and, as root, scripts/mount-loop.sh mounts and unmounts a tmpfs over
 # and over, to show that the tests count only what they made (their own
 # spawner, keepers, cgroups, mounts, files), not the other sandboxes and
-# mounts on the host. Prints each clone's exit status and the toolserver's run count, and
+# mounts on the host. Prints each clone's exit status and sandbox serve's run count, and
 # exits 0 only if both passed. Takes most of an hour on a 2-core machine.
 #
 # Only committed work is tested: the clones are of HEAD.
@@ -23,7 +23,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/busy-host.XXXXXX")
 pids=()
 
 cleanup() {
-	# The client loop first, then the toolserver (SIGTERM: it ends its
+	# The client loop first, then sandbox serve (SIGTERM: it ends its
 	# runs and closes its sandboxes).
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
 		kill "${pids[i]}" 2>/dev/null || true
@@ -39,10 +39,10 @@ echo "+ git clone $repo (HEAD $(git -C "$repo" rev-parse --short HEAD)) into $tm
 git clone --quiet "$repo" "$tmp/a"
 git clone --quiet "$repo" "$tmp/b"
 
-echo "+ $GO build -o $tmp/toolserver ./examples/toolserver"
-(cd "$tmp/a" && "$GO" build -o "$tmp/toolserver" ./examples/toolserver)
+echo "+ $GO build -o $tmp/sandbox ./cmd/sandbox"
+(cd "$tmp/a" && "$GO" build -o "$tmp/sandbox" ./cmd/sandbox)
 # shellcheck disable=SC2086 # TOOLSERVER_FLAGS is a list of flags
-"$tmp/toolserver" -addr 127.0.0.1:0 -log-format json -pool 2 ${TOOLSERVER_FLAGS:-} 2>"$tmp/toolserver.log" &
+"$tmp/sandbox" serve -addr 127.0.0.1:0 -log-format json -pool 2 ${TOOLSERVER_FLAGS:-} 2>"$tmp/toolserver.log" &
 pids+=($!)
 addr=
 for _ in $(seq 600); do
@@ -52,11 +52,11 @@ for _ in $(seq 600); do
 	sleep 0.1
 done
 if [ -z "$addr" ]; then
-	echo "busy-host: the toolserver did not start; its log:" >&2
+	echo "busy-host: sandbox serve did not start; its log:" >&2
 	cat "$tmp/toolserver.log" >&2
 	exit 2
 fi
-echo "+ the toolserver listens on $addr; a client posts runs to it in a loop"
+echo "+ sandbox serve listens on $addr; a client posts runs to it in a loop"
 
 # The stream of runs: a command, a daemon its run must kill, a streamed
 # answer and a run with its own limits (a Sandbox of its own each), one
@@ -102,7 +102,7 @@ elapsed=$(( $(date +%s) - start ))
 runs=$(grep -c '"msg":"run"' "$tmp/toolserver.log" || true)
 rc_a=$(cat "$tmp/a.rc" 2>/dev/null || echo "?")
 rc_b=$(cat "$tmp/b.rc" 2>/dev/null || echo "?")
-echo "busy-host: after ${elapsed}s, $SUITE in clone a exited $rc_a, in clone b $rc_b; the toolserver served $runs runs meanwhile"
+echo "busy-host: after ${elapsed}s, $SUITE in clone a exited $rc_a, in clone b $rc_b; sandbox serve served $runs runs meanwhile"
 status=0
 for c in a b; do
 	rc=$(cat "$tmp/$c.rc" 2>/dev/null || echo "?")

@@ -88,6 +88,7 @@ stand in. A seccomp filter refuses the syscalls only an attacker needs
 Usage:
   sandbox run [flags] -- COMMAND [ARG...]   run COMMAND in a new sandbox
   sandbox mcp [flags]                       serve the Model Context Protocol (stdio, or --http ADDR)
+  sandbox serve [flags]                     serve the HTTP API of runs and sessions (internal/service/openapi.yaml)
   sandbox pull [flags] REF                  store the container image REF for run --image
   sandbox images [prune] [flags]            list the stored images, or remove those not in use
   sandbox probe [--json]                    report what this host provides
@@ -136,6 +137,8 @@ func cli(args []string, s streams) int {
 		return probeMain(rest, s)
 	case "mcp":
 		return mcpMain(rest, s)
+	case "serve":
+		return serveMain(rest)
 	case "pull":
 		return pullMain(rest, s)
 	case "images":
@@ -171,6 +174,8 @@ func helpMain(args []string, s streams) int {
 		printProbeUsage(s.stdout, newProbeFlags())
 	case "mcp":
 		printMCPUsage(s.stdout, newMCPFlags())
+	case "serve":
+		return serveMain([]string{"-h"})
 	case "pull":
 		return pullMain([]string{"-h"}, s)
 	case "images":

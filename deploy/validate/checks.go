@@ -24,8 +24,8 @@ import (
 const (
 	healthPath    = "/healthz"
 	readyPath     = "/readyz"
-	inFlightGauge = "toolserver_runs_in_flight"
-	queuedGauge   = "toolserver_runs_queued"
+	inFlightGauge = "sandbox_serve_runs_in_flight"
+	queuedGauge   = "sandbox_serve_runs_queued"
 	// defaultGrace is Kubernetes' terminationGracePeriodSeconds when unset.
 	defaultGrace = 30 * time.Second
 )
@@ -592,7 +592,7 @@ func (c *checker) hpas() {
 			}
 			field := fmt.Sprintf("spec.metrics[%d].pods", i)
 			name := m.Pods.Metric.Name
-			if strings.HasPrefix(name, "toolserver_") && name != inFlightGauge && name != queuedGauge && name != sessionsGauge {
+			if strings.HasPrefix(name, "sandbox_serve_") && name != inFlightGauge && name != queuedGauge && name != sessionsGauge {
 				c.add(h.File, field+".metric.name", "%q is not a toolserver gauge (%s, %s, %s)", name, inFlightGauge, queuedGauge, sessionsGauge)
 			}
 			if name == sessionsGauge && c.args != nil {

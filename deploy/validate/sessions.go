@@ -21,7 +21,7 @@ import (
 // the pods reach each other.
 
 // sessionsGauge is the live sessions a pod holds.
-const sessionsGauge = "toolserver_sessions"
+const sessionsGauge = "sandbox_serve_sessions"
 
 // maxReplicas is how many pods the workload may have: the autoscaler's
 // ceiling, else its replicas (default 1).

@@ -150,7 +150,7 @@ func TestChecksCatch(t *testing.T) {
 		{"shutdown timeout", func(b *Bundle) { setArg(b, "shutdown-timeout", "-shutdown-timeout=40s") }, depFile, "spec.template.spec.terminationGracePeriodSeconds"},
 		{"hpa target", func(b *Bundle) { b.HPAs[0].Obj.Spec.ScaleTargetRef.Name = "other" }, "kubernetes/hpa.yaml", "spec.scaleTargetRef"},
 		{"hpa metric misspelt", func(b *Bundle) {
-			b.HPAs[0].Obj.Spec.Metrics[0].Pods.Metric.Name = "toolserver_run_in_flight"
+			b.HPAs[0].Obj.Spec.Metrics[0].Pods.Metric.Name = "sandbox_serve_run_in_flight"
 		}, "kubernetes/hpa.yaml", "spec.metrics[0].pods.metric.name"},
 		{"hpa without the in-flight metric", func(b *Bundle) {
 			b.HPAs[0].Obj.Spec.Metrics = b.HPAs[0].Obj.Spec.Metrics[1:]

@@ -1,0 +1,5 @@
+//go:build race
+
+package service
+
+func init() { raceEnabled = true }
