@@ -21,6 +21,7 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // TestServerTakesTheManifest builds the sandbox binary and starts "sandbox
@@ -100,7 +101,7 @@ func TestServerTakesTheManifest(t *testing.T) {
 	}
 	// Wait for the server as the startup probe would, with room to spare.
 	for {
-		resp, err := client.Get(base + probe.HTTPGet.Path)
+		resp, err := client.Do(probeRequest(t, base, probe))
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -124,11 +125,16 @@ func TestServerTakesTheManifest(t *testing.T) {
 	}
 
 	for _, p := range []struct {
-		name string
-		path string
-	}{{"livenessProbe", ctr.LivenessProbe.HTTPGet.Path}, {"readinessProbe", ctr.ReadinessProbe.HTTPGet.Path}} {
-		if code := get(t, client, base+p.path, nil); code != http.StatusOK {
-			t.Errorf("%s: GET %s: %d, want 200", p.name, p.path, code)
+		name  string
+		probe *corev1.Probe
+	}{{"livenessProbe", ctr.LivenessProbe}, {"readinessProbe", ctr.ReadinessProbe}} {
+		resp, err := client.Do(probeRequest(t, base, p.probe))
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: GET %s with headers %v: %s, want 200", p.name, p.probe.HTTPGet.Path, p.probe.HTTPGet.HTTPHeaders, resp.Status)
 		}
 	}
 
@@ -187,6 +193,25 @@ func TestServerTakesTheManifest(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the server did not exit after SIGTERM:\n%s", stderr.String())
 	}
+}
+
+// probeRequest is the request the kubelet makes for an httpGet probe, to
+// base instead of the pod's IP: its path and its headers, a Host among
+// them.
+func probeRequest(t *testing.T, base string, p *corev1.Probe) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+p.HTTPGet.Path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range p.HTTPGet.HTTPHeaders {
+		if http.CanonicalHeaderKey(h.Name) == "Host" {
+			req.Host = h.Value
+		} else {
+			req.Header.Add(h.Name, h.Value)
+		}
+	}
+	return req
 }
 
 // lastLine is the last non-empty line of s.
