@@ -120,7 +120,7 @@ func parseServerArgs(args []string) (*serverArgs, []argProblem) {
 	sa := &serverArgs{set: map[string]string{}, at: map[string]int{}}
 	var probs []argProblem
 	for i := 0; i < len(args); i++ {
-		a := args[i]
+		a, start := args[i], i
 		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
 			probs = append(probs, argProblem{i, fmt.Sprintf("%q is not a flag; sandbox serve takes no arguments", a)})
 			break
@@ -150,7 +150,7 @@ func parseServerArgs(args []string) (*serverArgs, []argProblem) {
 			continue
 		}
 		sa.set[name] = val
-		sa.at[name] = i
+		sa.at[name] = start
 	}
 	return sa, probs
 }
