@@ -113,6 +113,10 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 			msg: fmt.Sprintf("session %s already runs %d background processes: signal one to end it first", id, maxBackground)})
 		return
 	}
+	if aerr := s.policies.takeRun(ss.tenant); aerr != nil {
+		s.refuse(w, id, aerr)
+		return
+	}
 	cmd := sandbox.Command(spec.argv[0], spec.argv[1:]...)
 	cmd.Env = spec.env
 	if spec.stdin != "" {
@@ -125,6 +129,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 	// the request, and ends with the session.
 	proc, err := ss.sb.Start(ss.ctx, cmd)
 	if err != nil {
+		s.policies.dropRun(ss.tenant)
 		status := http.StatusInternalServerError
 		if errors.Is(err, sandbox.ErrInvalidOption) || errors.Is(err, sandbox.ErrNotFound) {
 			status = http.StatusBadRequest
@@ -135,6 +140,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 	b.proc, b.pid = proc, proc.Pid()
 	ss.addBackground(b)
 	go func() {
+		defer s.policies.dropRun(ss.tenant)
 		res, err := proc.Wait()
 		b.mu.Lock()
 		b.ended, b.res, b.err = true, res, err

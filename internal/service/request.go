@@ -96,6 +96,10 @@ type apiError struct {
 	status int
 	field  string
 	msg    string
+	// quota names the tenant's quota a 429 is for ("sessions", "runs",
+	// "rate"), retry when to try again; empty for the server's own.
+	quota string
+	retry time.Duration
 }
 
 func (e *apiError) Error() string { return e.msg }

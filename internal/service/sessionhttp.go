@@ -26,6 +26,11 @@ func (s *server) sessionOf(w http.ResponseWriter, r *http.Request) *session {
 		return nil
 	}
 	ss, why := s.sessions.get(id)
+	if ss != nil && ss.tenant != tenantOf(r) {
+		// Another tenant's session is answered as one that never was,
+		// so that its id's existence is not told.
+		ss, why = nil, ""
+	}
 	if ss == nil {
 		switch {
 		case s.stopping.Err() != nil:
