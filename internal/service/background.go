@@ -102,7 +102,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 	}
 	var spec *runSpec
 	if aerr == nil {
-		spec, aerr = s.cfg.validate(req, s.languages)
+		spec, aerr = s.cfgFor(ss.tenant).validate(req, s.languages)
 	}
 	if aerr != nil {
 		s.refuse(w, id, aerr)

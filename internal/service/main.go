@@ -162,6 +162,27 @@ type config struct {
 	// tenants is the file of the tenants' policies (policy.go); empty:
 	// every tenant gets the flags' maxima.
 	tenants string
+	// tenant is the tenant whose policy narrowed these maxima (cfgFor);
+	// empty for the server's own, the flags'.
+	tenant string
+}
+
+// whose names whose maxima c holds, for messages: "the server's" or
+// "tenant NAME's".
+func (c *config) whose() string {
+	if c.tenant == "" {
+		return "the server's"
+	}
+	return fmt.Sprintf("tenant %q's", c.tenant)
+}
+
+// listName names the list of c that field draws from: the server's flag
+// (-egress) or the tenant policy's field (egress).
+func (c *config) listName(field string) string {
+	if c.tenant == "" {
+		return "-" + field
+	}
+	return field
 }
 
 // Main runs "sandbox serve" with args, its flags, until SIGTERM or SIGINT,
@@ -318,7 +339,7 @@ func serve(cfg *config, log *slog.Logger) error {
 	if trailFile != nil {
 		defer trailFile.Close() // after s.close, deferred below: the Sandboxes flush into it as they close
 	}
-	policies, err := loadPolicies(cfg.tenants)
+	policies, err := loadPolicies(cfg.tenants, cfg)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -15,10 +16,19 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// policy is what one tenant may hold at once, from the -tenants file. An
-// omitted quota is no quota of the tenant's own: the server-wide flags
-// (-max-sessions, -max-concurrent, -max-queue) still bound every tenant.
+// policy is what one tenant may ask for and hold at once, from the
+// -tenants file. An omitted maximum is the server's flag; an omitted quota
+// is no quota of the tenant's own: the server-wide flags (-max-sessions,
+// -max-concurrent, -max-queue) still bound every tenant.
 type policy struct {
+	MaxMemory  quantity  `json:"max_memory"`  // within -max-memory
+	MaxOutput  quantity  `json:"max_output"`  // within -max-output
+	MaxCPUs    *float64  `json:"max_cpus"`    // within -max-cpus
+	MaxPids    *int64    `json:"max_pids"`    // within -max-pids
+	MaxTimeout string    `json:"max_timeout"` // within -max-timeout
+	Egress     *[]string `json:"egress"`      // each in -egress
+	Images     *[]string `json:"images"`      // each in -images
+
 	MaxSessions   *int     `json:"max_sessions"`    // live sessions
 	MaxRuns       *int     `json:"max_runs"`        // runs and background processes at once
 	RunsPerMinute *float64 `json:"runs_per_minute"` // runs and background processes started
@@ -33,6 +43,8 @@ var errQuota = errors.New("quota")
 // policies are the tenants' policies and what each tenant holds now.
 type policies struct {
 	byName map[string]policy
+	// limits are the server's config narrowed by each named policy.
+	limits map[string]*config
 
 	mu   sync.Mutex
 	held map[string]*tenantHeld
@@ -47,8 +59,8 @@ type tenantHeld struct {
 // loadPolicies reads the -tenants file, JSON {"tenants": {"NAME": POLICY,
 // "*": POLICY}}; the error names the file and the field at fault. An empty
 // path is no policy: no tenant quotas.
-func loadPolicies(path string) (*policies, error) {
-	p := &policies{byName: map[string]policy{}, held: map[string]*tenantHeld{}}
+func loadPolicies(path string, server *config) (*policies, error) {
+	p := &policies{byName: map[string]policy{}, limits: map[string]*config{}, held: map[string]*tenantHeld{}}
 	if path == "" {
 		return p, nil
 	}
@@ -78,6 +90,11 @@ func loadPolicies(path string) (*policies, error) {
 		case pol.RunsPerMinute != nil && !(*pol.RunsPerMinute > 0 && *pol.RunsPerMinute <= 1e6):
 			return nil, fmt.Errorf("-tenants %s: tenants.%s.runs_per_minute %v: must be above 0 and at most 1e6", path, name, *pol.RunsPerMinute)
 		}
+		c, err := narrow(server, pol)
+		if err != nil {
+			return nil, fmt.Errorf("-tenants %s: tenants.%s.%w", path, name, err)
+		}
+		p.limits[name] = c
 	}
 	p.byName = file.Tenants
 	return p, nil
@@ -89,6 +106,84 @@ func (p *policies) of(tenant string) policy {
 		return pol
 	}
 	return p.byName[anyTenant]
+}
+
+// narrow is server's config with pol's maxima, each within the server's;
+// the error starts with the policy's field.
+func narrow(server *config, pol policy) (*config, error) {
+	c := *server
+	if pol.MaxMemory != "" {
+		n, err := parseSize(string(pol.MaxMemory))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("max_memory: %w", err)
+		case n < 1<<20 || n > server.maxMemory:
+			return nil, fmt.Errorf("max_memory %s: want from 1M to -max-memory %s", pol.MaxMemory, formatSize(server.maxMemory))
+		}
+		c.maxMemory = n
+	}
+	if pol.MaxOutput != "" {
+		n, err := parseSize(string(pol.MaxOutput))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("max_output: %w", err)
+		case n > server.maxOutput:
+			return nil, fmt.Errorf("max_output %s: above -max-output %s", pol.MaxOutput, formatSize(server.maxOutput))
+		}
+		c.maxOutput = n
+	}
+	if v := pol.MaxCPUs; v != nil {
+		if !(*v >= 0.01 && *v <= server.maxCPUs) {
+			return nil, fmt.Errorf("max_cpus %v: want from 0.01 to -max-cpus %v", *v, server.maxCPUs)
+		}
+		c.maxCPUs = *v
+	}
+	if v := pol.MaxPids; v != nil {
+		if *v < 1 || *v > server.maxPids {
+			return nil, fmt.Errorf("max_pids %d: want from 1 to -max-pids %d", *v, server.maxPids)
+		}
+		c.maxPids = *v
+	}
+	if pol.MaxTimeout != "" {
+		d, err := time.ParseDuration(pol.MaxTimeout)
+		if err != nil || d <= 0 || d > server.maxTimeout {
+			return nil, fmt.Errorf("max_timeout %q: want a duration above 0 and at most -max-timeout %s", pol.MaxTimeout, server.maxTimeout)
+		}
+		c.maxTimeout = d
+		c.defaultTimeout = min(c.defaultTimeout, d)
+	}
+	if pol.Egress != nil {
+		for i, e := range *pol.Egress {
+			if !slices.Contains(server.egress, e) {
+				return nil, fmt.Errorf("egress[%d] %q: not in -egress %q", i, e, server.egress)
+			}
+		}
+		c.egress = slices.Clone(*pol.Egress)
+	}
+	if pol.Images != nil {
+		for i, ref := range *pol.Images {
+			if !slices.Contains(server.images, ref) {
+				return nil, fmt.Errorf("images[%d] %q: not in -images %q", i, ref, server.images)
+			}
+		}
+		c.images = slices.Clone(*pol.Images)
+	}
+	return &c, nil
+}
+
+// cfgFor is the server's config narrowed by tenant's policy: what its
+// requests may ask for, and whose maxima the refusals name.
+func (s *server) cfgFor(tenant string) *config {
+	c := s.policies.limits[tenant]
+	if c == nil {
+		c = s.policies.limits[anyTenant]
+	}
+	if c == nil {
+		return s.cfg
+	}
+	named := *c
+	named.tenant = tenant
+	return &named
 }
 
 // heldBy is what tenant holds; p.mu is held.

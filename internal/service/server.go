@@ -51,7 +51,7 @@ var (
 func newServer(cfg *config, log *slog.Logger, audit slog.Handler) *server {
 	s := &server{cfg: cfg, log: log, audit: audit, metrics: newMetrics(), languages: hostLanguages(),
 		slots: make(chan struct{}, cfg.maxConcurrent), reading: make(chan struct{}, cfg.maxConcurrent+cfg.maxQueue)}
-	s.policies, _ = loadPolicies("") // none; serve sets the -tenants file's
+	s.policies, _ = loadPolicies("", cfg) // none; serve sets the -tenants file's
 	s.stopping, s.drain = context.WithCancel(context.Background())
 	s.sessions = sessionTable{byID: map[string]*session{}, ended: map[string]string{}}
 	go s.expireSessions(sessionTick)
@@ -115,7 +115,7 @@ func (s *server) routes() http.Handler {
 }
 
 func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
-	s.serveRun(w, r, func(req *runRequest) (*runSpec, *apiError) { return s.cfg.validate(req, s.languages) }, nil)
+	s.serveRun(w, r, func(req *runRequest) (*runSpec, *apiError) { return s.cfgFor(tenantOf(r)).validate(req, s.languages) }, nil)
 }
 
 // serveRun answers a request to run a program: it admits the request with

@@ -352,7 +352,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ss := &session{id: id, tenant: tenantOf(r), created: time.Now(), snaps: map[string]*sandbox.Snapshot{}, procs: map[int]*background{}}
 	ss.lastUsed = ss.created
-	if ss.limits, ss.egress, aerr = s.cfg.sandboxOf(req.Limits, req.Network, req.Egress, req.SeccompKill); aerr != nil {
+	if ss.limits, ss.egress, aerr = s.cfgFor(ss.tenant).sandboxOf(req.Limits, req.Network, req.Egress, req.SeccompKill); aerr != nil {
 		s.refuse(w, id, aerr)
 		return
 	}
@@ -373,8 +373,9 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, id, aerr)
 		return
 	}
-	if req.Image != "" && !slices.Contains(s.cfg.images, req.Image) {
-		s.refuse(w, id, badField("image", "%q is not one of the images this server offers (its -images flag): %q", req.Image, s.cfg.images))
+	if images := s.cfgFor(ss.tenant).images; req.Image != "" && !slices.Contains(images, req.Image) {
+		c := s.cfgFor(ss.tenant)
+		s.refuse(w, id, badField("image", "%q is not one of the images this server offers (%s %s list): %q", req.Image, c.whose(), c.listName("images"), images))
 		return
 	}
 	ss.image = req.Image

@@ -99,7 +99,7 @@ func (s *server) sessionSpec(ss *session, req *runRequest) (*runSpec, *apiError)
 	if aerr := sessionFixed(req); aerr != nil {
 		return nil, aerr
 	}
-	spec, aerr := s.cfg.validate(req, s.languages)
+	spec, aerr := s.cfgFor(ss.tenant).validate(req, s.languages)
 	if aerr != nil {
 		return nil, aerr
 	}

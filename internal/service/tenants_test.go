@@ -284,7 +284,9 @@ func TestTenantsFileErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ file, want string }{
 		{`{"tenants": {"a": {"max_runs": -1}}}`, "tenants.a.max_runs"},
-		{`{"tenants": {"a": {"max_memory": "1G"}}}`, "max_memory"},
+		{`{"tenants": {"a": {"secrets": []}}}`, "secrets"},
+		{`{"tenants": {"a": {"max_memory": "64G"}}}`, "tenants.a.max_memory"},
+		{`{"tenants": {"a": {"egress": ["elsewhere.example"]}}}`, "tenants.a.egress[0]"},
 		{`{"tenants": {"a": {"runs_per_minute": 0}}}`, "tenants.a.runs_per_minute"},
 		{`[]`, "tenants.json"},
 	} {
@@ -342,4 +344,56 @@ func TestAuditNamesTenant(t *testing.T) {
 			t.Errorf("server log's session created without tenant alice: %v", ev)
 		}
 	}
+}
+
+// TestTenantPolicyLimits: a tenant's policy narrows what its requests may
+// ask for: a limit above its maximum is 400 naming the field and the
+// tenant's maximum, an omitted one is that maximum, and an egress host or
+// image its policy lacks is 400 though the server offers it; another
+// tenant keeps the server's maxima.
+func TestTenantPolicyLimits(t *testing.T) {
+	keys, key := keyFile(t, "alice", "bob")
+	const alpine, busybox = "docker.io/library/alpine:3", "docker.io/library/busybox:1"
+	policies := writeFile(t, "tenants.json", `{"tenants": {"alice": {
+		"max_memory": "64M", "max_timeout": "5s", "max_pids": 32,
+		"egress": ["a.example"], "images": ["`+busybox+`"]}}}`)
+	ts := startServer(t, "-api-keys", keys, "-tenants", policies, "-egress", "a.example,b.example", "-images", alpine+","+busybox)
+	alice, bob := key["alice"], key["bob"]
+
+	for _, c := range []struct{ path, body, field, max string }{
+		{"/v1/runs", `{"command":["true"],"limits":{"memory":"128M"}}`, "limits.memory", "64M"},
+		{"/v1/runs", `{"command":["true"],"limits":{"timeout":"10s"}}`, "limits.timeout", "5s"},
+		{"/v1/runs", `{"command":["true"],"limits":{"pids":64}}`, "limits.pids", "32"},
+		{"/v1/runs", `{"command":["true"],"network":"allow","egress":["b.example"]}`, "egress[0]", "a.example"},
+		{"/v1/sessions", `{"limits":{"memory":"65M"}}`, "limits.memory", "64M"},
+		{"/v1/sessions", `{"image":"` + alpine + `"}`, "image", busybox},
+	} {
+		r := ts.callAs(t, alice, "POST", c.path, []byte(c.body))
+		var e errorAnswer
+		r.json(t, &e)
+		if r.status != http.StatusBadRequest || e.Field != c.field || !strings.Contains(e.Error, `tenant "alice"`) || !strings.Contains(e.Error, c.max) {
+			t.Errorf("alice's %s %s: %v, want 400 field %s naming her maximum %s", c.path, c.body, r, c.field, c.max)
+		}
+		// Within the server's maxima, bob is not held to alice's.
+		if c.field == "image" {
+			continue // creating it would pull the image
+		}
+		if r := ts.callAs(t, bob, "POST", c.path, []byte(strings.ReplaceAll(c.body, `"10s"`, `"1s"`))); r.status/100 != 2 {
+			t.Errorf("bob's %s %s: %v, want it done", c.path, c.body, r)
+		}
+	}
+
+	// Omitted limits are alice's maxima.
+	r := ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{}`))
+	var info struct {
+		Limits struct {
+			Memory int64 `json:"memory"`
+			Pids   int64 `json:"pids"`
+		} `json:"limits"`
+	}
+	r.json(t, &info)
+	if r.status != http.StatusCreated || info.Limits.Memory != 64<<20 || info.Limits.Pids != 32 {
+		t.Errorf("alice's session without limits: %v, want memory 64M and pids 32", r)
+	}
+
 }
