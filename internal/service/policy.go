@@ -3,7 +3,6 @@ package service
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -36,9 +35,6 @@ type policy struct {
 
 // anyTenant names the policy of every tenant the file does not name.
 const anyTenant = "*"
-
-// errQuota is a request beyond one of its tenant's quotas.
-var errQuota = errors.New("quota")
 
 // policies are the tenants' policies and what each tenant holds now.
 type policies struct {

@@ -397,3 +397,57 @@ func TestTenantPolicyLimits(t *testing.T) {
 	}
 
 }
+
+// TestForeignHostOrigin: a request with a Host the server does not answer
+// to, or with a foreign Origin (a web page's, as DNS rebinding sends),
+// gets 403 with the service's JSON error, and runs nothing, with a valid
+// key too.
+func TestForeignHostOrigin(t *testing.T) {
+	keys, key := keyFile(t, "alice")
+	ts := startServer(t, "-api-keys", keys)
+	token := newToken()
+	body := `{"command":["sh","-c","echo ` + token + `; sleep 5"]}`
+	for _, h := range []struct{ name, value string }{{"Host", "evil.example"}, {"Origin", "http://evil.example"}} {
+		req, err := http.NewRequest("POST", ts.url+"/v1/runs", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key["alice"])
+		if h.name == "Host" {
+			req.Host = h.value
+		} else {
+			req.Header.Set(h.name, h.value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e errorAnswer
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || err != nil || e.ID == "" || e.Error == "" {
+			t.Errorf("%s: %s: %s %+v (%v), want 403 and a JSON error", h.name, h.value, resp.Status, e, err)
+		}
+	}
+	if pids := withToken(token); len(pids) != 0 || len(ts.events("run")) != 0 {
+		t.Errorf("a refused request ran: pids %v, runs logged %d", pids, len(ts.events("run")))
+	}
+}
+
+// TestNonLoopbackNeedsAuth: an address beyond loopback without any
+// authentication is refused at start, naming the flags that would allow
+// it, before anything listens.
+func TestNonLoopbackNeedsAuth(t *testing.T) {
+	if noSandbox != "" {
+		t.Skip(noSandbox)
+	}
+	cmd := exec.Command(binary, "serve", "-addr", "0.0.0.0:0")
+	out, err := cmd.CombinedOutput()
+	if err == nil || cmd.ProcessState.ExitCode() == 0 || !strings.Contains(string(out), "-api-keys") || !strings.Contains(string(out), "-insecure-no-auth") {
+		t.Errorf("serve -addr 0.0.0.0:0: %v\n%s\nwant a failure naming -api-keys and -insecure-no-auth", err, out)
+	}
+	if strings.Contains(string(out), `"listening"`) {
+		t.Errorf("it listened:\n%s", out)
+	}
+}
