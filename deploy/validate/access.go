@@ -162,23 +162,6 @@ func (c *checker) allowedHosts() {
 		c.add(c.dep.File, c.argField("allow-host"), "the server would refuse (403) requests for Host %s: add them to -allow-host", strings.Join(missing, ", "))
 	}
 
-	for _, p := range []struct {
-		field string
-		probe *corev1.Probe
-	}{{"livenessProbe", c.ctr.LivenessProbe}, {"readinessProbe", c.ctr.ReadinessProbe}, {"startupProbe", c.ctr.StartupProbe}} {
-		if p.probe == nil || p.probe.HTTPGet == nil {
-			continue
-		}
-		host := ""
-		for _, h := range p.probe.HTTPGet.HTTPHeaders {
-			if strings.EqualFold(h.Name, "Host") {
-				host = strings.ToLower(h.Value)
-			}
-		}
-		if host != "localhost" && !allowed[host] {
-			c.add(c.dep.File, c.ctrPath+"."+p.field+".httpGet.httpHeaders", "the kubelet's Host would be %s, which the server refuses (403): add a header Host: localhost", map[bool]string{true: "the pod's IP", false: host}[host == ""])
-		}
-	}
 }
 
 // selectsAll reports whether a Service's selector matches pods labelled

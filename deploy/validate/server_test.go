@@ -138,8 +138,9 @@ func TestServerTakesTheManifest(t *testing.T) {
 		}
 	}
 
+	// Prometheus scrapes with a key of its own.
 	var metrics bytes.Buffer
-	if code := get(t, client, base+"/metrics", &metrics); code != http.StatusOK {
+	if code := get(t, client, base+"/metrics", key, &metrics); code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
 	}
 	for _, h := range b.HPAs {
@@ -195,15 +196,16 @@ func TestServerTakesTheManifest(t *testing.T) {
 	}
 }
 
-// probeRequest is the request the kubelet makes for an httpGet probe, to
-// base instead of the pod's IP: its path and its headers, a Host among
-// them.
+// probeRequest is the request the kubelet makes for an httpGet probe,
+// sent to base: its path, no key, and as Host the pod's IP (a stand-in,
+// which -allow-host cannot list) unless the probe names another.
 func probeRequest(t *testing.T, base string, p *corev1.Probe) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, base+p.HTTPGet.Path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Host = "10.244.0.7:8080"
 	for _, h := range p.HTTPGet.HTTPHeaders {
 		if http.CanonicalHeaderKey(h.Name) == "Host" {
 			req.Host = h.Value
@@ -220,10 +222,16 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// get fetches url into body (if not nil) and returns the status code.
-func get(t *testing.T, c *http.Client, url string, body io.Writer) int {
+// get fetches url with the API key into body (if not nil) and returns the
+// status code.
+func get(t *testing.T, c *http.Client, url, key string, body io.Writer) int {
 	t.Helper()
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}

@@ -376,8 +376,6 @@ func TestChecksCatch(t *testing.T) {
 		{"-allow-host without a peer", func(b *Bundle) { b.HPAs[0].Obj.Spec.MaxReplicas = 21 }, depFile, ctr0 + ".args[3]"},
 		{"-allow-host in another namespace", func(b *Bundle) { b.Kustomization.Namespace = "tools" }, depFile, ctr0 + ".args[3]"},
 		{"no -allow-host", func(b *Bundle) { dropArg(b, "allow-host") }, depFile, ctr0 + ".args"},
-		{"probe with the pod's IP as Host", func(b *Bundle) { container(b).ReadinessProbe.HTTPGet.HTTPHeaders = nil }, depFile, ctr0 + ".readinessProbe.httpGet.httpHeaders"},
-		{"probe with a foreign Host", func(b *Bundle) { container(b).LivenessProbe.HTTPGet.HTTPHeaders[0].Value = "example.com" }, depFile, ctr0 + ".livenessProbe.httpGet.httpHeaders"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
