@@ -89,7 +89,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 		return
 	}
 	req, aerr := decodeRequest(http.MaxBytesReader(w, r.Body, maxBody))
-	<-s.reading
+	s.doneReading(r)
 	if aerr == nil {
 		aerr = sessionFixed(req)
 	}
@@ -264,7 +264,7 @@ func (s *server) signalProcess(w http.ResponseWriter, r *http.Request, ss *sessi
 		if aerr == nil {
 			var req signalRequest
 			aerr = decodeJSON(http.MaxBytesReader(w, r.Body, maxBody), &req)
-			<-s.reading
+			s.doneReading(r)
 			if aerr == nil {
 				var sig syscall.Signal
 				if sig, aerr = signalOf(req.Signal); aerr == nil {

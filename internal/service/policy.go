@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/fumehood/sandbox/internal/access"
 )
 
 // policy is what one tenant may ask for and hold at once, from the
@@ -49,6 +51,7 @@ type policies struct {
 // tenantHeld is what one tenant holds now.
 type tenantHeld struct {
 	sessions, runs int
+	readers        int           // request bodies being read
 	limiter        *rate.Limiter // nil: no runs_per_minute
 }
 
@@ -195,6 +198,15 @@ func (p *policies) heldBy(tenant string) *tenantHeld {
 	return h
 }
 
+// forget drops what tenant holds once it holds nothing and has no rate to
+// remember, so that tenants come and go ("*" admits any) without the map
+// growing; p.mu is held.
+func (p *policies) forget(tenant string, h *tenantHeld) {
+	if h.sessions == 0 && h.runs == 0 && h.readers == 0 && h.limiter == nil {
+		delete(p.held, tenant)
+	}
+}
+
 // quotaRetry is the Retry-After of a refusal for sessions or runs at once:
 // they end at their clients' pace, which the server cannot foresee.
 const quotaRetry = 2 * time.Second
@@ -222,7 +234,9 @@ func (p *policies) takeSession(tenant string) *apiError {
 func (p *policies) dropSession(tenant string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.heldBy(tenant).sessions--
+	h := p.heldBy(tenant)
+	h.sessions--
+	p.forget(tenant, h)
 }
 
 // takeRun counts a run (or a background process) for tenant, or refuses
@@ -251,7 +265,49 @@ func (p *policies) takeRun(tenant string) *apiError {
 func (p *policies) dropRun(tenant string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.heldBy(tenant).runs--
+	h := p.heldBy(tenant)
+	h.runs--
+	p.forget(tenant, h)
+}
+
+// readerQueue is how many bodies a tenant with max_runs may have read
+// beyond that many: the requests that would wait for its runs.
+const readerQueue = 4
+
+// readersFor is how many request bodies tenant may have read at once: its
+// max_runs plus readerQueue, else half the server's places (at least one);
+// the tenant of a server without authentication, the only one, all of
+// them.
+func (s *server) readersFor(tenant string) int {
+	if m := s.policies.of(tenant).MaxRuns; m != nil {
+		return *m + readerQueue
+	}
+	if tenant == access.DefaultTenant {
+		return cap(s.reading)
+	}
+	return max(1, cap(s.reading)/2)
+}
+
+// takeReader counts a body being read for tenant, or refuses beyond max;
+// dropReader gives it back.
+func (p *policies) takeReader(tenant string, max int) *apiError {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.heldBy(tenant)
+	if h.readers >= max {
+		return quotaError("queue", quotaRetry,
+			"too many requests of tenant %q being read at once (%d); retry later", tenant, max)
+	}
+	h.readers++
+	return nil
+}
+
+func (p *policies) dropReader(tenant string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.heldBy(tenant)
+	h.readers--
+	p.forget(tenant, h)
 }
 
 // retryAfter is d as a Retry-After header: whole seconds, at least 1.

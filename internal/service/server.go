@@ -167,7 +167,7 @@ func (s *server) admit(w http.ResponseWriter, r *http.Request, check func(*runRe
 	if aerr := s.admitBody(w, r); aerr != nil {
 		return nil, aerr
 	}
-	defer func() { <-s.reading }()
+	defer s.doneReading(r)
 	req, aerr := decodeRequest(http.MaxBytesReader(w, r.Body, maxBody))
 	if aerr != nil {
 		return nil, aerr
@@ -184,7 +184,9 @@ func (s *server) admit(w http.ResponseWriter, r *http.Request, check func(*runRe
 
 // admitBody checks a JSON request's content type and that the server is
 // not shutting down, and takes a place among the bodies being read, which
-// the caller gives back (<-s.reading) once it has read and checked it.
+// the caller gives back (s.doneReading) once it has read and checked it.
+// A tenant holds at most its share of those places (readersFor), so that
+// one tenant sending bodies slowly cannot hold the places others need.
 func (s *server) admitBody(w http.ResponseWriter, r *http.Request) *apiError {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return &apiError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
@@ -193,12 +195,23 @@ func (s *server) admitBody(w http.ResponseWriter, r *http.Request) *apiError {
 	if s.stopping.Err() != nil {
 		return &apiError{status: http.StatusServiceUnavailable, msg: errShuttingDown.Error()}
 	}
+	tenant := tenantOf(r)
+	if aerr := s.policies.takeReader(tenant, s.readersFor(tenant)); aerr != nil {
+		return aerr
+	}
 	select {
 	case s.reading <- struct{}{}:
 		return nil
 	default:
+		s.policies.dropReader(tenant)
 		return &apiError{status: http.StatusTooManyRequests, msg: errFull.Error()}
 	}
+}
+
+// doneReading gives back the place admitBody took for r's body.
+func (s *server) doneReading(r *http.Request) {
+	<-s.reading
+	s.policies.dropReader(tenantOf(r))
 }
 
 // acquire takes a slot for a run, waiting in the queue if there is room

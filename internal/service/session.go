@@ -345,7 +345,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	var req sessionRequest
 	aerr := decodeJSON(http.MaxBytesReader(w, r.Body, maxBody), &req)
-	<-s.reading
+	s.doneReading(r)
 	if aerr != nil {
 		s.refuse(w, id, aerr)
 		return

@@ -1,11 +1,13 @@
 package service
 
 import (
+	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -449,5 +451,56 @@ func TestNonLoopbackNeedsAuth(t *testing.T) {
 	}
 	if strings.Contains(string(out), `"listening"`) {
 		t.Errorf("it listened:\n%s", out)
+	}
+}
+
+// TestHeldBodiesPerTenant: a tenant that holds request bodies open (their
+// headers and a byte sent, the rest never) holds at most its share of the
+// places for bodies being read: the next of its requests gets 429 with
+// quota "queue", and another tenant's run still goes through.
+func TestHeldBodiesPerTenant(t *testing.T) {
+	keys, key := keyFile(t, "alice", "bob")
+	ts := startServer(t, "-api-keys", keys, "-max-concurrent", "2", "-max-queue", "6")
+	host := strings.TrimPrefix(ts.url, "http://")
+	const places = 2 + 6 // -max-concurrent plus -max-queue
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	refused := 0
+	for range places {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST /v1/runs HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", host, key["alice"])
+	}
+	// Those beyond alice's share are answered at once; the others wait
+	// for the rest of their bodies.
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			continue
+		}
+		var e errorAnswer
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || e.Quota != "queue" || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("a held body's neighbour: %s %+v, want 429 with quota queue", resp.Status, e)
+		}
+		refused++
+	}
+	if refused == 0 || refused == places {
+		t.Errorf("%d of alice's %d held bodies refused, want some held and some refused", refused, places)
+	}
+	r := ts.callAs(t, key["bob"], "POST", "/v1/runs", []byte(`{"command":["echo","bob"]}`))
+	var a answer
+	r.json(t, &a)
+	if r.status != http.StatusOK || a.Stdout != "bob\n" {
+		t.Errorf("bob's run while alice holds bodies: %v, want 200", r)
 	}
 }
