@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// The toolserver's endpoints and the gauges an autoscaler may use, as
-// agreed for examples/toolserver.
+// The server's endpoints and the gauges an autoscaler may use, as
+// "sandbox serve" has them.
 const (
 	healthPath    = "/healthz"
 	readyPath     = "/readyz"
@@ -124,9 +124,12 @@ func (c *checker) dockerfile() {
 		if !ok {
 			c.add(file, dockerField(cmd), "use the exec form [\"-flag=value\", ...]: in the shell form the arguments become a /bin/sh -c command line")
 		} else {
-			sa, aps := parseServerArgs(argv)
+			sa, aps := parseServeArgs(argv)
 			for _, ap := range aps {
 				c.add(file, dockerField(cmd), "argument %d: %s", ap.i, ap.msg)
+			}
+			if msg := authProblem(sa); msg != "" && len(aps) == 0 {
+				c.add(file, dockerField(cmd), "%s", msg)
 			}
 			if _, set := sa.set["addr"]; set && !slices.Contains(c.exposed, sa.port()) {
 				c.add(file, dockerField(cmd), "-addr's port %d is not EXPOSEd (%v)", sa.port(), c.exposed)
@@ -192,7 +195,7 @@ func (c *checker) builtBinary(d *Dockerfile, final *Stage) {
 		c.add(file, dockerField(run), "build with CGO_ENABLED=0: a static binary runs on any runtime image, whatever its libc")
 	}
 	if !strings.HasPrefix(gb.Package, "./") {
-		c.add(file, dockerField(run), "package %q: want a path in this module, as ./examples/toolserver", gb.Package)
+		c.add(file, dockerField(run), "package %q: want a path in this module, as ./cmd/sandbox", gb.Package)
 		return
 	}
 	if err := isMainPackage(filepath.Join(c.b.RepoRoot, filepath.FromSlash(gb.Package))); err != nil {
@@ -281,7 +284,7 @@ func (c *checker) deployment() {
 	}
 
 	var aps []argProblem
-	c.args, aps = parseServerArgs(ctr.Args)
+	c.args, aps = parseServeArgs(ctr.Args)
 	for _, ap := range aps {
 		c.add(file, fmt.Sprintf("%s.args[%d]", cp, ap.i), "%s", ap.msg)
 	}
@@ -292,6 +295,7 @@ func (c *checker) deployment() {
 		c.add(file, c.argField("default-timeout"), "-default-timeout %s is above -max-timeout %s", c.args.value("default-timeout"), c.args.value("max-timeout"))
 	}
 	c.port = c.args.port()
+	c.access()
 
 	found := false
 	for i, p := range ctr.Ports {

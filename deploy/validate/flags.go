@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// flagKind says how a toolserver flag's value is read.
+// flagKind says how a server flag's value is read.
 type flagKind int
 
 const (
@@ -22,8 +22,9 @@ const (
 	flagAddr
 )
 
-// serverFlags are the toolserver's flags with their defaults, as agreed
-// for examples/toolserver. A flag missing here is a typo in a manifest,
+// serverFlags are the flags of "sandbox serve" with their defaults: the
+// service's own, the access flags (authentication, Host and Origin) and
+// -tenants. A flag missing here is a typo in a manifest,
 // which would stop the server at start ("flag provided but not defined").
 // -max-concurrent defaults to runtime.NumCPU(), the node's CPUs in a
 // container, so it has no default here: the checks require it be set.
@@ -31,7 +32,7 @@ var serverFlags = map[string]struct {
 	kind flagKind
 	def  string
 }{
-	"addr":             {flagAddr, ":8080"},
+	"addr":             {flagAddr, "127.0.0.1:8080"},
 	"max-concurrent":   {flagInt, ""},
 	"max-queue":        {flagInt, "16"},
 	"default-timeout":  {flagDuration, "10s"},
@@ -52,9 +53,60 @@ var serverFlags = map[string]struct {
 	"peer-url":         {flagString, ""},
 	"images":           {flagString, ""},
 	"image-store":      {flagString, ""},
+	"max-connections":  {flagInt, "0"},
+	"audit":            {flagString, ""},
+	"tenants":          {flagString, ""},
+
+	"api-keys":             {flagString, ""},
+	"oidc-issuer":          {flagString, ""},
+	"oidc-audience":        {flagString, ""},
+	"oidc-tenant-claim":    {flagString, ""},
+	"oidc-ca":              {flagString, ""},
+	"tls-cert":             {flagString, ""},
+	"tls-key":              {flagString, ""},
+	"client-ca":            {flagString, ""},
+	"allow-host":           {flagString, ""},
+	"allow-origin":         {flagString, ""},
+	"insecure-no-auth":     {flagBool, "false"},
+	"max-conns-per-client": {flagInt, "0"},
 }
 
-// serverArgs are the toolserver's flags as a command line sets them.
+// fileFlags are the flags whose value is a file the server reads: in a pod
+// each must come from a read-only volume, and secretFileFlags from a
+// Secret, since they hold keys or key hashes.
+var (
+	fileFlags       = []string{"api-keys", "tenants", "tls-cert", "tls-key", "client-ca", "oidc-ca"}
+	secretFileFlags = []string{"api-keys", "tls-key"}
+)
+
+// subcommand is the first argument of the server's command line: the
+// image's ENTRYPOINT is the sandbox binary, which serves HTTP only as
+// "sandbox serve".
+const subcommand = "serve"
+
+// parseServeArgs reads a command line that starts with the subcommand and
+// goes on with its flags (parseServerArgs); the argProblems' indices count
+// the subcommand.
+func parseServeArgs(args []string) (*serverArgs, []argProblem) {
+	if len(args) == 0 || args[0] != subcommand {
+		first := "nothing"
+		if len(args) > 0 {
+			first = fmt.Sprintf("%q", args[0])
+		}
+		sa, probs := parseServerArgs(nil)
+		return sa, append(probs, argProblem{0, fmt.Sprintf("the arguments begin with %s, want %q: the sandbox binary serves HTTP only as \"sandbox %s\"", first, subcommand, subcommand)})
+	}
+	sa, probs := parseServerArgs(args[1:])
+	for k, i := range sa.at {
+		sa.at[k] = i + 1
+	}
+	for j := range probs {
+		probs[j].i++
+	}
+	return sa, probs
+}
+
+// serverArgs are the server's flags as a command line sets them.
 type serverArgs struct {
 	set map[string]string // flag name -> value as given
 	at  map[string]int    // flag name -> index of the argument that set it
@@ -68,15 +120,15 @@ func parseServerArgs(args []string) (*serverArgs, []argProblem) {
 	sa := &serverArgs{set: map[string]string{}, at: map[string]int{}}
 	var probs []argProblem
 	for i := 0; i < len(args); i++ {
-		a := args[i]
+		a, start := args[i], i
 		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
-			probs = append(probs, argProblem{i, fmt.Sprintf("%q is not a flag; the toolserver takes no arguments", a)})
+			probs = append(probs, argProblem{i, fmt.Sprintf("%q is not a flag; sandbox serve takes no arguments", a)})
 			break
 		}
 		name, val, hasVal := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
 		f, ok := serverFlags[name]
 		if !ok {
-			probs = append(probs, argProblem{i, fmt.Sprintf("-%s is not a toolserver flag", name)})
+			probs = append(probs, argProblem{i, fmt.Sprintf("-%s is not a flag of sandbox serve", name)})
 			continue
 		}
 		if !hasVal {
@@ -98,7 +150,7 @@ func parseServerArgs(args []string) (*serverArgs, []argProblem) {
 			continue
 		}
 		sa.set[name] = val
-		sa.at[name] = i
+		sa.at[name] = start
 	}
 	return sa, probs
 }

