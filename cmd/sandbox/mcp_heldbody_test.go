@@ -5,6 +5,7 @@ import (
 	"net"
 	neturl "net/url"
 	"testing"
+	"time"
 )
 
 // TestMCPHTTPHeldBodies opens more connections than --max-sessions that
@@ -30,6 +31,9 @@ func TestMCPHTTPHeldBodies(t *testing.T) {
 		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
 			"Accept: application/json, text/event-stream\r\nContent-Length: 200\r\n\r\n{", u.Path, u.Host)
 	}
+	// The server reads the held requests' headers and enters their
+	// handlers; nothing from outside shows when, so the test gives it time.
+	time.Sleep(time.Second)
 	cs, err := connectHTTP(t, url)
 	if err != nil {
 		t.Fatalf("a client with 3 held bodies open (--max-sessions 2): %v\nstderr:\n%s", err, stderr)
