@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/fumehood/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -103,33 +99,16 @@ func (srv *mcpServer) closeAll() {
 	wg.Wait()
 }
 
-// mcpBodyTimeout and mcpMaxBody bound a session-opening request's body,
-// which is read whole before the request counts against --max-sessions.
-const (
-	mcpBodyTimeout = 30 * time.Second
-	mcpMaxBody     = 4 << 20
-)
-
 // limitSessions refuses a request that would open a session beyond
-// --max-sessions. A request without an Mcp-Session-Id opens one.
+// --max-sessions. A request without an Mcp-Session-Id opens one. It
+// stands behind checkHTTPMessage, which has read the body whole, so that
+// connections holding an unfinished body occupy no session.
 func (srv *mcpServer) limitSessions(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// The body arrives before the request counts, so that connections
-		// holding an unfinished body occupy no session.
-		if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(mcpBodyTimeout)); err != nil {
-			srv.log.Debug("sandbox mcp: no read deadline", "err", err)
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcpMaxBody))
-		if err != nil {
-			http.Error(w, fmt.Sprintf("sandbox mcp: the request body did not arrive whole within %s and %d bytes: %v", mcpBodyTimeout, mcpMaxBody, err), http.StatusRequestTimeout)
-			return
-		}
-		http.NewResponseController(w).SetReadDeadline(time.Time{})
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		srv.mu.Lock()
 		open := srv.opening
 		for range srv.server.Sessions() {
@@ -144,12 +123,8 @@ func (srv *mcpServer) limitSessions(next http.Handler) http.Handler {
 				"(its client disconnects, or it idles for --session-timeout %s) or start the server with a higher --max-sessions",
 				open, srv.cfg.maxSessions, srv.cfg.sessionTimeout)
 			srv.log.Warn("sandbox mcp: session refused", "reason", msg)
-			msgBody, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil,
-				"error": map[string]any{"code": -32000, "message": msg}})
-			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Retry-After", strconv.Itoa(60))
-			w.WriteHeader(http.StatusTooManyRequests)
-			w.Write(msgBody)
+			writeRPCError(w, http.StatusTooManyRequests, msg)
 			return
 		}
 		defer func() {

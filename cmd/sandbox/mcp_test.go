@@ -657,10 +657,11 @@ func TestMCPBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--http", "0.0.0.0:8765"}, "--http 0.0.0.0:8765 listens beyond this machine"},
-		{[]string{"--http", ":8765"}, "listens beyond this machine"},
+		{[]string{"--http", "0.0.0.0:8765"}, "--http 0.0.0.0:8765 listens beyond this machine without authentication"},
+		{[]string{"--http", ":8765"}, "-api-keys FILE, -oidc-issuer URL or -client-ca FILE, or, on a network you trust, add -insecure-no-auth"},
 		{[]string{"--http", "localhost"}, "want HOST:PORT"},
-		{[]string{"--http-allow-remote"}, "--http-allow-remote needs --http"},
+		{[]string{"--http-allow-remote"}, "flag provided but not defined: -http-allow-remote"},
+		{[]string{"--api-keys", "/nonexistent"}, "-insecure-no-auth need --http ADDR"},
 		{[]string{"--audit-exec"}, "--audit-exec needs --audit FILE"},
 		{[]string{"--audit", "/nonexistent/dir/audit.jsonl"}, "flag --audit: open /nonexistent/dir/audit.jsonl: no such file or directory"},
 		{[]string{"--max-sessions", "0"}, "-max-sessions: must be at least 1"},
@@ -914,7 +915,7 @@ func TestMCPHelp(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range append(slices.Clone(mcpRunFlags), "http", "http-allow-remote", "live", "max-sessions", "session-timeout", "timeout", "max-timeout", "output-limit") {
+	for _, name := range append(slices.Clone(mcpRunFlags), "http", "api-keys", "oidc-issuer", "client-ca", "tls-cert", "allow-origin", "allow-host", "insecure-no-auth", "live", "max-sessions", "session-timeout", "timeout", "max-timeout", "output-limit") {
 		if !strings.Contains(help, "  --"+name+" ") && !strings.Contains(help, "  --"+name+"\n") {
 			t.Errorf("sandbox help mcp does not list --%s", name)
 		}

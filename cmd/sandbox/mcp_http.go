@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/fumehood/sandbox/internal/access"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// Timeouts of the HTTP server. There is no write timeout: a GET's event
+// stream lasts as long as its session. A body's own deadline is
+// mcpBodyTimeout.
+const (
+	mcpHeaderTimeout = 10 * time.Second
+	mcpIdleTimeout   = 2 * time.Minute
+)
+
+// prmPath is where the protected resource metadata (RFC 9728) of /mcp is
+// served; the bare well-known path serves it too, for clients that look
+// there.
+const prmPath = "/.well-known/oauth-protected-resource"
+
+// serveHTTP serves streamable HTTP on addr until ctx is canceled: the
+// guard's Host and Origin checks first, then authentication, then the
+// session limit, then the SDK.
+func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
+	guard, err := access.New(srv.cfg.access, addr, srv.log, srv.cfg.cfg.opts.Audit)
+	if err != nil {
+		return err
+	}
+	defer guard.Close()
+	ln, err := guard.Listen(ctx, addr)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if srv.cfg.access.TLSCert != "" {
+		scheme = "https"
+	}
+	base := scheme + "://" + ln.Addr().String()
+	guard.ResourceMetadata = base + prmPath + "/mcp"
+
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.server },
+		&mcp.StreamableHTTPOptions{SessionTimeout: srv.cfg.sessionTimeout, Logger: srv.sdkLog})
+	var endpoint http.Handler = checkHTTPMessage(srv.limitSessions(sdk))
+	// Without -api-keys, -oidc-issuer or -client-ca the server listens on
+	// loopback only (checkListenAddr, access.New), as it did before it
+	// authenticated, or was told to trust its network (-insecure-no-auth).
+	if srv.cfg.access.Authenticates() && !srv.cfg.access.NoAuth {
+		bearer := auth.RequireBearerToken(bearerVerifier(guard), &auth.RequireBearerTokenOptions{
+			ResourceMetadataURL: guard.ResourceMetadata,
+			// An API key has no expiry; a JWT's is checked by the guard.
+			AllowMissingExpiration: true,
+		})(endpoint)
+		endpoint = clientCertFirst(guard, bearer, endpoint)
+	}
+	prm := &oauthex.ProtectedResourceMetadata{
+		Resource:               base + "/mcp",
+		BearerMethodsSupported: []string{"header"},
+	}
+	if srv.cfg.access.OIDCIssuer != "" {
+		prm.AuthorizationServers = []string{srv.cfg.access.OIDCIssuer}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", endpoint)
+	mux.Handle(prmPath, auth.ProtectedResourceMetadataHandler(prm))
+	mux.Handle(prmPath+"/mcp", auth.ProtectedResourceMetadataHandler(prm))
+	hs := &http.Server{
+		Handler:           guard.CheckHostOrigin(mux, refuseHTTP),
+		ReadHeaderTimeout: mcpHeaderTimeout,
+		IdleTimeout:       mcpIdleTimeout,
+	}
+	srv.log.Info("sandbox mcp: serving streamable HTTP", "url", base+"/mcp")
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(shut)
+		return nil
+	}
+}
+
+// bearerVerifier checks a bearer token with the guard. The tenant becomes
+// the token's UserID, which the SDK binds the session to: another tenant
+// presenting the session's id is refused.
+func bearerVerifier(guard *access.Guard) auth.TokenVerifier {
+	return func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		id, err := guard.Authenticate(r)
+		if err != nil {
+			if errors.Is(err, access.ErrUnauthenticated) {
+				return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+			}
+			return nil, err
+		}
+		return &auth.TokenInfo{UserID: id.Tenant}, nil
+	}
+}
+
+// clientCertFirst lets a request that carries a verified client
+// certificate and no Authorization header through to plain on the
+// certificate alone; every other request goes to bearer, which wants a
+// bearer token. The SDK does not bind such a session to its tenant: it
+// binds only a bearer token's UserID.
+func clientCertFirst(guard *access.Guard, bearer, plain http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			if id, err := guard.Authenticate(r); err == nil {
+				plain.ServeHTTP(w, r.WithContext(access.WithIdentity(r.Context(), id)))
+				return
+			}
+		}
+		bearer.ServeHTTP(w, r)
+	})
+}
+
+// refuseHTTP words a refusal of the guard as a JSON-RPC error, which is
+// what an MCP client reads from a response.
+func refuseHTTP(w http.ResponseWriter, r *http.Request, status int, err error) {
+	writeRPCError(w, status, "sandbox mcp: "+err.Error())
+}
+
+// writeRPCError answers a request with a JSON-RPC error of no id, under
+// an HTTP status that says what went wrong.
+func writeRPCError(w http.ResponseWriter, status int, msg string) {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": -32000, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
