@@ -56,7 +56,7 @@ func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
 	if srv.cfg.access.Authenticates() && !srv.cfg.access.NoAuth {
 		bearer := auth.RequireBearerToken(bearerVerifier(guard), &auth.RequireBearerTokenOptions{
 			ResourceMetadataURL: guard.ResourceMetadata,
-			// An API key has no expiry; a JWT's is checked by the guard.
+			// An API key has no expiry; a JWT's is checked here too.
 			AllowMissingExpiration: true,
 		})(endpoint)
 		endpoint = clientCertFirst(guard, bearer, endpoint)
@@ -96,14 +96,14 @@ func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
 // presenting the session's id is refused.
 func bearerVerifier(guard *access.Guard) auth.TokenVerifier {
 	return func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		id, err := guard.Authenticate(r)
+		id, exp, err := guard.VerifyToken(ctx, token, r)
 		if err != nil {
 			if errors.Is(err, access.ErrUnauthenticated) {
 				return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
 			}
 			return nil, err
 		}
-		return &auth.TokenInfo{UserID: id.Tenant}, nil
+		return &auth.TokenInfo{UserID: id.Tenant, Expiration: exp}, nil
 	}
 }
 
