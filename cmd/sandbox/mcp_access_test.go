@@ -137,14 +137,16 @@ func TestMCPHTTPHostOrigin(t *testing.T) {
 // tools; without a key or with a wrong one it is refused with 401 whose
 // WWW-Authenticate names the protected resource metadata, which is
 // served; another tenant presenting its session's id is refused and its
-// call does not run.
+// call does not run. The log and the audit trail name the tenant, and
+// the trail the refusals.
 func TestMCPHTTPAPIKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the tool; skipped in -short mode")
 	}
 	requireSandbox(t)
 	keyFile, keys := apiKeys(t, "alice", "bob")
-	url, stderr, _ := startHTTP(t, cliBinary(t), "--api-keys", keyFile)
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	url, stderr, _ := startHTTP(t, cliBinary(t), "--api-keys", keyFile, "--audit", trail)
 
 	alice, err := connectWith(t, url, map[string]string{"Authorization": "Bearer " + keys["alice"]})
 	if err != nil {
@@ -201,6 +203,25 @@ func TestMCPHTTPAPIKey(t *testing.T) {
 		t.Errorf("bob with alice's session id: %d %q, want 403 or 404", status, body)
 	}
 	callErr(t, alice, "read_file", map[string]any{"path": "bob.txt"}, "")
+
+	if !regexp.MustCompile(`session started.*tenant=alice`).MatchString(stderr.String()) {
+		t.Errorf("the log does not say alice's session started:\n%s", stderr)
+	}
+	events, err := os.ReadFile(trail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\{.*"tenant":"alice".*"echo"`).Match(events) {
+		t.Errorf("no audit event of alice's run with its tenant:\n%s", events)
+	}
+	if !strings.Contains(string(events), "authentication refused") {
+		t.Errorf("the refused authentications are not in the audit trail:\n%s", events)
+	}
+	for _, key := range keys {
+		if strings.Contains(stderr.String()+string(events), key) {
+			t.Errorf("a key is in the log or the audit trail")
+		}
+	}
 }
 
 // TestMCPHTTPNoAuthRemote checks that -insecure-no-auth lets --http listen

@@ -55,8 +55,9 @@ func newMCPServer(cfg *mcpConfig, log, sdkLog *slog.Logger) (*mcpServer, error) 
 }
 
 // session returns the sandbox session of the MCP session ss, starting it
-// at ss's first call. It ends when ss does.
-func (srv *mcpServer) session(ss *mcp.ServerSession) (*mcpSession, error) {
+// at ss's first call as tenant's (empty on stdio and without
+// authentication). It ends when ss does.
+func (srv *mcpServer) session(ss *mcp.ServerSession, tenant string) (*mcpSession, error) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.closed {
@@ -65,13 +66,21 @@ func (srv *mcpServer) session(ss *mcp.ServerSession) (*mcpSession, error) {
 	if s := srv.sessions[ss]; s != nil {
 		return s, nil
 	}
-	s := newMCPSession(srv.cfg.cfg.opts)
+	opts := srv.cfg.cfg.opts
+	log := srv.log.With("session", ss.ID())
+	if tenant != "" {
+		log = log.With("tenant", tenant)
+		if opts.Audit != nil {
+			opts.Audit = opts.Audit.WithAttrs([]slog.Attr{slog.String("tenant", tenant)})
+		}
+	}
+	s := newMCPSession(opts)
 	if err := s.sb.Err(); err != nil {
 		s.close()
 		return nil, srv.cfg.cfg.explain(err)
 	}
 	srv.sessions[ss] = s
-	srv.log.Info("sandbox mcp: session started", "session", ss.ID())
+	log.Info("sandbox mcp: session started")
 	go func() {
 		ss.Wait()
 		srv.mu.Lock()
@@ -80,7 +89,7 @@ func (srv *mcpServer) session(ss *mcp.ServerSession) (*mcpSession, error) {
 		}
 		srv.mu.Unlock()
 		s.close()
-		srv.log.Info("sandbox mcp: session ended, its sandbox closed", "session", ss.ID())
+		log.Info("sandbox mcp: session ended, its sandbox closed")
 	}()
 	return s, nil
 }
@@ -141,7 +150,11 @@ func (srv *mcpServer) sessionOf(req *mcp.CallToolRequest) (*mcpSession, error) {
 	if req == nil || req.Session == nil {
 		return nil, errors.New("the call has no MCP session")
 	}
-	return srv.session(req.Session)
+	tenant := ""
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		tenant = req.Extra.TokenInfo.UserID
+	}
+	return srv.session(req.Session, tenant)
 }
 
 // withSession adapts a tool handler that needs the call's sandbox session.
