@@ -25,6 +25,14 @@ Cursor, any MCP client) runs commands and code in a sandbox through it. It
 speaks over stdin and stdout by default (the client starts it), or over
 streamable HTTP with --http ADDR. Logs go to stderr only.
 
+Over HTTP a client authenticates with a bearer token, an API key of
+-api-keys or a JWT of -oidc-issuer, or with a client certificate of
+-client-ca; the tenant it authenticates as owns its sessions. Without any
+of them --http listens on loopback only (-insecure-no-auth lifts that, on
+a network you trust). A request whose Host is not the server's, or whose
+Origin is not given with -allow-origin, is refused (403), so that a web
+page cannot reach the server through a browser.
+
 One MCP session is one sandbox session: a workspace of its own that its
 calls share (files written by one call are there for the next), snapshots
 of it, and, with --live, one running sandbox whose background processes

@@ -10,7 +10,8 @@ import (
 
 // TestMCPHTTPHeldBodies opens more connections than --max-sessions that
 // each send a session-opening POST's headers and one byte of its body,
-// then checks that a real client still opens a session and calls a tool.
+// then checks that a real client still opens a session and calls a tool:
+// a request counts against --max-sessions only once its body has arrived.
 func TestMCPHTTPHeldBodies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the tool; skipped in -short mode")
