@@ -57,11 +57,16 @@ func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 // connectWith connects the SDK's client to url, sending headers.
 func connectWith(t *testing.T, url string, headers map[string]string) (*mcp.ClientSession, error) {
 	t.Helper()
+	return connectClient(t, url, &http.Client{Transport: withHeaders(headers)})
+}
+
+// connectClient connects the SDK's client to url through hc.
+func connectClient(t *testing.T, url string, hc *http.Client) (*mcp.ClientSession, error) {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "sandbox-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url,
-		HTTPClient: &http.Client{Transport: withHeaders(headers)}}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
 	if err == nil {
 		t.Cleanup(func() { cs.Close() })
 	}

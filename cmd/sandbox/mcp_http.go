@@ -49,7 +49,7 @@ func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
 
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: srv.cfg.sessionTimeout, Logger: srv.sdkLog})
-	var endpoint http.Handler = checkHTTPMessage(srv.limitSessions(sdk))
+	var endpoint http.Handler = srv.bindSessions(checkHTTPMessage(srv.limitSessions(sdk)))
 	// Without -api-keys, -oidc-issuer or -client-ca the server listens on
 	// loopback only (checkListenAddr, access.New), as it did before it
 	// authenticated, or was told to trust its network (-insecure-no-auth).
@@ -110,8 +110,8 @@ func bearerVerifier(guard *access.Guard) auth.TokenVerifier {
 // clientCertFirst lets a request that carries a verified client
 // certificate and no Authorization header through to plain on the
 // certificate alone; every other request goes to bearer, which wants a
-// bearer token. The SDK does not bind such a session to its tenant: it
-// binds only a bearer token's UserID.
+// bearer token. The SDK binds only a bearer token's UserID to a session:
+// bindSessions, behind this, binds a certificate's tenant.
 func clientCertFirst(guard *access.Guard, bearer, plain http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {

@@ -24,7 +24,8 @@ type mcpServer struct {
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*mcpSession
-	closed   bool // closeAll ran: no new sessions
+	owners   map[string]string // the tenant of each HTTP session id (bindSessions)
+	closed   bool              // closeAll ran: no new sessions
 
 	// opening counts the HTTP requests being served that may each open
 	// a session, so that those and the open sessions stay within
@@ -40,7 +41,7 @@ type mcpServer struct {
 var statefulVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 func newMCPServer(cfg *mcpConfig, log, sdkLog *slog.Logger) (*mcpServer, error) {
-	srv := &mcpServer{cfg: cfg, log: log, sdkLog: sdkLog, sessions: map[*mcp.ServerSession]*mcpSession{}}
+	srv := &mcpServer{cfg: cfg, log: log, sdkLog: sdkLog, sessions: map[*mcp.ServerSession]*mcpSession{}, owners: map[string]string{}}
 	srv.server = mcp.NewServer(&mcp.Implementation{Name: "sandbox", Title: "fumehood/sandbox", Version: "1"},
 		&mcp.ServerOptions{
 			Instructions: "Each session has a Linux sandbox of its own: run commands and code in it, " +
@@ -150,7 +151,7 @@ func (srv *mcpServer) sessionOf(req *mcp.CallToolRequest) (*mcpSession, error) {
 	if req == nil || req.Session == nil {
 		return nil, errors.New("the call has no MCP session")
 	}
-	tenant := ""
+	tenant := srv.ownedBy(req.Session.ID())
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		tenant = req.Extra.TokenInfo.UserID
 	}

@@ -95,7 +95,7 @@ func startHTTP(t *testing.T, bin string, args ...string) (string, *syncBuffer, *
 		cmd.Wait()
 		pw.Close()
 	})
-	urlRE := regexp.MustCompile(`url=(http://\S+)`)
+	urlRE := regexp.MustCompile(`url=(https?://\S+)`)
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
