@@ -230,7 +230,8 @@ func TestMCPHTTPAPIKey(t *testing.T) {
 }
 
 // TestMCPHTTPNoAuthRemote checks that -insecure-no-auth lets --http listen
-// beyond loopback, with a warning in the log, and serves a client.
+// beyond loopback, with a warning in the log, and serves a client as
+// tenant default.
 func TestMCPHTTPNoAuthRemote(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the tool; skipped in -short mode")
@@ -249,4 +250,7 @@ func TestMCPHTTPNoAuthRemote(t *testing.T) {
 		t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 	}
 	callOK(t, cs, "run", map[string]any{"argv": []string{"true"}}, nil)
+	if !strings.Contains(stderr.String(), "tenant=default") {
+		t.Errorf("the session's log lines do not name tenant default:\n%s", stderr)
+	}
 }

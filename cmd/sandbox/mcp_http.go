@@ -60,6 +60,8 @@ func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
 			AllowMissingExpiration: true,
 		})(endpoint)
 		endpoint = clientCertFirst(guard, bearer, endpoint)
+	} else {
+		endpoint = asDefaultTenant(endpoint)
 	}
 	prm := &oauthex.ProtectedResourceMetadata{
 		Resource:               base + "/mcp",
@@ -121,6 +123,15 @@ func clientCertFirst(guard *access.Guard, bearer, plain http.Handler) http.Handl
 			}
 		}
 		bearer.ServeHTTP(w, r)
+	})
+}
+
+// asDefaultTenant serves every request as access.DefaultTenant, the
+// tenant of a server that does not authenticate.
+func asDefaultTenant(next http.Handler) http.Handler {
+	id := access.Identity{Tenant: access.DefaultTenant, Method: "none"}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(access.WithIdentity(r.Context(), id)))
 	})
 }
 
