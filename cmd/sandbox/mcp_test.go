@@ -740,12 +740,17 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	requireSandbox(t)
 	dir := installTSClient(t)
 	bin := cliBinary(t)
-	node := func(t *testing.T, args ...string) tsOutput {
-		t.Helper()
+	nodeRun := func(bearer string, args ...string) (stdout, stderr bytes.Buffer, err error) {
 		cmd := exec.Command("node", append([]string{filepath.Join(dir, "client.mjs")}, args...)...)
-		var stdout, stderr bytes.Buffer
+		cmd.Env = append(os.Environ(), "MCP_BEARER="+bearer)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
+		err = cmd.Run()
+		return stdout, stderr, err
+	}
+	nodeWith := func(t *testing.T, bearer string, args ...string) tsOutput {
+		t.Helper()
+		stdout, stderr, err := nodeRun(bearer, args...)
+		if err != nil {
 			t.Fatalf("node client.mjs %q: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
 		}
 		var out tsOutput
@@ -753,6 +758,10 @@ func TestMCPTypeScriptClient(t *testing.T) {
 			t.Fatalf("node client.mjs %q printed %q: %v\nstderr:\n%s", args, stdout.String(), err, stderr.String())
 		}
 		return out
+	}
+	node := func(t *testing.T, args ...string) tsOutput {
+		t.Helper()
+		return nodeWith(t, "", args...)
 	}
 	t.Run("stdio", func(t *testing.T) {
 		checkTSOutput(t, node(t, append([]string{"stdio", bin}, mcpArgs("--live")[1:]...)...))
@@ -771,6 +780,17 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		}())
 		if len(after) > 0 {
 			t.Errorf("processes of the session the TypeScript client ended still run: %v\nstderr:\n%s", after, stderr)
+		}
+	})
+	t.Run("http with an API key", func(t *testing.T) {
+		keyFile, keys := apiKeys(t, "alice")
+		url, _, _ := startHTTP(t, bin, "--live", "--api-keys", keyFile)
+		checkTSOutput(t, nodeWith(t, keys["alice"], "http", url))
+		for name, bearer := range map[string]string{"no key": "", "a wrong key": "not-" + keys["alice"]} {
+			stdout, stderr, err := nodeRun(bearer, "http", url)
+			if err == nil || !strings.Contains(stderr.String(), "401") {
+				t.Errorf("the TypeScript client with %s: %v, want it refused with 401\nstdout:\n%s\nstderr:\n%s", name, err, stdout.String(), stderr.String())
+			}
 		}
 	})
 }
