@@ -182,6 +182,9 @@ func TestMCPHTTPAPIKey(t *testing.T) {
 		if status != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), wantAuth) {
 			t.Errorf("%s: %d WWW-Authenticate %q %q, want 401 naming %s", name, status, h.Get("WWW-Authenticate"), body, wantAuth)
 		}
+		if name == "no key" && !strings.Contains(body, "send Authorization: Bearer") {
+			t.Errorf("no key: the 401 says %q, want it to say what to send", body)
+		}
 	}
 	if _, err := connectWith(t, url, nil); err == nil {
 		t.Errorf("the SDK's client connected without a key")

@@ -111,18 +111,23 @@ func bearerVerifier(guard *access.Guard) auth.TokenVerifier {
 
 // clientCertFirst lets a request that carries a verified client
 // certificate and no Authorization header through to plain on the
-// certificate alone; every other request goes to bearer, which wants a
-// bearer token. The SDK binds only a bearer token's UserID to a session:
-// bindSessions, behind this, binds a certificate's tenant.
+// certificate alone, and refuses one with neither, saying what to send;
+// a request with an Authorization header goes to bearer. The SDK binds
+// only a bearer token's UserID to a session: bindSessions, behind this,
+// binds a certificate's tenant.
 func clientCertFirst(guard *access.Guard, bearer, plain http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-			if id, err := guard.Authenticate(r); err == nil {
-				plain.ServeHTTP(w, r.WithContext(access.WithIdentity(r.Context(), id)))
-				return
-			}
+		if r.Header.Get("Authorization") != "" {
+			bearer.ServeHTTP(w, r)
+			return
 		}
-		bearer.ServeHTTP(w, r)
+		id, err := guard.Authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer resource_metadata=%q", guard.ResourceMetadata))
+			refuseHTTP(w, r, http.StatusUnauthorized, err)
+			return
+		}
+		plain.ServeHTTP(w, r.WithContext(access.WithIdentity(r.Context(), id)))
 	})
 }
 
