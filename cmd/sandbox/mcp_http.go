@@ -45,7 +45,6 @@ func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
 		scheme = "https"
 	}
 	base := scheme + "://" + ln.Addr().String()
-	guard.ResourceMetadata = base + prmPath + "/mcp"
 
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: srv.cfg.sessionTimeout, Logger: srv.sdkLog})
@@ -54,26 +53,32 @@ func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
 	// loopback only (checkListenAddr, access.New), as it did before it
 	// authenticated, or was told to trust its network (-insecure-no-auth).
 	if srv.cfg.access.Authenticates() && !srv.cfg.access.NoAuth {
-		bearer := auth.RequireBearerToken(bearerVerifier(guard), &auth.RequireBearerTokenOptions{
-			ResourceMetadataURL: guard.ResourceMetadata,
-			// An API key has no expiry; a JWT's is checked here too.
-			AllowMissingExpiration: true,
-		})(endpoint)
-		endpoint = clientCertFirst(guard, bearer, endpoint)
+		inner := endpoint
+		bearer := func(r *http.Request) http.Handler {
+			return auth.RequireBearerToken(bearerVerifier(guard), &auth.RequireBearerTokenOptions{
+				ResourceMetadataURL: resourceURL(r, scheme, prmPath+"/mcp"),
+				// An API key has no expiry; a JWT's is checked here too.
+				AllowMissingExpiration: true,
+			})(inner)
+		}
+		endpoint = clientCertFirst(guard, scheme, bearer, inner)
 	} else {
 		endpoint = asDefaultTenant(endpoint)
 	}
-	prm := &oauthex.ProtectedResourceMetadata{
-		Resource:               base + "/mcp",
-		BearerMethodsSupported: []string{"header"},
-	}
-	if srv.cfg.access.OIDCIssuer != "" {
-		prm.AuthorizationServers = []string{srv.cfg.access.OIDCIssuer}
-	}
+	prm := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		md := &oauthex.ProtectedResourceMetadata{
+			Resource:               resourceURL(r, scheme, "/mcp"),
+			BearerMethodsSupported: []string{"header"},
+		}
+		if srv.cfg.access.OIDCIssuer != "" {
+			md.AuthorizationServers = []string{srv.cfg.access.OIDCIssuer}
+		}
+		auth.ProtectedResourceMetadataHandler(md).ServeHTTP(w, r)
+	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", endpoint)
-	mux.Handle(prmPath, auth.ProtectedResourceMetadataHandler(prm))
-	mux.Handle(prmPath+"/mcp", auth.ProtectedResourceMetadataHandler(prm))
+	mux.Handle(prmPath, prm)
+	mux.Handle(prmPath+"/mcp", prm)
 	hs := &http.Server{
 		Handler:           guard.CheckHostOrigin(mux, refuseHTTP),
 		ReadHeaderTimeout: mcpHeaderTimeout,
@@ -115,20 +120,27 @@ func bearerVerifier(guard *access.Guard) auth.TokenVerifier {
 // a request with an Authorization header goes to bearer. The SDK binds
 // only a bearer token's UserID to a session: bindSessions, behind this,
 // binds a certificate's tenant.
-func clientCertFirst(guard *access.Guard, bearer, plain http.Handler) http.Handler {
+func clientCertFirst(guard *access.Guard, scheme string, bearer func(*http.Request) http.Handler, plain http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "" {
-			bearer.ServeHTTP(w, r)
+			bearer(r).ServeHTTP(w, r)
 			return
 		}
 		id, err := guard.Authenticate(r)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer resource_metadata=%q", guard.ResourceMetadata))
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer resource_metadata=%q", resourceURL(r, scheme, prmPath+"/mcp")))
 			refuseHTTP(w, r, http.StatusUnauthorized, err)
 			return
 		}
 		plain.ServeHTTP(w, r.WithContext(access.WithIdentity(r.Context(), id)))
 	})
+}
+
+// resourceURL is the URL of path on this server as r's client names it:
+// the protected resource metadata must name the URL the client used, and
+// the guard has checked r's Host.
+func resourceURL(r *http.Request, scheme, path string) string {
+	return scheme + "://" + r.Host + path
 }
 
 // asDefaultTenant serves every request as access.DefaultTenant, the
