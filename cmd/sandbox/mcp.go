@@ -8,14 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/fumehood/sandbox"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/fumehood/sandbox/internal/access"
 )
 
 // mcpUsage is the help of "sandbox mcp" before its flags.
@@ -25,6 +24,14 @@ Serves the Model Context Protocol: an agent (Claude Desktop, Claude Code,
 Cursor, any MCP client) runs commands and code in a sandbox through it. It
 speaks over stdin and stdout by default (the client starts it), or over
 streamable HTTP with --http ADDR. Logs go to stderr only.
+
+Over HTTP a client authenticates with a bearer token, an API key of
+-api-keys or a JWT of -oidc-issuer, or with a client certificate of
+-client-ca; the tenant it authenticates as owns its sessions. Without any
+of them --http listens on loopback only (-insecure-no-auth lifts that, on
+a network you trust). A request whose Host is not the server's, or whose
+Origin is not given with -allow-origin, is refused (403), so that a web
+page cannot reach the server through a browser.
 
 One MCP session is one sandbox session: a workspace of its own that its
 calls share (files written by one call are there for the next), snapshots
@@ -84,7 +91,7 @@ type mcpFlags struct {
 	run *runFlags // the flags shared with "sandbox run" set its fields
 
 	http           string
-	allowRemote    bool
+	access         access.Config // who may use --http
 	live           bool
 	maxSessions    int
 	sessionTimeout time.Duration
@@ -101,10 +108,7 @@ func newMCPFlags() *mcpFlags {
 	f.fs.Usage = func() {}
 	f.fs.StringVar(&f.http, "http", "", "serve streamable HTTP on `ADDR` (e.g. 127.0.0.1:8765) instead of stdio, at\n"+
 		"http://ADDR/mcp; port 0 picks a free one, which the log on stderr gives")
-	f.fs.BoolVar(&f.allowRemote, "http-allow-remote", false,
-		"let --http listen on an address other than loopback: whoever reaches it runs\n"+
-			"programs here, and the MCP endpoint has no authentication of its own, so put it\n"+
-			"behind a proxy that authenticates")
+	f.access.RegisterFlags(f.fs)
 	f.fs.BoolVar(&f.live, "live", false,
 		"make each session one live sandbox: processes started in the background last\n"+
 			"between calls, and the start_process, list_processes and signal_process tools\n"+
@@ -162,13 +166,13 @@ func parseMCP(args []string) (*mcpConfig, error) {
 		return nil, fmt.Errorf("invalid value %d for flag -max-sessions: must be at least 1", f.maxSessions)
 	case f.sessionTimeout <= 0:
 		return nil, fmt.Errorf("invalid value %q for flag -session-timeout: must be more than 0", f.sessionTimeout)
-	case f.http == "" && f.allowRemote:
-		return nil, errors.New("flag --http-allow-remote needs --http ADDR")
+	case f.http == "" && (f.access.Authenticates() || f.access.NoAuth || f.access.TLSCert != ""):
+		return nil, errors.New("flags -api-keys, -oidc-issuer, -client-ca, -tls-cert and -insecure-no-auth need --http ADDR: on stdio the client that starts the server is its only user")
 	case f.auditExec && f.audit == "":
 		return nil, errors.New("flag --audit-exec needs --audit FILE, where the execs are recorded")
 	}
 	if f.http != "" {
-		if err := checkListenAddr(f.http, f.allowRemote); err != nil {
+		if err := checkListenAddr(f.http, &f.access); err != nil {
 			return nil, err
 		}
 	}
@@ -204,21 +208,24 @@ func (f *mcpFlags) sessionOptions() sandbox.Options {
 	return opts
 }
 
-// checkListenAddr refuses an --http address beyond loopback unless allowed.
-func checkListenAddr(addr string, allowRemote bool) error {
+// checkListenAddr refuses an --http address beyond loopback unless the
+// server authenticates its clients or is told it need not, at parse time
+// so that nothing starts (access.New checks the same again).
+func checkListenAddr(addr string, cfg *access.Config) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("invalid value %q for flag -http: want HOST:PORT, e.g. 127.0.0.1:8765: %v", addr, err)
 	}
-	if allowRemote || host == "localhost" {
+	if cfg.Authenticates() || cfg.NoAuth || host == "localhost" {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("--http %s listens beyond this machine: whoever reaches it could run programs in sandboxes here "+
-		"(and, with --net, through your network), and the MCP endpoint has no authentication; "+
-		"give a loopback address such as 127.0.0.1:8765, or add --http-allow-remote if an authenticating proxy stands in front", addr)
+	return fmt.Errorf("--http %s listens beyond this machine without authentication: whoever reaches it could run programs in sandboxes here "+
+		"(and, with --net, through your network); give a loopback address such as 127.0.0.1:8765, "+
+		"or authenticate clients with -api-keys FILE, -oidc-issuer URL or -client-ca FILE, "+
+		"or, on a network you trust, add -insecure-no-auth: %w", addr, access.ErrConfig)
 }
 
 // printMCPUsage prints the help of "sandbox mcp".
@@ -326,28 +333,3 @@ func (srv *mcpServer) serveStdio(ctx context.Context, s streams) error {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// serveHTTP serves streamable HTTP on addr until ctx is canceled.
-func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.server },
-		&mcp.StreamableHTTPOptions{SessionTimeout: srv.cfg.sessionTimeout, Logger: srv.sdkLog})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", checkHTTPMessage(srv.limitSessions(handler)))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	srv.log.Info("sandbox mcp: serving streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
-	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(shut)
-		return nil
-	}
-}

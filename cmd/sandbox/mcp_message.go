@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,6 +22,9 @@ const (
 	maxMCPLine = mcp.DefaultMaxLineLength
 	maxMCPBody = mcp.DefaultMaxRequestBodyBytes
 )
+
+// mcpBodyTimeout is how long an HTTP request's body may take to arrive.
+const mcpBodyTimeout = 30 * time.Second
 
 // firstNoBatchVersion is the protocol revision that removed JSON-RPC
 // batches; the revisions before it (2025-03-26 requires them) take them.
@@ -160,7 +165,12 @@ func checkHTTPMessage(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // the SDK refuses what is no JSON-RPC POST
 			return
 		}
+		// The body must arrive within mcpBodyTimeout; the deadline then
+		// goes, as a response may stream for as long as its call runs.
+		rc := http.NewResponseController(w)
+		rc.SetReadDeadline(time.Now().Add(mcpBodyTimeout))
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxMCPBody))
+		rc.SetReadDeadline(time.Time{})
 		r.Body.Close()
 		status := http.StatusBadRequest
 		var bad *badMessage
@@ -170,6 +180,9 @@ func checkHTTPMessage(next http.Handler) http.Handler {
 			status = http.StatusRequestEntityTooLarge
 			bad = &badMessage{code: jsonrpc.CodeInvalidRequest,
 				msg: fmt.Sprintf("invalid request: a body of more than %d bytes, the most this server reads: write a large file in parts", maxMCPBody)}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			http.Error(w, fmt.Sprintf("reading the request body: it did not arrive whole within %s", mcpBodyTimeout), http.StatusRequestTimeout)
+			return
 		case err != nil:
 			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
 			return

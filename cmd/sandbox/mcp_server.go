@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +24,8 @@ type mcpServer struct {
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*mcpSession
-	closed   bool // closeAll ran: no new sessions
+	owners   map[string]string // the tenant of each HTTP session id (bindSessions)
+	closed   bool              // closeAll ran: no new sessions
 
 	// opening counts the HTTP requests being served that may each open
 	// a session, so that those and the open sessions stay within
@@ -41,7 +41,7 @@ type mcpServer struct {
 var statefulVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 func newMCPServer(cfg *mcpConfig, log, sdkLog *slog.Logger) (*mcpServer, error) {
-	srv := &mcpServer{cfg: cfg, log: log, sdkLog: sdkLog, sessions: map[*mcp.ServerSession]*mcpSession{}}
+	srv := &mcpServer{cfg: cfg, log: log, sdkLog: sdkLog, sessions: map[*mcp.ServerSession]*mcpSession{}, owners: map[string]string{}}
 	srv.server = mcp.NewServer(&mcp.Implementation{Name: "sandbox", Title: "fumehood/sandbox", Version: "1"},
 		&mcp.ServerOptions{
 			Instructions: "Each session has a Linux sandbox of its own: run commands and code in it, " +
@@ -56,8 +56,9 @@ func newMCPServer(cfg *mcpConfig, log, sdkLog *slog.Logger) (*mcpServer, error) 
 }
 
 // session returns the sandbox session of the MCP session ss, starting it
-// at ss's first call. It ends when ss does.
-func (srv *mcpServer) session(ss *mcp.ServerSession) (*mcpSession, error) {
+// at ss's first call as tenant's (empty on stdio and without
+// authentication). It ends when ss does.
+func (srv *mcpServer) session(ss *mcp.ServerSession, tenant string) (*mcpSession, error) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.closed {
@@ -66,13 +67,21 @@ func (srv *mcpServer) session(ss *mcp.ServerSession) (*mcpSession, error) {
 	if s := srv.sessions[ss]; s != nil {
 		return s, nil
 	}
-	s := newMCPSession(srv.cfg.cfg.opts)
+	opts := srv.cfg.cfg.opts
+	log := srv.log.With("session", ss.ID())
+	if tenant != "" {
+		log = log.With("tenant", tenant)
+		if opts.Audit != nil {
+			opts.Audit = opts.Audit.WithAttrs([]slog.Attr{slog.String("tenant", tenant)})
+		}
+	}
+	s := newMCPSession(opts)
 	if err := s.sb.Err(); err != nil {
 		s.close()
 		return nil, srv.cfg.cfg.explain(err)
 	}
 	srv.sessions[ss] = s
-	srv.log.Info("sandbox mcp: session started", "session", ss.ID())
+	log.Info("sandbox mcp: session started")
 	go func() {
 		ss.Wait()
 		srv.mu.Lock()
@@ -81,7 +90,7 @@ func (srv *mcpServer) session(ss *mcp.ServerSession) (*mcpSession, error) {
 		}
 		srv.mu.Unlock()
 		s.close()
-		srv.log.Info("sandbox mcp: session ended, its sandbox closed", "session", ss.ID())
+		log.Info("sandbox mcp: session ended, its sandbox closed")
 	}()
 	return s, nil
 }
@@ -101,7 +110,9 @@ func (srv *mcpServer) closeAll() {
 }
 
 // limitSessions refuses a request that would open a session beyond
-// --max-sessions. A request without an Mcp-Session-Id opens one.
+// --max-sessions. A request without an Mcp-Session-Id opens one. It
+// stands behind checkHTTPMessage, which has read the body whole, so that
+// connections holding an unfinished body occupy no session.
 func (srv *mcpServer) limitSessions(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
@@ -122,12 +133,8 @@ func (srv *mcpServer) limitSessions(next http.Handler) http.Handler {
 				"(its client disconnects, or it idles for --session-timeout %s) or start the server with a higher --max-sessions",
 				open, srv.cfg.maxSessions, srv.cfg.sessionTimeout)
 			srv.log.Warn("sandbox mcp: session refused", "reason", msg)
-			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil,
-				"error": map[string]any{"code": -32000, "message": msg}})
-			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Retry-After", strconv.Itoa(60))
-			w.WriteHeader(http.StatusTooManyRequests)
-			w.Write(body)
+			writeRPCError(w, http.StatusTooManyRequests, msg)
 			return
 		}
 		defer func() {
@@ -144,7 +151,11 @@ func (srv *mcpServer) sessionOf(req *mcp.CallToolRequest) (*mcpSession, error) {
 	if req == nil || req.Session == nil {
 		return nil, errors.New("the call has no MCP session")
 	}
-	return srv.session(req.Session)
+	tenant := srv.ownedBy(req.Session.ID())
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		tenant = req.Extra.TokenInfo.UserID
+	}
+	return srv.session(req.Session, tenant)
 }
 
 // withSession adapts a tool handler that needs the call's sandbox session.

@@ -95,7 +95,7 @@ func startHTTP(t *testing.T, bin string, args ...string) (string, *syncBuffer, *
 		cmd.Wait()
 		pw.Close()
 	})
-	urlRE := regexp.MustCompile(`url=(http://\S+)`)
+	urlRE := regexp.MustCompile(`url=(https?://\S+)`)
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -657,10 +657,11 @@ func TestMCPBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--http", "0.0.0.0:8765"}, "--http 0.0.0.0:8765 listens beyond this machine"},
-		{[]string{"--http", ":8765"}, "listens beyond this machine"},
+		{[]string{"--http", "0.0.0.0:8765"}, "--http 0.0.0.0:8765 listens beyond this machine without authentication"},
+		{[]string{"--http", ":8765"}, "-api-keys FILE, -oidc-issuer URL or -client-ca FILE, or, on a network you trust, add -insecure-no-auth"},
 		{[]string{"--http", "localhost"}, "want HOST:PORT"},
-		{[]string{"--http-allow-remote"}, "--http-allow-remote needs --http"},
+		{[]string{"--http-allow-remote"}, "flag provided but not defined: -http-allow-remote"},
+		{[]string{"--api-keys", "/nonexistent"}, "-insecure-no-auth need --http ADDR"},
 		{[]string{"--audit-exec"}, "--audit-exec needs --audit FILE"},
 		{[]string{"--audit", "/nonexistent/dir/audit.jsonl"}, "flag --audit: open /nonexistent/dir/audit.jsonl: no such file or directory"},
 		{[]string{"--max-sessions", "0"}, "-max-sessions: must be at least 1"},
@@ -739,12 +740,17 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	requireSandbox(t)
 	dir := installTSClient(t)
 	bin := cliBinary(t)
-	node := func(t *testing.T, args ...string) tsOutput {
-		t.Helper()
+	nodeRun := func(bearer string, args ...string) (stdout, stderr bytes.Buffer, err error) {
 		cmd := exec.Command("node", append([]string{filepath.Join(dir, "client.mjs")}, args...)...)
-		var stdout, stderr bytes.Buffer
+		cmd.Env = append(os.Environ(), "MCP_BEARER="+bearer)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
+		err = cmd.Run()
+		return stdout, stderr, err
+	}
+	nodeWith := func(t *testing.T, bearer string, args ...string) tsOutput {
+		t.Helper()
+		stdout, stderr, err := nodeRun(bearer, args...)
+		if err != nil {
 			t.Fatalf("node client.mjs %q: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
 		}
 		var out tsOutput
@@ -752,6 +758,10 @@ func TestMCPTypeScriptClient(t *testing.T) {
 			t.Fatalf("node client.mjs %q printed %q: %v\nstderr:\n%s", args, stdout.String(), err, stderr.String())
 		}
 		return out
+	}
+	node := func(t *testing.T, args ...string) tsOutput {
+		t.Helper()
+		return nodeWith(t, "", args...)
 	}
 	t.Run("stdio", func(t *testing.T) {
 		checkTSOutput(t, node(t, append([]string{"stdio", bin}, mcpArgs("--live")[1:]...)...))
@@ -770,6 +780,17 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		}())
 		if len(after) > 0 {
 			t.Errorf("processes of the session the TypeScript client ended still run: %v\nstderr:\n%s", after, stderr)
+		}
+	})
+	t.Run("http with an API key", func(t *testing.T) {
+		keyFile, keys := apiKeys(t, "alice")
+		url, _, _ := startHTTP(t, bin, "--live", "--api-keys", keyFile)
+		checkTSOutput(t, nodeWith(t, keys["alice"], "http", url))
+		for name, bearer := range map[string]string{"no key": "", "a wrong key": "not-" + keys["alice"]} {
+			stdout, stderr, err := nodeRun(bearer, "http", url)
+			if err == nil || !strings.Contains(stderr.String(), "401") {
+				t.Errorf("the TypeScript client with %s: %v, want it refused with 401\nstdout:\n%s\nstderr:\n%s", name, err, stdout.String(), stderr.String())
+			}
 		}
 	})
 }
@@ -914,7 +935,7 @@ func TestMCPHelp(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range append(slices.Clone(mcpRunFlags), "http", "http-allow-remote", "live", "max-sessions", "session-timeout", "timeout", "max-timeout", "output-limit") {
+	for _, name := range append(slices.Clone(mcpRunFlags), "http", "api-keys", "oidc-issuer", "client-ca", "tls-cert", "allow-origin", "allow-host", "insecure-no-auth", "live", "max-sessions", "session-timeout", "timeout", "max-timeout", "output-limit") {
 		if !strings.Contains(help, "  --"+name+" ") && !strings.Contains(help, "  --"+name+"\n") {
 			t.Errorf("sandbox help mcp does not list --%s", name)
 		}

@@ -4,7 +4,7 @@
 // checks. Usage:
 //
 //	node client.mjs stdio SANDBOX-BINARY [FLAG...]
-//	node client.mjs http URL
+//	[MCP_BEARER=TOKEN] node client.mjs http URL
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -14,7 +14,9 @@ let transport;
 if (mode === "stdio") {
   transport = new StdioClientTransport({ command: target, args: ["mcp", ...flags], stderr: "inherit" });
 } else if (mode === "http") {
-  transport = new StreamableHTTPClientTransport(new URL(target));
+  // MCP_BEARER, when set, is sent as a bearer token with every request.
+  const headers = process.env.MCP_BEARER ? { Authorization: `Bearer ${process.env.MCP_BEARER}` } : {};
+  transport = new StreamableHTTPClientTransport(new URL(target), { requestInit: { headers } });
 } else {
   console.error("usage: node client.mjs stdio SANDBOX-BINARY [FLAG...] | http URL");
   process.exit(2);
