@@ -89,7 +89,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 		return
 	}
 	req, aerr := decodeRequest(http.MaxBytesReader(w, r.Body, maxBody))
-	<-s.reading
+	s.doneReading(r)
 	if aerr == nil {
 		aerr = sessionFixed(req)
 	}
@@ -102,7 +102,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 	}
 	var spec *runSpec
 	if aerr == nil {
-		spec, aerr = s.cfg.validate(req, s.languages)
+		spec, aerr = s.cfgFor(ss.tenant).validate(req, s.languages)
 	}
 	if aerr != nil {
 		s.refuse(w, id, aerr)
@@ -111,6 +111,10 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 	if !ss.roomForBackground() {
 		s.refuse(w, id, &apiError{status: http.StatusConflict,
 			msg: fmt.Sprintf("session %s already runs %d background processes: signal one to end it first", id, maxBackground)})
+		return
+	}
+	if aerr := s.policies.takeRun(ss.tenant); aerr != nil {
+		s.refuse(w, id, aerr)
 		return
 	}
 	cmd := sandbox.Command(spec.argv[0], spec.argv[1:]...)
@@ -125,6 +129,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 	// the request, and ends with the session.
 	proc, err := ss.sb.Start(ss.ctx, cmd)
 	if err != nil {
+		s.policies.dropRun(ss.tenant)
 		status := http.StatusInternalServerError
 		if errors.Is(err, sandbox.ErrInvalidOption) || errors.Is(err, sandbox.ErrNotFound) {
 			status = http.StatusBadRequest
@@ -135,6 +140,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 	b.proc, b.pid = proc, proc.Pid()
 	ss.addBackground(b)
 	go func() {
+		defer s.policies.dropRun(ss.tenant)
 		res, err := proc.Wait()
 		b.mu.Lock()
 		b.ended, b.res, b.err = true, res, err
@@ -258,7 +264,7 @@ func (s *server) signalProcess(w http.ResponseWriter, r *http.Request, ss *sessi
 		if aerr == nil {
 			var req signalRequest
 			aerr = decodeJSON(http.MaxBytesReader(w, r.Body, maxBody), &req)
-			<-s.reading
+			s.doneReading(r)
 			if aerr == nil {
 				var sig syscall.Signal
 				if sig, aerr = signalOf(req.Signal); aerr == nil {

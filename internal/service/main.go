@@ -115,16 +115,17 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/fumehood/sandbox"
+	"github.com/fumehood/sandbox/internal/access"
 )
 
 // config is the server's settings, from its flags.
@@ -155,6 +156,33 @@ type config struct {
 	// choosing, which only the operator should pick.
 	images     []string
 	imageStore string
+	// access is who may talk to the server (internal/access): keys,
+	// OIDC, client certificates, TLS, the Hosts and Origins allowed.
+	access access.Config
+	// tenants is the file of the tenants' policies (policy.go); empty:
+	// every tenant gets the flags' maxima.
+	tenants string
+	// tenant is the tenant whose policy narrowed these maxima (cfgFor);
+	// empty for the server's own, the flags'.
+	tenant string
+}
+
+// whose names whose maxima c holds, for messages: "the server's" or
+// "tenant NAME's".
+func (c *config) whose() string {
+	if c.tenant == "" {
+		return "the server's"
+	}
+	return fmt.Sprintf("tenant %q's", c.tenant)
+}
+
+// listName names the list of c that field draws from: the server's flag
+// (-egress) or the tenant policy's field (egress).
+func (c *config) listName(field string) string {
+	if c.tenant == "" {
+		return "-" + field
+	}
+	return field
 }
 
 // Main runs "sandbox serve" with args, its flags, until SIGTERM or SIGINT,
@@ -219,6 +247,8 @@ func parseFlags(args []string) (*config, error) {
 	})
 	fs.StringVar(&c.imageStore, "image-store", "", "keep the -images in `DIR` (default: the library's, ~/.cache/fumehood-sandbox/images or /var/cache/fumehood-sandbox/images for root)")
 	fs.StringVar(&c.audit, "audit", "", "append the audit trail of every sandbox (runs, connections, refused syscalls) to `FILE` as JSON lines")
+	fs.StringVar(&c.tenants, "tenants", "", "`FILE` of the tenants' policies and quotas, JSON {\"tenants\": {\"NAME\": POLICY, \"*\": POLICY}} (empty: every tenant gets the flags' maxima, no quotas)")
+	c.access.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -309,19 +339,34 @@ func serve(cfg *config, log *slog.Logger) error {
 	if trailFile != nil {
 		defer trailFile.Close() // after s.close, deferred below: the Sandboxes flush into it as they close
 	}
+	policies, err := loadPolicies(cfg.tenants, cfg)
+	if err != nil {
+		return err
+	}
+	acfg := cfg.access
+	if h := peerHost(cfg); h != "" {
+		// A peer forwards with the Host of -peer-url naming this replica.
+		acfg.AllowHosts = append(slices.Clip(acfg.AllowHosts), h)
+	}
+	g, err := access.New(acfg, cfg.addr, log, trail)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
 	s := newServer(cfg, log, trail)
+	s.policies = policies
 	defer s.close()
 	if err := s.selfTest(); err != nil {
 		return err
 	}
-	tcp, err := net.Listen("tcp", cfg.addr)
+	tcp, err := g.Listen(ctx, cfg.addr)
 	if err != nil {
 		return err
 	}
 	ln := &cappedListener{Listener: tcp, max: int64(maxConns)}
 	s.metrics.conns = ln
 	srv := &http.Server{
-		Handler:           s.routes(),
+		Handler:           s.guarded(g),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second, // the request; the answer has a deadline per run
 		IdleTimeout:       2 * time.Minute,

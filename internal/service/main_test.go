@@ -95,6 +95,10 @@ type testServer struct {
 	stopMu  sync.Mutex
 	stopped bool
 	exit    error
+
+	// key, if not empty, is the API key its helpers' requests carry
+	// where they need one (metrics).
+	key string
 }
 
 // startServer starts a "sandbox serve" with flags, on a loopback port, and stops
@@ -379,7 +383,14 @@ func (s *stream) rest(t *testing.T) (stdout, stderr string, res *answer) {
 // its value.
 func (ts *testServer) metrics(t *testing.T) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(ts.url + "/metrics")
+	req, err := http.NewRequest("GET", ts.url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.key != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.key)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // rejectReasons label sandbox_serve_rejected_total.
-var rejectReasons = []string{"full", "invalid", "not_found", "shutting_down"}
+var rejectReasons = []string{"forbidden", "full", "invalid", "not_found", "quota", "shutting_down", "unauthenticated"}
 
 // metrics are the server's counters, in the Prometheus text format 0.0.4,
 // written by hand to keep the example free of dependencies.

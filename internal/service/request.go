@@ -96,6 +96,10 @@ type apiError struct {
 	status int
 	field  string
 	msg    string
+	// quota names the tenant's quota a 429 is for ("sessions", "runs",
+	// "rate"), retry when to try again; empty for the server's own.
+	quota string
+	retry time.Duration
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -225,10 +229,10 @@ func envOf(env map[string]string) ([]string, *apiError) {
 // but the timeout and its network, against the server's maxima. egress is
 // nil for network "none".
 func (c *config) sandboxOf(l requestLimits, network string, reqEgress []string, seccompKill bool) (limits limitSet, egress []string, err *apiError) {
-	if limits.memory, err = sizeField("limits.memory", l.Memory, c.maxMemory, sandbox.MinMemory); err != nil {
+	if limits.memory, err = sizeField("limits.memory", l.Memory, c.maxMemory, sandbox.MinMemory, c.whose()); err != nil {
 		return limitSet{}, nil, err
 	}
-	if limits.output, err = sizeField("limits.output", l.Output, c.maxOutput, 1); err != nil {
+	if limits.output, err = sizeField("limits.output", l.Output, c.maxOutput, 1, c.whose()); err != nil {
 		return limitSet{}, nil, err
 	}
 	switch cpus := l.CPUs; {
@@ -237,7 +241,7 @@ func (c *config) sandboxOf(l requestLimits, network string, reqEgress []string, 
 	case cpus < 0.01:
 		return limitSet{}, nil, badField("limits.cpus", "%v: must be at least 0.01", cpus)
 	case cpus > c.maxCPUs:
-		return limitSet{}, nil, badField("limits.cpus", "%v is above the server's maximum %v", cpus, c.maxCPUs)
+		return limitSet{}, nil, badField("limits.cpus", "%v is above %s maximum %v", cpus, c.whose(), c.maxCPUs)
 	default:
 		limits.cpus = cpus
 	}
@@ -247,7 +251,7 @@ func (c *config) sandboxOf(l requestLimits, network string, reqEgress []string, 
 	case pids < 0:
 		return limitSet{}, nil, badField("limits.pids", "%d: must be positive", pids)
 	case pids > c.maxPids:
-		return limitSet{}, nil, badField("limits.pids", "%d is above the server's maximum %d", pids, c.maxPids)
+		return limitSet{}, nil, badField("limits.pids", "%d is above %s maximum %d", pids, c.whose(), c.maxPids)
 	default:
 		limits.pids = pids
 	}
@@ -260,14 +264,14 @@ func (c *config) sandboxOf(l requestLimits, network string, reqEgress []string, 
 		}
 	case "allow":
 		if len(c.egress) == 0 {
-			return limitSet{}, nil, badField("network", "\"allow\" is not offered: the server has no -egress list")
+			return limitSet{}, nil, badField("network", "\"allow\" is not offered: %s %s list is empty", c.whose(), c.listName("egress"))
 		}
 		if len(reqEgress) == 0 {
 			return limitSet{}, nil, badField("egress", "missing: network \"allow\" needs the hosts to allow, from %s", strings.Join(c.egress, ","))
 		}
 		for i, e := range reqEgress {
 			if !slices.Contains(c.egress, e) {
-				return limitSet{}, nil, badField(fmt.Sprintf("egress[%d]", i), "%q is not in the server's -egress list %s", e, strings.Join(c.egress, ","))
+				return limitSet{}, nil, badField(fmt.Sprintf("egress[%d]", i), "%q is not in %s %s list %s", e, c.whose(), c.listName("egress"), strings.Join(c.egress, ","))
 			}
 		}
 		egress = reqEgress
@@ -287,7 +291,7 @@ func (c *config) timeoutOf(q quantity) (time.Duration, *apiError) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		// Seconds, checked before they are converted, which could overflow.
 		if !(f > 0) || f > c.maxTimeout.Seconds() {
-			return 0, badField("limits.timeout", "%s: want more than 0 and at most the server's maximum %s", s, c.maxTimeout)
+			return 0, badField("limits.timeout", "%s: want more than 0 and at most %s maximum %s", s, c.whose(), c.maxTimeout)
 		}
 		return time.Duration(f * float64(time.Second)), nil
 	}
@@ -298,13 +302,13 @@ func (c *config) timeoutOf(q quantity) (time.Duration, *apiError) {
 	case d <= 0:
 		return 0, badField("limits.timeout", "%q: must be positive", s)
 	case d > c.maxTimeout:
-		return 0, badField("limits.timeout", "%q is above the server's maximum %s", s, c.maxTimeout)
+		return 0, badField("limits.timeout", "%q is above %s maximum %s", s, c.whose(), c.maxTimeout)
 	}
 	return d, nil
 }
 
 // sizeField resolves a size limit; empty means the maximum.
-func sizeField(field string, q quantity, maximum, minimum int64) (int64, *apiError) {
+func sizeField(field string, q quantity, maximum, minimum int64, whose string) (int64, *apiError) {
 	if q == "" {
 		return maximum, nil
 	}
@@ -315,7 +319,7 @@ func sizeField(field string, q quantity, maximum, minimum int64) (int64, *apiErr
 	case n < minimum:
 		return 0, badField(field, "%q: must be at least %s", q, formatSize(minimum))
 	case n > maximum:
-		return 0, badField(field, "%q is above the server's maximum %s", q, formatSize(maximum))
+		return 0, badField(field, "%q is above %s maximum %s", q, whose, formatSize(maximum))
 	}
 	return n, nil
 }

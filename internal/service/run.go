@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox"
+	"github.com/fumehood/sandbox/internal/access"
 )
 
 // writeGrace is how long past its timeout a run's answer may take to
@@ -46,7 +47,7 @@ func hostLanguages() map[string]language {
 // run sandboxes as configured fails the start rather than every request.
 // It also starts the library's spawner before the first request.
 func (s *server) selfTest() error {
-	sb := sandbox.New(s.options(s.defaultLimits(), nil, s.log))
+	sb := sandbox.New(s.options(s.defaultLimits(), nil, s.log, ""))
 	defer sb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -75,7 +76,10 @@ func (s *server) defaultLimits() limitSet {
 
 // options are the sandbox.Options of a run with limits l and, if egress is
 // not nil, network "allow" to those hosts.
-func (s *server) options(l limitSet, egress []string, log *slog.Logger) sandbox.Options {
+//
+// tenant, if not empty, is the tenant the Sandbox runs for: each of its
+// audit events names it.
+func (s *server) options(l limitSet, egress []string, log *slog.Logger, tenant string) sandbox.Options {
 	o := sandbox.Options{
 		FreshWorkspace: true, // requests are unrelated: each run starts with an empty /workspace
 		Memory:         l.memory,
@@ -85,6 +89,9 @@ func (s *server) options(l limitSet, egress []string, log *slog.Logger) sandbox.
 		SeccompKill:    l.seccompKill,
 		Logger:         log,
 		Audit:          s.audit,
+	}
+	if s.audit != nil && tenant != "" {
+		o.Audit = s.audit.WithAttrs([]slog.Attr{slog.String("tenant", tenant)})
 	}
 	if s.cfg.bestEffort {
 		o.LimitPolicy = sandbox.BestEffortLimits
@@ -127,7 +134,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 	if sess != nil {
 		res, err = sess.run(ctx, cmd)
 	} else {
-		res, err = s.execute(ctx, id, spec, cmd)
+		res, err = s.execute(ctx, id, tenantOf(r), spec, cmd)
 	}
 	elapsed := time.Since(start)
 	s.release()
@@ -158,7 +165,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 		}
 	}
 	s.metrics.observe(resp.Cause, elapsed)
-	s.logRun(spec, resp, res)
+	s.logRun(tenantOf(r), spec, resp, res)
 
 	switch {
 	case events != nil:
@@ -201,18 +208,20 @@ func requestField(err error, spec *runSpec) string {
 // share nothing anyway, and Close waits until the run's cgroup is gone.
 // The exception is -pool: prepared sandboxes belong to one Sandbox, so the
 // server keeps one for the default limits for its whole life.
-func (s *server) execute(ctx context.Context, id string, spec *runSpec, cmd *sandbox.Cmd) (*sandbox.Result, error) {
-	if s.pooled != nil && spec.limits == s.defaultLimits() && spec.egress == nil {
+func (s *server) execute(ctx context.Context, id, tenant string, spec *runSpec, cmd *sandbox.Cmd) (*sandbox.Result, error) {
+	// The pooled Sandbox is shared, so its audit trail names no tenant:
+	// it serves only the tenant of a server without authentication.
+	if s.pooled != nil && spec.limits == s.defaultLimits() && spec.egress == nil && tenant == access.DefaultTenant {
 		return s.pooled.Run(ctx, cmd)
 	}
-	sb := sandbox.New(s.options(spec.limits, spec.egress, s.log.With("id", id)))
+	sb := sandbox.New(s.options(spec.limits, spec.egress, s.log.With("id", id, "tenant", tenant), tenant))
 	defer sb.Close()
 	return sb.Run(ctx, cmd)
 }
 
 // logRun writes the one log event of a run.
-func (s *server) logRun(spec *runSpec, resp *runResponse, res *sandbox.Result) {
-	attrs := []slog.Attr{slog.String("id", resp.ID)}
+func (s *server) logRun(tenant string, spec *runSpec, resp *runResponse, res *sandbox.Result) {
+	attrs := []slog.Attr{slog.String("id", resp.ID), slog.String("tenant", tenant)}
 	if spec.session != "" {
 		attrs = append(attrs, slog.String("session", spec.session))
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/fumehood/sandbox"
+	"github.com/fumehood/sandbox/internal/access"
 )
 
 // server answers the HTTP API. Its slots bound the runs at once; requests
@@ -38,6 +39,8 @@ type server struct {
 	sessions sessionTable
 	// audit receives the audit trail of every Sandbox (-audit); nil: none.
 	audit slog.Handler
+	// policies are the tenants' quotas (-tenants).
+	policies *policies
 }
 
 var (
@@ -48,6 +51,7 @@ var (
 func newServer(cfg *config, log *slog.Logger, audit slog.Handler) *server {
 	s := &server{cfg: cfg, log: log, audit: audit, metrics: newMetrics(), languages: hostLanguages(),
 		slots: make(chan struct{}, cfg.maxConcurrent), reading: make(chan struct{}, cfg.maxConcurrent+cfg.maxQueue)}
+	s.policies, _ = loadPolicies("", cfg) // none; serve sets the -tenants file's
 	s.stopping, s.drain = context.WithCancel(context.Background())
 	s.sessions = sessionTable{byID: map[string]*session{}, ended: map[string]string{}}
 	go s.expireSessions(sessionTick)
@@ -57,7 +61,7 @@ func newServer(cfg *config, log *slog.Logger, audit slog.Handler) *server {
 		}
 	}
 	if cfg.pool > 0 {
-		opts := s.options(s.defaultLimits(), nil, log)
+		opts := s.options(s.defaultLimits(), nil, log, access.DefaultTenant)
 		opts.Pool = cfg.pool
 		s.pooled = sandbox.New(opts)
 	}
@@ -111,7 +115,7 @@ func (s *server) routes() http.Handler {
 }
 
 func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
-	s.serveRun(w, r, func(req *runRequest) (*runSpec, *apiError) { return s.cfg.validate(req, s.languages) }, nil)
+	s.serveRun(w, r, func(req *runRequest) (*runSpec, *apiError) { return s.cfgFor(tenantOf(r)).validate(req, s.languages) }, nil)
 }
 
 // serveRun answers a request to run a program: it admits the request with
@@ -132,6 +136,12 @@ func (s *server) serveRun(w http.ResponseWriter, r *http.Request, check func(*ru
 		s.refuse(w, id, aerr)
 		return
 	}
+	tenant := tenantOf(r)
+	if aerr := s.policies.takeRun(tenant); aerr != nil {
+		s.refuse(w, id, aerr)
+		return
+	}
+	defer s.policies.dropRun(tenant)
 	switch err := s.acquire(r.Context()); {
 	case errors.Is(err, errFull):
 		w.Header().Set("Retry-After", "1")
@@ -157,7 +167,7 @@ func (s *server) admit(w http.ResponseWriter, r *http.Request, check func(*runRe
 	if aerr := s.admitBody(w, r); aerr != nil {
 		return nil, aerr
 	}
-	defer func() { <-s.reading }()
+	defer s.doneReading(r)
 	req, aerr := decodeRequest(http.MaxBytesReader(w, r.Body, maxBody))
 	if aerr != nil {
 		return nil, aerr
@@ -174,7 +184,9 @@ func (s *server) admit(w http.ResponseWriter, r *http.Request, check func(*runRe
 
 // admitBody checks a JSON request's content type and that the server is
 // not shutting down, and takes a place among the bodies being read, which
-// the caller gives back (<-s.reading) once it has read and checked it.
+// the caller gives back (s.doneReading) once it has read and checked it.
+// A tenant holds at most its share of those places (readersFor), so that
+// one tenant sending bodies slowly cannot hold the places others need.
 func (s *server) admitBody(w http.ResponseWriter, r *http.Request) *apiError {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return &apiError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
@@ -183,12 +195,23 @@ func (s *server) admitBody(w http.ResponseWriter, r *http.Request) *apiError {
 	if s.stopping.Err() != nil {
 		return &apiError{status: http.StatusServiceUnavailable, msg: errShuttingDown.Error()}
 	}
+	tenant := tenantOf(r)
+	if aerr := s.policies.takeReader(tenant, s.readersFor(tenant)); aerr != nil {
+		return aerr
+	}
 	select {
 	case s.reading <- struct{}{}:
 		return nil
 	default:
+		s.policies.dropReader(tenant)
 		return &apiError{status: http.StatusTooManyRequests, msg: errFull.Error()}
 	}
+}
+
+// doneReading gives back the place admitBody took for r's body.
+func (s *server) doneReading(r *http.Request) {
+	<-s.reading
+	s.policies.dropReader(tenantOf(r))
 }
 
 // acquire takes a slot for a run, waiting in the queue if there is room
@@ -229,6 +252,9 @@ type errorBody struct {
 	ID    string `json:"id"`
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"` // the request field at fault, e.g. "limits.memory"
+	// Quota names the tenant's quota a 429 is for: "sessions", "runs",
+	// "rate", or "queue" for the server's own slots and queue.
+	Quota string `json:"quota,omitempty"`
 }
 
 // refuse answers a request that did not run, counts and logs it.
@@ -237,14 +263,18 @@ func (s *server) refuse(w http.ResponseWriter, id string, e *apiError) {
 	switch e.status {
 	case http.StatusTooManyRequests:
 		reason = "full"
+		if e.quota != "" {
+			reason = "quota"
+			w.Header().Set("Retry-After", retryAfter(e.retry))
+		}
 	case http.StatusServiceUnavailable:
 		reason = "shutting_down"
 	case http.StatusNotFound:
 		reason = "not_found"
 	}
 	s.metrics.reject(reason)
-	s.log.Info("rejected", "id", id, "reason", reason, "status", e.status, "field", e.field, "err", e.msg)
-	writeJSON(w, e.status, errorBody{ID: id, Error: e.msg, Field: e.field})
+	s.log.Info("rejected", "id", id, "reason", reason, "status", e.status, "field", e.field, "quota", e.quota, "err", e.msg)
+	writeJSON(w, e.status, errorBody{ID: id, Error: e.msg, Field: e.field, Quota: e.quota})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

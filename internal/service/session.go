@@ -21,6 +21,7 @@ import (
 // timeout, reaches its maximum lifetime, or the server shuts down.
 type session struct {
 	id      string
+	tenant  string // the tenant that created it, the only one that sees it
 	image   string // the image the session's root is from; empty: the host's
 	sb      *sandbox.Sandbox
 	limits  limitSet
@@ -205,6 +206,7 @@ func (s *server) endSession(ss *session, why string) bool {
 	ss.mu.Unlock()
 	ss.cancel()
 	ss.closeTransport()
+	defer s.policies.dropSession(ss.tenant)
 	for _, snap := range snaps {
 		snap.Release()
 	}
@@ -343,14 +345,14 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	var req sessionRequest
 	aerr := decodeJSON(http.MaxBytesReader(w, r.Body, maxBody), &req)
-	<-s.reading
+	s.doneReading(r)
 	if aerr != nil {
 		s.refuse(w, id, aerr)
 		return
 	}
-	ss := &session{id: id, created: time.Now(), snaps: map[string]*sandbox.Snapshot{}, procs: map[int]*background{}}
+	ss := &session{id: id, tenant: tenantOf(r), created: time.Now(), snaps: map[string]*sandbox.Snapshot{}, procs: map[int]*background{}}
 	ss.lastUsed = ss.created
-	if ss.limits, ss.egress, aerr = s.cfg.sandboxOf(req.Limits, req.Network, req.Egress, req.SeccompKill); aerr != nil {
+	if ss.limits, ss.egress, aerr = s.cfgFor(ss.tenant).sandboxOf(req.Limits, req.Network, req.Egress, req.SeccompKill); aerr != nil {
 		s.refuse(w, id, aerr)
 		return
 	}
@@ -371,8 +373,9 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, id, aerr)
 		return
 	}
-	if req.Image != "" && !slices.Contains(s.cfg.images, req.Image) {
-		s.refuse(w, id, badField("image", "%q is not one of the images this server offers (its -images flag): %q", req.Image, s.cfg.images))
+	if images := s.cfgFor(ss.tenant).images; req.Image != "" && !slices.Contains(images, req.Image) {
+		c := s.cfgFor(ss.tenant)
+		s.refuse(w, id, badField("image", "%q is not one of the images this server offers (%s %s list): %q", req.Image, c.whose(), c.listName("images"), images))
 		return
 	}
 	ss.image = req.Image
@@ -384,13 +387,18 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, id, &apiError{status: http.StatusNotImplemented, msg: "this server offers no sessions (-max-sessions=0): use POST /v1/runs"})
 		return
 	}
+	if aerr := s.policies.takeSession(ss.tenant); aerr != nil {
+		s.refuse(w, id, aerr)
+		return
+	}
 	if err := s.sessions.reserve(s.cfg.maxSessions); err != nil {
+		s.policies.dropSession(ss.tenant)
 		w.Header().Set("Retry-After", "1")
 		s.refuse(w, id, &apiError{status: http.StatusTooManyRequests, msg: err.Error()})
 		return
 	}
-	ss.log = s.log.With("session", id)
-	opts := s.options(ss.limits, ss.egress, ss.log)
+	ss.log = s.log.With("session", id, "tenant", ss.tenant)
+	opts := s.options(ss.limits, ss.egress, ss.log, ss.tenant)
 	opts.Env = env
 	if ss.image != "" {
 		// Pulled at the session's first call, and held until it ends.
@@ -400,6 +408,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 	ss.sb = sandbox.New(opts)
 	if err := ss.sb.Err(); err != nil {
 		s.sessions.unreserve()
+		s.policies.dropSession(ss.tenant)
 		ss.sb.Close()
 		status := http.StatusInternalServerError
 		if errors.Is(err, sandbox.ErrInvalidOption) {

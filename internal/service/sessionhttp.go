@@ -26,6 +26,11 @@ func (s *server) sessionOf(w http.ResponseWriter, r *http.Request) *session {
 		return nil
 	}
 	ss, why := s.sessions.get(id)
+	if ss != nil && ss.tenant != tenantOf(r) {
+		// Another tenant's session is answered as one that never was,
+		// so that its id's existence is not told.
+		ss, why = nil, ""
+	}
 	if ss == nil {
 		switch {
 		case s.stopping.Err() != nil:
@@ -94,7 +99,7 @@ func (s *server) sessionSpec(ss *session, req *runRequest) (*runSpec, *apiError)
 	if aerr := sessionFixed(req); aerr != nil {
 		return nil, aerr
 	}
-	spec, aerr := s.cfg.validate(req, s.languages)
+	spec, aerr := s.cfgFor(ss.tenant).validate(req, s.languages)
 	if aerr != nil {
 		return nil, aerr
 	}

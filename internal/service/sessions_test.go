@@ -38,9 +38,18 @@ func (r reply) String() string { return fmt.Sprintf("%d %.500s", r.status, r.bod
 // starts with '{' goes as JSON, any other as bytes.
 func (ts *testServer) call(t *testing.T, method, path string, body []byte) reply {
 	t.Helper()
+	return ts.callAs(t, "", method, path, body)
+}
+
+// callAs is call with key, if not empty, as the request's bearer API key.
+func (ts *testServer) callAs(t *testing.T, key, method, path string, body []byte) reply {
+	t.Helper()
 	req, err := http.NewRequest(method, ts.url+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	if bytes.HasPrefix(body, []byte("{")) {
 		req.Header.Set("Content-Type", "application/json")

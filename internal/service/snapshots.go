@@ -87,7 +87,7 @@ func (s *server) restoreSnapshot(w http.ResponseWriter, r *http.Request, ss *ses
 	}
 	var req snapshotInfo
 	aerr := decodeJSON(http.MaxBytesReader(w, r.Body, maxBody), &req)
-	<-s.reading
+	s.doneReading(r)
 	if aerr == nil {
 		aerr = ss.snapshot(req.Snapshot)
 	}
