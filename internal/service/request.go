@@ -100,6 +100,7 @@ type apiError struct {
 	// "rate"), retry when to try again; empty for the server's own.
 	quota string
 	retry time.Duration
+	label string // the tenant's label in metrics, for a quota's
 }
 
 func (e *apiError) Error() string { return e.msg }

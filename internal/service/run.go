@@ -164,7 +164,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 			resp.Error += "; start the server with -best-effort to let rlimits stand in"
 		}
 	}
-	s.metrics.observe(resp.Cause, elapsed)
+	s.metrics.observe(s.tenantLabel(r), resp.Cause, elapsed)
 	s.logRun(tenantOf(r), spec, resp, res)
 
 	switch {

@@ -22,6 +22,7 @@ import (
 type session struct {
 	id      string
 	tenant  string // the tenant that created it, the only one that sees it
+	label   string // its tenant in metrics (tenantLabel)
 	image   string // the image the session's root is from; empty: the host's
 	sb      *sandbox.Sandbox
 	limits  limitSet
@@ -211,7 +212,7 @@ func (s *server) endSession(ss *session, why string) bool {
 		snap.Release()
 	}
 	err := ss.sb.Close()
-	s.metrics.sessionEnded()
+	s.metrics.sessionEnded(ss.label)
 	ss.log.Info("session ended", "why", why, "lived", time.Since(ss.created).Round(time.Millisecond).String(), "err", err)
 	return true
 }
@@ -350,7 +351,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, id, aerr)
 		return
 	}
-	ss := &session{id: id, tenant: tenantOf(r), created: time.Now(), snaps: map[string]*sandbox.Snapshot{}, procs: map[int]*background{}}
+	ss := &session{id: id, tenant: tenantOf(r), label: s.tenantLabel(r), created: time.Now(), snaps: map[string]*sandbox.Snapshot{}, procs: map[int]*background{}}
 	ss.lastUsed = ss.created
 	if ss.limits, ss.egress, aerr = s.cfgFor(ss.tenant).sandboxOf(req.Limits, req.Network, req.Egress, req.SeccompKill); aerr != nil {
 		s.refuse(w, id, aerr)
@@ -388,6 +389,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if aerr := s.policies.takeSession(ss.tenant); aerr != nil {
+		aerr.label = ss.label
 		s.refuse(w, id, aerr)
 		return
 	}
@@ -419,7 +421,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	s.sessions.add(ss)
-	s.metrics.sessionCreated()
+	s.metrics.sessionCreated(ss.label)
 	ss.log.Info("session created", "limits", fmt.Sprintf("%+v", ss.limits), "idle_timeout", ss.idle.String(), "max_lifetime", ss.life.String())
 	w.Header().Set("Location", "/v1/sessions/"+id)
 	writeJSON(w, http.StatusCreated, ss.info(s.cfg.replica))

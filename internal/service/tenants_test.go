@@ -273,8 +273,22 @@ func TestTenantQuotas(t *testing.T) {
 	}
 
 	ts.key = bob
-	if got := ts.metrics(t)[`sandbox_serve_rejected_total{reason="quota"}`]; got != float64(refused) {
+	m := ts.metrics(t)
+	if got := m[`sandbox_serve_rejected_total{reason="quota"}`]; got != float64(refused) {
 		t.Errorf("sandbox_serve_rejected_total{reason=\"quota\"} %v, want %d", got, refused)
+	}
+	for series, want := range map[string]float64{
+		`sandbox_serve_tenant_rejected_total{tenant="alice",quota="sessions"}`: 1,
+		`sandbox_serve_tenant_rejected_total{tenant="alice",quota="runs"}`:     float64(refused - 2),
+		`sandbox_serve_tenant_rejected_total{tenant="carol",quota="rate"}`:     1,
+		`sandbox_serve_tenant_runs_total{tenant="carol",cause="exited"}`:       2,
+		`sandbox_serve_tenant_runs_total{tenant="bob",cause="exited"}`:         1,
+		`sandbox_serve_tenant_sessions{tenant="alice"}`:                        1,
+		`sandbox_serve_tenant_sessions{tenant="bob"}`:                          1,
+	} {
+		if got, ok := m[series]; !ok || got != want {
+			t.Errorf("%s %v (present: %t), want %v", series, got, ok, want)
+		}
 	}
 }
 
