@@ -2,6 +2,7 @@ package access
 
 import (
 	"flag"
+	"strings"
 	"time"
 )
 
@@ -31,6 +32,8 @@ type Config struct {
 	AllowOrigins []string
 	// NoAuth turns authentication off, for a private network; every
 	// request is tenant "default" and the log says so at every start.
+	// Without it and without authentication a server may listen on
+	// loopback only, and its requests are tenant "default" too.
 	NoAuth bool
 	// MaxConnsPerClient bounds the connections open at once from one
 	// client address (IP); 0: DefaultMaxConnsPerClient.
@@ -50,7 +53,29 @@ const DefaultTenant = "default"
 // -tls-key, -client-ca, -allow-host, -allow-origin, -insecure-no-auth,
 // -max-conns-per-client.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	panic("TODO")
+	fs.StringVar(&c.APIKeys, "api-keys", "", "authenticate bearer API keys listed in `FILE`, lines \"TENANT sha256:HEX\" (HEX: printf %s \"$KEY\" | sha256sum); re-read when it changes and on SIGHUP")
+	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "authenticate bearer JWTs from the OIDC issuer at `URL` (its discovery document and JWKS), with -oidc-audience")
+	fs.StringVar(&c.OIDCAudience, "oidc-audience", "", "the audience (`AUD`) a JWT must be for")
+	fs.StringVar(&c.OIDCTenantClaim, "oidc-tenant-claim", "sub", "the JWT `CLAIM` that names the tenant")
+	fs.StringVar(&c.OIDCCA, "oidc-ca", "", "trust the CAs in PEM `FILE` to reach -oidc-issuer (default: the system's)")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve TLS with the certificate in PEM `FILE` (with -tls-key); re-read when it changes")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of -tls-cert, PEM `FILE`")
+	fs.StringVar(&c.ClientCA, "client-ca", "", "ask for client certificates signed by the CAs in PEM `FILE` (needs -tls-cert); one authenticates as the tenant in its subject's common name")
+	fs.Func("allow-host", "comma-separated `NAMES` the server answers to in the Host header, beyond the listen address and localhost; others get 403", listFlag(&c.AllowHosts))
+	fs.Func("allow-origin", "comma-separated `ORIGINS` (https://app.example.com) a request may come from; a request with any other Origin gets 403 (default: none)", listFlag(&c.AllowOrigins))
+	fs.BoolVar(&c.NoAuth, "insecure-no-auth", false, "serve without authentication, on a private network only: whoever reaches the address runs code")
+	fs.IntVar(&c.MaxConnsPerClient, "max-conns-per-client", DefaultMaxConnsPerClient, "connections open at once from one client address; beyond them a connection is closed")
+}
+
+func listFlag(v *[]string) func(string) error {
+	return func(s string) error {
+		for e := range strings.SplitSeq(s, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				*v = append(*v, e)
+			}
+		}
+		return nil
+	}
 }
 
 // Authenticates reports whether c configures any authentication.
