@@ -518,3 +518,38 @@ func TestHeldBodiesPerTenant(t *testing.T) {
 		t.Errorf("bob's run while alice holds bodies: %v, want 200", r)
 	}
 }
+
+// TestForwardAuthenticated: with keys, a request for a session of another
+// replica is forwarded with its key, and the owner answers it for the
+// key's tenant alone; the owner answers to the Host of -peer-url naming
+// it, a name none of its other flags gives.
+func TestForwardAuthenticated(t *testing.T) {
+	keys, key := keyFile(t, "alice", "bob")
+	pa, pb := freePort(t), freePort(t)
+	start := func(port int) *testServer {
+		// An IPv4-mapped address reaches the loopback listener by a
+		// name the Host check does not take by default.
+		return startServer(t, "-api-keys", keys, "-addr", "127.0.0.1:"+strconv.Itoa(port), "-replica", strconv.Itoa(port),
+			"-peer-url", "http://[::ffff:127.0.0.1]:{replica}")
+	}
+	a, b := start(pa), start(pb)
+	r := a.callAs(t, key["alice"], "POST", "/v1/sessions", []byte(`{}`))
+	var s sessionAnswer
+	r.json(t, &s)
+	if r.status != http.StatusCreated {
+		t.Fatalf("alice's session on A: %v", r)
+	}
+	base := "/v1/sessions/" + s.ID
+	if r := b.callAs(t, key["alice"], "POST", base+"/runs", []byte(`{"command":["echo","through B"]}`)); r.status != http.StatusOK || !strings.Contains(string(r.body), "through B") {
+		t.Errorf("alice's run through B: %v, want 200 from A", r)
+	}
+	if r := b.callAs(t, key["bob"], "GET", base, nil); r.status != http.StatusNotFound {
+		t.Errorf("bob's GET of alice's session through B: %v, want 404", r)
+	}
+	if r := b.callAs(t, "", "GET", base, nil); r.status != http.StatusUnauthorized {
+		t.Errorf("GET of alice's session through B without a key: %v, want 401", r)
+	}
+	if n := len(a.events("rejected")); n != 1 {
+		t.Errorf("A refused %d requests, want bob's alone:\n%s", n, a.logText())
+	}
+}
