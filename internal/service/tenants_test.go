@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -551,5 +553,61 @@ func TestForwardAuthenticated(t *testing.T) {
 	}
 	if n := len(a.events("rejected")); n != 1 {
 		t.Errorf("A refused %d requests, want bob's alone:\n%s", n, a.logText())
+	}
+}
+
+// TestSlowHeadersPerClient: a client that holds -max-conns-per-client
+// connections with half a request line each gets no more, while a client
+// from another address is served.
+func TestSlowHeadersPerClient(t *testing.T) {
+	keys, key := keyFile(t, "alice")
+	const perClient = 3
+	ts := startServer(t, "-api-keys", keys, "-max-conns-per-client", strconv.Itoa(perClient))
+	host := strings.TrimPrefix(ts.url, "http://")
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range perClient {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		io.WriteString(c, "POST /v1/ru")
+	}
+	// One more from 127.0.0.1 is closed without an answer.
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held = append(held, c)
+	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// Closed: at its end, or reset; not answered, nor left open.
+	var timeout net.Error
+	if b, err := io.ReadAll(c); len(b) != 0 || (errors.As(err, &timeout) && timeout.Timeout()) {
+		t.Errorf("a connection beyond %d from 127.0.0.1: %q %v, want it closed", perClient, b, err)
+	}
+
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+	req, err := http.NewRequest("POST", ts.url+"/v1/runs", strings.NewReader(`{"command":["echo","other"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key["alice"])
+	resp, err := other.Do(req)
+	if err != nil {
+		t.Fatalf("a request from 127.0.0.2: %v", err)
+	}
+	var a answer
+	json.NewDecoder(resp.Body).Decode(&a)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || a.Stdout != "other\n" {
+		t.Errorf("a request from 127.0.0.2 while 127.0.0.1 holds its connections: %s %+v, want 200", resp.Status, a.short())
 	}
 }
