@@ -211,10 +211,12 @@ func requestField(err error, spec *runSpec) string {
 func (s *server) execute(ctx context.Context, id, tenant string, spec *runSpec, cmd *sandbox.Cmd) (*sandbox.Result, error) {
 	// The pooled Sandbox is shared, so its audit trail names no tenant:
 	// it serves only the tenant of a server without authentication.
-	if s.pooled != nil && spec.limits == s.defaultLimits() && spec.egress == nil && tenant == access.DefaultTenant {
+	if s.pooled != nil && spec.limits == s.defaultLimits() && spec.egress == nil && spec.secrets == nil && tenant == access.DefaultTenant {
 		return s.pooled.Run(ctx, cmd)
 	}
-	sb := sandbox.New(s.options(spec.limits, spec.egress, s.log.With("id", id, "tenant", tenant), tenant))
+	opts := s.options(spec.limits, spec.egress, s.log.With("id", id, "tenant", tenant), tenant)
+	opts.Secrets = spec.secrets
+	sb := sandbox.New(opts)
 	defer sb.Close()
 	return sb.Run(ctx, cmd)
 }

@@ -253,6 +253,7 @@ type sessionRequest struct {
 	Egress      []string          `json:"egress"`
 	SeccompKill bool              `json:"seccomp_kill"`
 	Image       string            `json:"image"`        // one of the server's -images; empty: the host's /usr
+	Secrets     []string          `json:"secrets"`      // names of the tenant's secrets, as in a run's request
 	IdleTimeout quantity          `json:"idle_timeout"` // a duration or seconds; default and maximum -max-idle-timeout
 	MaxLifetime quantity          `json:"max_lifetime"` // a duration or seconds; default and maximum -max-lifetime
 }
@@ -374,6 +375,11 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, id, aerr)
 		return
 	}
+	secrets, aerr := s.cfgFor(ss.tenant).secretsOf(req.Secrets)
+	if aerr != nil {
+		s.refuse(w, id, aerr)
+		return
+	}
 	if images := s.cfgFor(ss.tenant).images; req.Image != "" && !slices.Contains(images, req.Image) {
 		c := s.cfgFor(ss.tenant)
 		s.refuse(w, id, badField("image", "%q is not one of the images this server offers (%s %s list): %q", req.Image, c.whose(), c.listName("images"), images))
@@ -402,6 +408,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 	ss.log = s.log.With("session", id, "tenant", ss.tenant)
 	opts := s.options(ss.limits, ss.egress, ss.log, ss.tenant)
 	opts.Env = env
+	opts.Secrets = secrets
 	if ss.image != "" {
 		// Pulled at the session's first call, and held until it ends.
 		opts.Image = &sandbox.Image{Ref: ss.image, Store: s.cfg.imageStore}

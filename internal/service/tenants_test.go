@@ -302,7 +302,8 @@ func TestTenantsFileErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ file, want string }{
 		{`{"tenants": {"a": {"max_runs": -1}}}`, "tenants.a.max_runs"},
-		{`{"tenants": {"a": {"secrets": []}}}`, "secrets"},
+		{`{"tenants": {"a": {"max_disk": "1G"}}}`, "max_disk"},
+		{`{"tenants": {"a": {"secrets": [{"name": "K", "hosts": ["a.example"], "env": "SANDBOX_TEST_UNSET_VARIABLE"}]}}}`, "tenants.a.secrets[0] K"},
 		{`{"tenants": {"a": {"max_memory": "64G"}}}`, "tenants.a.max_memory"},
 		{`{"tenants": {"a": {"egress": ["elsewhere.example"]}}}`, "tenants.a.egress[0]"},
 		{`{"tenants": {"a": {"runs_per_minute": 0}}}`, "tenants.a.runs_per_minute"},
@@ -372,9 +373,12 @@ func TestAuditNamesTenant(t *testing.T) {
 func TestTenantPolicyLimits(t *testing.T) {
 	keys, key := keyFile(t, "alice", "bob")
 	const alpine, busybox = "docker.io/library/alpine:3", "docker.io/library/busybox:1"
+	value := "sk-" + rand.Text()
+	secretFile := writeFile(t, "api-key", value+"\n")
 	policies := writeFile(t, "tenants.json", `{"tenants": {"alice": {
 		"max_memory": "64M", "max_timeout": "5s", "max_pids": 32,
-		"egress": ["a.example"], "images": ["`+busybox+`"]}}}`)
+		"egress": ["a.example"], "images": ["`+busybox+`"],
+		"secrets": [{"name": "API_KEY", "hosts": ["a.example:443"], "file": "`+secretFile+`"}]}}}`)
 	ts := startServer(t, "-api-keys", keys, "-tenants", policies, "-egress", "a.example,b.example", "-images", alpine+","+busybox)
 	alice, bob := key["alice"], key["bob"]
 
@@ -401,8 +405,39 @@ func TestTenantPolicyLimits(t *testing.T) {
 		}
 	}
 
+	// Secrets: only a tenant's own, by name; inside, a placeholder.
+	for _, c := range []struct{ who, body string }{
+		{bob, `{"command":["true"],"network":"allow","egress":["a.example"],"secrets":["API_KEY"]}`},
+		{alice, `{"command":["true"],"network":"allow","egress":["a.example"],"secrets":["OTHER"]}`},
+	} {
+		r := ts.callAs(t, c.who, "POST", "/v1/runs", []byte(c.body))
+		var e errorAnswer
+		r.json(t, &e)
+		if r.status != http.StatusBadRequest || e.Field != "secrets" {
+			t.Errorf("%s: %v, want 400 field secrets", c.body, r)
+		}
+	}
+	r := ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{"network":"allow","egress":["a.example"],"secrets":["API_KEY"]}`))
+	var withSecret sessionAnswer
+	r.json(t, &withSecret)
+	if r.status != http.StatusCreated {
+		t.Fatalf("alice's session with her secret: %v", r)
+	}
+	r = ts.callAs(t, alice, "POST", "/v1/sessions/"+withSecret.ID+"/runs", []byte(`{"command":["sh","-c","printf %s \"$API_KEY\""]}`))
+	var a answer
+	r.json(t, &a)
+	if r.status != http.StatusOK || a.Stdout == "" || strings.Contains(string(r.body), value) {
+		t.Errorf("$API_KEY inside alice's session: %v, want a placeholder, not the value", r)
+	}
+	if r := ts.callAs(t, alice, "POST", "/v1/sessions/"+withSecret.ID+"/runs", []byte(`{"command":["true"],"secrets":["API_KEY"]}`)); r.status != http.StatusBadRequest {
+		t.Errorf("a run in a session naming secrets: %v, want 400", r)
+	}
+	if strings.Contains(ts.logText(), value) {
+		t.Errorf("the server's log holds the secret's value")
+	}
+
 	// Omitted limits are alice's maxima.
-	r := ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{}`))
+	r = ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{}`))
 	var info struct {
 		Limits struct {
 			Memory int64 `json:"memory"`
