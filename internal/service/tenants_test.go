@@ -329,6 +329,10 @@ func TestAuditNamesTenant(t *testing.T) {
 	if r := ts.callAs(t, key["alice"], "POST", "/v1/sessions", []byte(`{}`)); r.status != http.StatusCreated {
 		t.Fatalf("alice's session: %v", r)
 	}
+	wrong := "wrong-" + rand.Text()
+	if r := ts.callAs(t, wrong, "POST", "/v1/runs", []byte(`{"command":["true"]}`)); r.status != http.StatusUnauthorized {
+		t.Fatalf("a wrong key: %v", r)
+	}
 	if err := ts.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +341,7 @@ func TestAuditNamesTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte(key["alice"]))
-	for _, secret := range []string{key["alice"], hex.EncodeToString(sum[:])} {
+	for _, secret := range []string{key["alice"], hex.EncodeToString(sum[:]), wrong} {
 		if strings.Contains(string(b), secret) {
 			t.Errorf("the trail holds %q:\n%s", secret, b)
 		}
@@ -644,5 +648,29 @@ func TestSlowHeadersPerClient(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || a.Stdout != "other\n" {
 		t.Errorf("a request from 127.0.0.2 while 127.0.0.1 holds its connections: %s %+v, want 200", resp.Status, a.short())
+	}
+}
+
+// TestInsecureNoAuth: -insecure-no-auth serves without keys, as tenant
+// default, and says at start that authentication is off.
+func TestInsecureNoAuth(t *testing.T) {
+	ts := startServer(t, "-insecure-no-auth")
+	if a := ts.run(t, `{"command":["echo","open"]}`); a.Stdout != "open\n" {
+		t.Errorf("a run without a key: %+v", a.short())
+	}
+	warned := false
+	ts.mu.Lock()
+	logs := ts.logs[:len(ts.logs):len(ts.logs)]
+	ts.mu.Unlock()
+	for _, ev := range logs {
+		if msg, _ := ev["msg"].(string); ev["level"] == "WARN" && strings.Contains(msg, "-insecure-no-auth") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning naming -insecure-no-auth in the log:\n%s", ts.logText())
+	}
+	if evs := ts.events("run"); len(evs) != 1 || evs[0]["tenant"] != "default" {
+		t.Errorf("the run's log event: %v, want tenant default", evs)
 	}
 }
