@@ -32,6 +32,8 @@ type Config struct {
 	AllowOrigins []string
 	// NoAuth turns authentication off, for a private network; every
 	// request is tenant "default" and the log says so at every start.
+	// Without it and without authentication a server may listen on
+	// loopback only, and its requests are tenant "default" too.
 	NoAuth bool
 	// MaxConnsPerClient bounds the connections open at once from one
 	// client address (IP); 0: DefaultMaxConnsPerClient.

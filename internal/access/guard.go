@@ -232,6 +232,17 @@ func (g *Guard) CheckHostOrigin(next http.Handler, refuse Refusal) http.Handler 
 	})
 }
 
+// open reports whether requests need no credential: with
+// -insecure-no-auth, or on loopback (New refuses any other address) with
+// no authentication configured.
+func (g *Guard) open() bool {
+	return g.cfg.NoAuth || !g.cfg.Authenticates()
+}
+
+// Open reports whether the Guard lets requests in without a credential,
+// as tenant DefaultTenant.
+func (g *Guard) Open() bool { return g.open() }
+
 // bearer is r's bearer token, and whether an Authorization was given.
 func bearer(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
@@ -249,7 +260,7 @@ func bearer(r *http.Request) (string, bool) {
 // API key or JWT. The error wraps ErrUnauthenticated and says why
 // without quoting the credential.
 func (g *Guard) Authenticate(r *http.Request) (Identity, error) {
-	if g.cfg.NoAuth {
+	if g.open() {
 		return Identity{Tenant: DefaultTenant, Method: "none"}, nil
 	}
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
@@ -281,7 +292,7 @@ func (g *Guard) Authenticate(r *http.Request) (Identity, error) {
 // middleware that has taken it from the request itself. The time is the
 // token's expiry, zero for an API key, which does not expire.
 func (g *Guard) VerifyToken(ctx context.Context, token string, r *http.Request) (Identity, time.Time, error) {
-	if g.cfg.NoAuth {
+	if g.open() {
 		return Identity{Tenant: DefaultTenant, Method: "none"}, time.Time{}, nil
 	}
 	return g.verifyToken(r.WithContext(ctx), token)

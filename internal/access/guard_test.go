@@ -211,6 +211,10 @@ func TestNonLoopbackNeedsAuth(t *testing.T) {
 			t.Errorf("%s: %v, want ErrConfig naming -api-keys and -insecure-no-auth", addr, err)
 		}
 	}
+	url, _, _ := serve(t, Config{})
+	if s, b := call(t, nil, url); s != 200 || b != DefaultTenant {
+		t.Errorf("loopback without authentication: %d %q, want 200 as tenant %s", s, b, DefaultTenant)
+	}
 	for _, addr := range []string{"127.0.0.1:0", "localhost:8080", "[::1]:1"} {
 		g, err := New(Config{}, addr, slog.Default(), nil)
 		if err != nil {
