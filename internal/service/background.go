@@ -114,6 +114,7 @@ func (s *server) startBackground(w http.ResponseWriter, r *http.Request, ss *ses
 		return
 	}
 	if aerr := s.policies.takeRun(ss.tenant); aerr != nil {
+		aerr.label = ss.label
 		s.refuse(w, id, aerr)
 		return
 	}

@@ -53,6 +53,25 @@ func tenantOf(r *http.Request) string {
 	return access.DefaultTenant
 }
 
+// otherTenants labels in metrics the tenants that neither an API key nor
+// the -tenants file names: those of JWTs and certificates under "*", whose
+// number nothing bounds.
+const otherTenants = "other"
+
+// tenantLabel is r's tenant as metrics label it: its name when the
+// tenants are few (API keys' and the -tenants file's, or the one of a
+// server without authentication), else otherTenants.
+func (s *server) tenantLabel(r *http.Request) string {
+	id, ok := access.FromContext(r.Context())
+	if !ok {
+		return access.DefaultTenant
+	}
+	if _, named := s.policies.byName[id.Tenant]; named || id.Method == "api-key" || id.Method == "none" {
+		return id.Tenant
+	}
+	return otherTenants
+}
+
 // peerHost is the Host another replica sends when it forwards a request to
 // this one: -peer-url's, with {replica} this replica's name; empty without
 // -peer-url.

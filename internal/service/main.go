@@ -162,6 +162,8 @@ type config struct {
 	// tenants is the file of the tenants' policies (policy.go); empty:
 	// every tenant gets the flags' maxima.
 	tenants string
+	// secrets are the tenant's, by name (cfgFor); none for the server's.
+	secrets map[string]sandbox.Secret
 	// tenant is the tenant whose policy narrowed these maxima (cfgFor);
 	// empty for the server's own, the flags'.
 	tenant string

@@ -2,8 +2,11 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,12 +37,18 @@ type metrics struct {
 	runs     map[string]int64 // by cause
 	rejected map[string]int64 // by reason
 	buckets  []int64          // buckets[i] counts the runs of at most durationBuckets[i] seconds
-	count    int64
-	sum      float64 // seconds
+	// By tenant label (tenantLabel): runs by cause, quota refusals by
+	// quota, live sessions.
+	tenantRuns     map[[2]string]int64
+	tenantRejected map[[2]string]int64
+	tenantSessions map[string]int64
+	count          int64
+	sum            float64 // seconds
 }
 
 func newMetrics() *metrics {
-	m := &metrics{runs: map[string]int64{}, rejected: map[string]int64{}, buckets: make([]int64, len(durationBuckets))}
+	m := &metrics{runs: map[string]int64{}, rejected: map[string]int64{}, buckets: make([]int64, len(durationBuckets)),
+		tenantRuns: map[[2]string]int64{}, tenantRejected: map[[2]string]int64{}, tenantSessions: map[string]int64{}}
 	// Every cause is written from the start, at 0, so that rates work
 	// from the first scrape.
 	for o := sandbox.Exited; o.String() != "unknown"; o++ {
@@ -49,11 +58,12 @@ func newMetrics() *metrics {
 	return m
 }
 
-// observe counts a finished run.
-func (m *metrics) observe(cause string, d time.Duration) {
+// observe counts a finished run of the tenant labelled tenant.
+func (m *metrics) observe(tenant, cause string, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.runs[cause]++
+	m.tenantRuns[[2]string{tenant, cause}]++
 	m.count++
 	m.sum += d.Seconds()
 	for i, le := range durationBuckets {
@@ -70,8 +80,28 @@ func (m *metrics) reject(reason string) {
 	m.rejected[reason]++
 }
 
-func (m *metrics) sessionCreated() { m.sessions.Add(1); m.sessionsCreated.Add(1) }
-func (m *metrics) sessionEnded()   { m.sessions.Add(-1); m.sessionsEnded.Add(1) }
+// rejectQuota counts a refusal for the quota of the tenant labelled tenant.
+func (m *metrics) rejectQuota(tenant, quota string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tenantRejected[[2]string{tenant, quota}]++
+}
+
+func (m *metrics) sessionCreated(tenant string) {
+	m.sessions.Add(1)
+	m.sessionsCreated.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tenantSessions[tenant]++
+}
+
+func (m *metrics) sessionEnded(tenant string) {
+	m.sessions.Add(-1)
+	m.sessionsEnded.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tenantSessions[tenant]--
+}
 
 // total is the number of runs finished.
 func (m *metrics) total() int64 {
@@ -98,6 +128,21 @@ func (m *metrics) serve(w http.ResponseWriter, r *http.Request) {
 	for _, r := range rejectReasons {
 		fmt.Fprintf(&b, "sandbox_serve_rejected_total{reason=%q} %d\n", r, m.rejected[r])
 	}
+	// The tenants' series are beside the totals rather than labels of
+	// them, so that a query of the totals (the autoscaler's of sessions)
+	// keeps one series a pod.
+	header(&b, "sandbox_serve_tenant_runs_total", "counter", "Runs finished, by tenant and how they ended.")
+	for _, k := range slices.SortedFunc(maps.Keys(m.tenantRuns), compareKeys) {
+		fmt.Fprintf(&b, "sandbox_serve_tenant_runs_total{tenant=%q,cause=%q} %d\n", k[0], k[1], m.tenantRuns[k])
+	}
+	header(&b, "sandbox_serve_tenant_rejected_total", "counter", "Requests refused for a tenant's quota, by tenant and quota.")
+	for _, k := range slices.SortedFunc(maps.Keys(m.tenantRejected), compareKeys) {
+		fmt.Fprintf(&b, "sandbox_serve_tenant_rejected_total{tenant=%q,quota=%q} %d\n", k[0], k[1], m.tenantRejected[k])
+	}
+	header(&b, "sandbox_serve_tenant_sessions", "gauge", "Live sessions, by tenant.")
+	for _, k := range slices.Sorted(maps.Keys(m.tenantSessions)) {
+		fmt.Fprintf(&b, "sandbox_serve_tenant_sessions{tenant=%q} %d\n", k, m.tenantSessions[k])
+	}
 	m.mu.Unlock()
 	header(&b, "sandbox_serve_runs_in_flight", "gauge", "Runs holding a slot.")
 	fmt.Fprintf(&b, "sandbox_serve_runs_in_flight %d\n", m.inFlight.Load())
@@ -119,6 +164,10 @@ func (m *metrics) serve(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write(b.Bytes())
+}
+
+func compareKeys(a, b [2]string) int {
+	return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
 }
 
 func header(b *bytes.Buffer, name, typ, help string) {

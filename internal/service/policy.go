@@ -9,10 +9,13 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/fumehood/sandbox"
 
 	"github.com/fumehood/sandbox/internal/access"
 )
@@ -29,10 +32,21 @@ type policy struct {
 	MaxTimeout string    `json:"max_timeout"` // within -max-timeout
 	Egress     *[]string `json:"egress"`      // each in -egress
 	Images     *[]string `json:"images"`      // each in -images
+	// Secrets a request of the tenant may ask for by name.
+	Secrets []secretPolicy `json:"secrets"`
 
 	MaxSessions   *int     `json:"max_sessions"`    // live sessions
 	MaxRuns       *int     `json:"max_runs"`        // runs and background processes at once
 	RunsPerMinute *float64 `json:"runs_per_minute"` // runs and background processes started
+}
+
+// secretPolicy is a secret of a tenant's: its value is read at start from
+// the environment variable Env or the file File, never from the file.
+type secretPolicy struct {
+	Name  string   `json:"name"`
+	Hosts []string `json:"hosts"`
+	Env   string   `json:"env"`
+	File  string   `json:"file"`
 }
 
 // anyTenant names the policy of every tenant the file does not name.
@@ -167,7 +181,48 @@ func narrow(server *config, pol policy) (*config, error) {
 		}
 		c.images = slices.Clone(*pol.Images)
 	}
+	c.secrets = map[string]sandbox.Secret{}
+	for i, sp := range pol.Secrets {
+		var value string
+		switch {
+		case sp.Name == "":
+			return nil, fmt.Errorf("secrets[%d]: no name", i)
+		case (sp.Env == "") == (sp.File == ""):
+			return nil, fmt.Errorf("secrets[%d] %s: give one of env and file", i, sp.Name)
+		case sp.Env != "":
+			value = os.Getenv(sp.Env)
+			if value == "" {
+				return nil, fmt.Errorf("secrets[%d] %s: environment variable %s is empty or unset", i, sp.Name, sp.Env)
+			}
+		default:
+			b, err := os.ReadFile(sp.File)
+			if err != nil {
+				return nil, fmt.Errorf("secrets[%d] %s: %w", i, sp.Name, err)
+			}
+			value = strings.TrimRight(string(b), "\r\n")
+		}
+		if _, dup := c.secrets[sp.Name]; dup {
+			return nil, fmt.Errorf("secrets[%d] %s: named twice", i, sp.Name)
+		}
+		c.secrets[sp.Name] = sandbox.Secret{Name: sp.Name, Value: value, Hosts: slices.Clone(sp.Hosts)}
+	}
 	return &c, nil
+}
+
+// secretsOf resolves a request's secrets: names of c's.
+func (c *config) secretsOf(names []string) ([]sandbox.Secret, *apiError) {
+	var out []sandbox.Secret
+	for _, n := range names {
+		sec, ok := c.secrets[n]
+		if !ok {
+			return nil, badField("secrets", "%q is not a secret of %s policy (its -tenants entry)", n, c.whose())
+		}
+		if slices.ContainsFunc(out, func(o sandbox.Secret) bool { return o.Name == n }) {
+			return nil, badField("secrets", "%q named twice", n)
+		}
+		out = append(out, sec)
+	}
+	return out, nil
 }
 
 // cfgFor is the server's config narrowed by tenant's policy: what its

@@ -38,6 +38,10 @@ type runRequest struct {
 	// SeccompKill ends the run at the first refused syscall (cause
 	// seccomp_kill) instead of failing that syscall with EPERM.
 	SeccompKill bool `json:"seccomp_kill"`
+	// Secrets names secrets of the tenant's policy to give the sandbox:
+	// each an environment variable holding a placeholder, which the
+	// egress proxy replaces with the value on the way to its hosts.
+	Secrets []string `json:"secrets"`
 	// Stream asks for output as it comes, as JSON lines (as does the
 	// header Accept: application/x-ndjson).
 	Stream bool `json:"stream"`
@@ -88,6 +92,7 @@ type runSpec struct {
 	egress   []string // nil: network "none"
 	stream   bool
 	session  string // the session's id, for a run in one
+	secrets  []sandbox.Secret
 }
 
 // apiError is a request the server refuses: the HTTP status, the request
@@ -100,6 +105,7 @@ type apiError struct {
 	// "rate"), retry when to try again; empty for the server's own.
 	quota string
 	retry time.Duration
+	label string // the tenant's label in metrics, for a quota's
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -208,6 +214,9 @@ func (c *config) validate(req *runRequest, languages map[string]language) (*runS
 		return nil, err
 	}
 	if spec.limits, spec.egress, err = c.sandboxOf(req.Limits, req.Network, req.Egress, req.SeccompKill); err != nil {
+		return nil, err
+	}
+	if spec.secrets, err = c.secretsOf(req.Secrets); err != nil {
 		return nil, err
 	}
 	return spec, nil

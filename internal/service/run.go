@@ -164,7 +164,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, id string, spec *ru
 			resp.Error += "; start the server with -best-effort to let rlimits stand in"
 		}
 	}
-	s.metrics.observe(resp.Cause, elapsed)
+	s.metrics.observe(s.tenantLabel(r), resp.Cause, elapsed)
 	s.logRun(tenantOf(r), spec, resp, res)
 
 	switch {
@@ -211,10 +211,12 @@ func requestField(err error, spec *runSpec) string {
 func (s *server) execute(ctx context.Context, id, tenant string, spec *runSpec, cmd *sandbox.Cmd) (*sandbox.Result, error) {
 	// The pooled Sandbox is shared, so its audit trail names no tenant:
 	// it serves only the tenant of a server without authentication.
-	if s.pooled != nil && spec.limits == s.defaultLimits() && spec.egress == nil && tenant == access.DefaultTenant {
+	if s.pooled != nil && spec.limits == s.defaultLimits() && spec.egress == nil && spec.secrets == nil && tenant == access.DefaultTenant {
 		return s.pooled.Run(ctx, cmd)
 	}
-	sb := sandbox.New(s.options(spec.limits, spec.egress, s.log.With("id", id, "tenant", tenant), tenant))
+	opts := s.options(spec.limits, spec.egress, s.log.With("id", id, "tenant", tenant), tenant)
+	opts.Secrets = spec.secrets
+	sb := sandbox.New(opts)
 	defer sb.Close()
 	return sb.Run(ctx, cmd)
 }

@@ -138,6 +138,7 @@ func (s *server) serveRun(w http.ResponseWriter, r *http.Request, check func(*ru
 	}
 	tenant := tenantOf(r)
 	if aerr := s.policies.takeRun(tenant); aerr != nil {
+		aerr.label = s.tenantLabel(r)
 		s.refuse(w, id, aerr)
 		return
 	}
@@ -197,6 +198,7 @@ func (s *server) admitBody(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	tenant := tenantOf(r)
 	if aerr := s.policies.takeReader(tenant, s.readersFor(tenant)); aerr != nil {
+		aerr.label = s.tenantLabel(r)
 		return aerr
 	}
 	select {
@@ -265,6 +267,9 @@ func (s *server) refuse(w http.ResponseWriter, id string, e *apiError) {
 		reason = "full"
 		if e.quota != "" {
 			reason = "quota"
+			if e.label != "" {
+				s.metrics.rejectQuota(e.label, e.quota)
+			}
 			w.Header().Set("Retry-After", retryAfter(e.retry))
 		}
 	case http.StatusServiceUnavailable:

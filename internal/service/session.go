@@ -22,6 +22,7 @@ import (
 type session struct {
 	id      string
 	tenant  string // the tenant that created it, the only one that sees it
+	label   string // its tenant in metrics (tenantLabel)
 	image   string // the image the session's root is from; empty: the host's
 	sb      *sandbox.Sandbox
 	limits  limitSet
@@ -211,7 +212,7 @@ func (s *server) endSession(ss *session, why string) bool {
 		snap.Release()
 	}
 	err := ss.sb.Close()
-	s.metrics.sessionEnded()
+	s.metrics.sessionEnded(ss.label)
 	ss.log.Info("session ended", "why", why, "lived", time.Since(ss.created).Round(time.Millisecond).String(), "err", err)
 	return true
 }
@@ -252,6 +253,7 @@ type sessionRequest struct {
 	Egress      []string          `json:"egress"`
 	SeccompKill bool              `json:"seccomp_kill"`
 	Image       string            `json:"image"`        // one of the server's -images; empty: the host's /usr
+	Secrets     []string          `json:"secrets"`      // names of the tenant's secrets, as in a run's request
 	IdleTimeout quantity          `json:"idle_timeout"` // a duration or seconds; default and maximum -max-idle-timeout
 	MaxLifetime quantity          `json:"max_lifetime"` // a duration or seconds; default and maximum -max-lifetime
 }
@@ -350,7 +352,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, id, aerr)
 		return
 	}
-	ss := &session{id: id, tenant: tenantOf(r), created: time.Now(), snaps: map[string]*sandbox.Snapshot{}, procs: map[int]*background{}}
+	ss := &session{id: id, tenant: tenantOf(r), label: s.tenantLabel(r), created: time.Now(), snaps: map[string]*sandbox.Snapshot{}, procs: map[int]*background{}}
 	ss.lastUsed = ss.created
 	if ss.limits, ss.egress, aerr = s.cfgFor(ss.tenant).sandboxOf(req.Limits, req.Network, req.Egress, req.SeccompKill); aerr != nil {
 		s.refuse(w, id, aerr)
@@ -373,6 +375,11 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, id, aerr)
 		return
 	}
+	secrets, aerr := s.cfgFor(ss.tenant).secretsOf(req.Secrets)
+	if aerr != nil {
+		s.refuse(w, id, aerr)
+		return
+	}
 	if images := s.cfgFor(ss.tenant).images; req.Image != "" && !slices.Contains(images, req.Image) {
 		c := s.cfgFor(ss.tenant)
 		s.refuse(w, id, badField("image", "%q is not one of the images this server offers (%s %s list): %q", req.Image, c.whose(), c.listName("images"), images))
@@ -388,6 +395,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if aerr := s.policies.takeSession(ss.tenant); aerr != nil {
+		aerr.label = ss.label
 		s.refuse(w, id, aerr)
 		return
 	}
@@ -400,6 +408,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 	ss.log = s.log.With("session", id, "tenant", ss.tenant)
 	opts := s.options(ss.limits, ss.egress, ss.log, ss.tenant)
 	opts.Env = env
+	opts.Secrets = secrets
 	if ss.image != "" {
 		// Pulled at the session's first call, and held until it ends.
 		opts.Image = &sandbox.Image{Ref: ss.image, Store: s.cfg.imageStore}
@@ -419,7 +428,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	s.sessions.add(ss)
-	s.metrics.sessionCreated()
+	s.metrics.sessionCreated(ss.label)
 	ss.log.Info("session created", "limits", fmt.Sprintf("%+v", ss.limits), "idle_timeout", ss.idle.String(), "max_lifetime", ss.life.String())
 	w.Header().Set("Location", "/v1/sessions/"+id)
 	writeJSON(w, http.StatusCreated, ss.info(s.cfg.replica))

@@ -117,7 +117,7 @@ func sessionFixed(req *runRequest) *apiError {
 	}{
 		{"limits.memory", l.Memory != ""}, {"limits.cpus", l.CPUs != 0}, {"limits.pids", l.Pids != 0},
 		{"limits.output", l.Output != ""}, {"network", req.Network != ""}, {"egress", len(req.Egress) > 0},
-		{"seccomp_kill", req.SeccompKill},
+		{"seccomp_kill", req.SeccompKill}, {"secrets", len(req.Secrets) > 0},
 	} {
 		if f.set {
 			return badField(f.name, "a session's sandbox has the limits and network it was created with: give %s to POST /v1/sessions", f.name)

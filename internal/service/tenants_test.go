@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -273,8 +275,22 @@ func TestTenantQuotas(t *testing.T) {
 	}
 
 	ts.key = bob
-	if got := ts.metrics(t)[`sandbox_serve_rejected_total{reason="quota"}`]; got != float64(refused) {
+	m := ts.metrics(t)
+	if got := m[`sandbox_serve_rejected_total{reason="quota"}`]; got != float64(refused) {
 		t.Errorf("sandbox_serve_rejected_total{reason=\"quota\"} %v, want %d", got, refused)
+	}
+	for series, want := range map[string]float64{
+		`sandbox_serve_tenant_rejected_total{tenant="alice",quota="sessions"}`: 1,
+		`sandbox_serve_tenant_rejected_total{tenant="alice",quota="runs"}`:     float64(refused - 2),
+		`sandbox_serve_tenant_rejected_total{tenant="carol",quota="rate"}`:     1,
+		`sandbox_serve_tenant_runs_total{tenant="carol",cause="exited"}`:       2,
+		`sandbox_serve_tenant_runs_total{tenant="bob",cause="exited"}`:         1,
+		`sandbox_serve_tenant_sessions{tenant="alice"}`:                        1,
+		`sandbox_serve_tenant_sessions{tenant="bob"}`:                          1,
+	} {
+		if got, ok := m[series]; !ok || got != want {
+			t.Errorf("%s %v (present: %t), want %v", series, got, ok, want)
+		}
 	}
 }
 
@@ -286,7 +302,8 @@ func TestTenantsFileErrors(t *testing.T) {
 	}
 	for _, c := range []struct{ file, want string }{
 		{`{"tenants": {"a": {"max_runs": -1}}}`, "tenants.a.max_runs"},
-		{`{"tenants": {"a": {"secrets": []}}}`, "secrets"},
+		{`{"tenants": {"a": {"max_disk": "1G"}}}`, "max_disk"},
+		{`{"tenants": {"a": {"secrets": [{"name": "K", "hosts": ["a.example"], "env": "SANDBOX_TEST_UNSET_VARIABLE"}]}}}`, "tenants.a.secrets[0] K"},
 		{`{"tenants": {"a": {"max_memory": "64G"}}}`, "tenants.a.max_memory"},
 		{`{"tenants": {"a": {"egress": ["elsewhere.example"]}}}`, "tenants.a.egress[0]"},
 		{`{"tenants": {"a": {"runs_per_minute": 0}}}`, "tenants.a.runs_per_minute"},
@@ -312,6 +329,10 @@ func TestAuditNamesTenant(t *testing.T) {
 	if r := ts.callAs(t, key["alice"], "POST", "/v1/sessions", []byte(`{}`)); r.status != http.StatusCreated {
 		t.Fatalf("alice's session: %v", r)
 	}
+	wrong := "wrong-" + rand.Text()
+	if r := ts.callAs(t, wrong, "POST", "/v1/runs", []byte(`{"command":["true"]}`)); r.status != http.StatusUnauthorized {
+		t.Fatalf("a wrong key: %v", r)
+	}
 	if err := ts.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +341,7 @@ func TestAuditNamesTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte(key["alice"]))
-	for _, secret := range []string{key["alice"], hex.EncodeToString(sum[:])} {
+	for _, secret := range []string{key["alice"], hex.EncodeToString(sum[:]), wrong} {
 		if strings.Contains(string(b), secret) {
 			t.Errorf("the trail holds %q:\n%s", secret, b)
 		}
@@ -356,9 +377,12 @@ func TestAuditNamesTenant(t *testing.T) {
 func TestTenantPolicyLimits(t *testing.T) {
 	keys, key := keyFile(t, "alice", "bob")
 	const alpine, busybox = "docker.io/library/alpine:3", "docker.io/library/busybox:1"
+	value := "sk-" + rand.Text()
+	secretFile := writeFile(t, "api-key", value+"\n")
 	policies := writeFile(t, "tenants.json", `{"tenants": {"alice": {
 		"max_memory": "64M", "max_timeout": "5s", "max_pids": 32,
-		"egress": ["a.example"], "images": ["`+busybox+`"]}}}`)
+		"egress": ["a.example"], "images": ["`+busybox+`"],
+		"secrets": [{"name": "API_KEY", "hosts": ["a.example:443"], "file": "`+secretFile+`"}]}}}`)
 	ts := startServer(t, "-api-keys", keys, "-tenants", policies, "-egress", "a.example,b.example", "-images", alpine+","+busybox)
 	alice, bob := key["alice"], key["bob"]
 
@@ -385,8 +409,39 @@ func TestTenantPolicyLimits(t *testing.T) {
 		}
 	}
 
+	// Secrets: only a tenant's own, by name; inside, a placeholder.
+	for _, c := range []struct{ who, body string }{
+		{bob, `{"command":["true"],"network":"allow","egress":["a.example"],"secrets":["API_KEY"]}`},
+		{alice, `{"command":["true"],"network":"allow","egress":["a.example"],"secrets":["OTHER"]}`},
+	} {
+		r := ts.callAs(t, c.who, "POST", "/v1/runs", []byte(c.body))
+		var e errorAnswer
+		r.json(t, &e)
+		if r.status != http.StatusBadRequest || e.Field != "secrets" {
+			t.Errorf("%s: %v, want 400 field secrets", c.body, r)
+		}
+	}
+	r := ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{"network":"allow","egress":["a.example"],"secrets":["API_KEY"]}`))
+	var withSecret sessionAnswer
+	r.json(t, &withSecret)
+	if r.status != http.StatusCreated {
+		t.Fatalf("alice's session with her secret: %v", r)
+	}
+	r = ts.callAs(t, alice, "POST", "/v1/sessions/"+withSecret.ID+"/runs", []byte(`{"command":["sh","-c","printf %s \"$API_KEY\""]}`))
+	var a answer
+	r.json(t, &a)
+	if r.status != http.StatusOK || a.Stdout == "" || strings.Contains(string(r.body), value) {
+		t.Errorf("$API_KEY inside alice's session: %v, want a placeholder, not the value", r)
+	}
+	if r := ts.callAs(t, alice, "POST", "/v1/sessions/"+withSecret.ID+"/runs", []byte(`{"command":["true"],"secrets":["API_KEY"]}`)); r.status != http.StatusBadRequest {
+		t.Errorf("a run in a session naming secrets: %v, want 400", r)
+	}
+	if strings.Contains(ts.logText(), value) {
+		t.Errorf("the server's log holds the secret's value")
+	}
+
 	// Omitted limits are alice's maxima.
-	r := ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{}`))
+	r = ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{}`))
 	var info struct {
 		Limits struct {
 			Memory int64 `json:"memory"`
@@ -502,5 +557,120 @@ func TestHeldBodiesPerTenant(t *testing.T) {
 	r.json(t, &a)
 	if r.status != http.StatusOK || a.Stdout != "bob\n" {
 		t.Errorf("bob's run while alice holds bodies: %v, want 200", r)
+	}
+}
+
+// TestForwardAuthenticated: with keys, a request for a session of another
+// replica is forwarded with its key, and the owner answers it for the
+// key's tenant alone; the owner answers to the Host of -peer-url naming
+// it, a name none of its other flags gives.
+func TestForwardAuthenticated(t *testing.T) {
+	keys, key := keyFile(t, "alice", "bob")
+	pa, pb := freePort(t), freePort(t)
+	start := func(port int) *testServer {
+		// An IPv4-mapped address reaches the loopback listener by a
+		// name the Host check does not take by default.
+		return startServer(t, "-api-keys", keys, "-addr", "127.0.0.1:"+strconv.Itoa(port), "-replica", strconv.Itoa(port),
+			"-peer-url", "http://[::ffff:127.0.0.1]:{replica}")
+	}
+	a, b := start(pa), start(pb)
+	r := a.callAs(t, key["alice"], "POST", "/v1/sessions", []byte(`{}`))
+	var s sessionAnswer
+	r.json(t, &s)
+	if r.status != http.StatusCreated {
+		t.Fatalf("alice's session on A: %v", r)
+	}
+	base := "/v1/sessions/" + s.ID
+	if r := b.callAs(t, key["alice"], "POST", base+"/runs", []byte(`{"command":["echo","through B"]}`)); r.status != http.StatusOK || !strings.Contains(string(r.body), "through B") {
+		t.Errorf("alice's run through B: %v, want 200 from A", r)
+	}
+	if r := b.callAs(t, key["bob"], "GET", base, nil); r.status != http.StatusNotFound {
+		t.Errorf("bob's GET of alice's session through B: %v, want 404", r)
+	}
+	if r := b.callAs(t, "", "GET", base, nil); r.status != http.StatusUnauthorized {
+		t.Errorf("GET of alice's session through B without a key: %v, want 401", r)
+	}
+	if n := len(a.events("rejected")); n != 1 {
+		t.Errorf("A refused %d requests, want bob's alone:\n%s", n, a.logText())
+	}
+}
+
+// TestSlowHeadersPerClient: a client that holds -max-conns-per-client
+// connections with half a request line each gets no more, while a client
+// from another address is served.
+func TestSlowHeadersPerClient(t *testing.T) {
+	keys, key := keyFile(t, "alice")
+	const perClient = 3
+	ts := startServer(t, "-api-keys", keys, "-max-conns-per-client", strconv.Itoa(perClient))
+	host := strings.TrimPrefix(ts.url, "http://")
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range perClient {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		io.WriteString(c, "POST /v1/ru")
+	}
+	// One more from 127.0.0.1 is closed without an answer.
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held = append(held, c)
+	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// Closed: at its end, or reset; not answered, nor left open.
+	var timeout net.Error
+	if b, err := io.ReadAll(c); len(b) != 0 || (errors.As(err, &timeout) && timeout.Timeout()) {
+		t.Errorf("a connection beyond %d from 127.0.0.1: %q %v, want it closed", perClient, b, err)
+	}
+
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+	req, err := http.NewRequest("POST", ts.url+"/v1/runs", strings.NewReader(`{"command":["echo","other"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key["alice"])
+	resp, err := other.Do(req)
+	if err != nil {
+		t.Fatalf("a request from 127.0.0.2: %v", err)
+	}
+	var a answer
+	json.NewDecoder(resp.Body).Decode(&a)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || a.Stdout != "other\n" {
+		t.Errorf("a request from 127.0.0.2 while 127.0.0.1 holds its connections: %s %+v, want 200", resp.Status, a.short())
+	}
+}
+
+// TestInsecureNoAuth: -insecure-no-auth serves without keys, as tenant
+// default, and says at start that authentication is off.
+func TestInsecureNoAuth(t *testing.T) {
+	ts := startServer(t, "-insecure-no-auth")
+	if a := ts.run(t, `{"command":["echo","open"]}`); a.Stdout != "open\n" {
+		t.Errorf("a run without a key: %+v", a.short())
+	}
+	warned := false
+	ts.mu.Lock()
+	logs := ts.logs[:len(ts.logs):len(ts.logs)]
+	ts.mu.Unlock()
+	for _, ev := range logs {
+		if msg, _ := ev["msg"].(string); ev["level"] == "WARN" && strings.Contains(msg, "-insecure-no-auth") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning naming -insecure-no-auth in the log:\n%s", ts.logText())
+	}
+	if evs := ts.events("run"); len(evs) != 1 || evs[0]["tenant"] != "default" {
+		t.Errorf("the run's log event: %v, want tenant default", evs)
 	}
 }

@@ -41,6 +41,7 @@ func TestRunAnswers(t *testing.T) {
 	// other method, so the answer is held to its response for them.
 	req, _ := http.NewRequest(http.MethodPut, s.url+"/v1/runs", strings.NewReader(`{"command":["true"]}`))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

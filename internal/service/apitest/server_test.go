@@ -2,11 +2,15 @@ package apitest
 
 import (
 	"bufio"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +27,10 @@ var (
 	binary    string // the sandbox binary built by TestMain
 	noSandbox string // why this host cannot run sandboxes, if it cannot
 	noCgroup  string // why this user has no writable cgroup: servers then run with -best-effort
+
+	// apiKeys is an -api-keys file of one tenant, "apitest", whose key
+	// apiKey every call sends unless it says otherwise.
+	apiKeys, apiKey string
 )
 
 // wait bounds every wait, so that a broken server fails a test instead of
@@ -49,6 +57,13 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	apiKey = rand.Text()
+	sum := sha256.Sum256([]byte(apiKey))
+	apiKeys = filepath.Join(dir, "keys")
+	if err := os.WriteFile(apiKeys, []byte("apitest sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if binary = os.Getenv("SANDBOX_BIN"); binary != "" {
 		return m.Run()
 	}
@@ -77,7 +92,8 @@ type server struct {
 }
 
 // startServer starts a "sandbox serve" with flags on a loopback port, and stops
-// it at the end of the test, failing the test unless it exits 0.
+// it at the end of the test, failing the test unless it exits 0. Unless flags
+// say how to authenticate, it takes the suite's key file.
 func startServer(t *testing.T, flags ...string) *server {
 	t.Helper()
 	if noSandbox != "" {
@@ -86,6 +102,9 @@ func startServer(t *testing.T, flags ...string) *server {
 	args := append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, flags...)
 	if noCgroup != "" {
 		args = append(args, "-best-effort")
+	}
+	if !slices.Contains(flags, "-api-keys") && !slices.Contains(flags, "-insecure-no-auth") {
+		args = append(args, "-api-keys", apiKeys)
 	}
 	s := &server{cmd: exec.Command(binary, append([]string{"serve"}, args...)...), eof: make(chan struct{})}
 	stderr, err := s.cmd.StderrPipe()

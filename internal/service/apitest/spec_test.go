@@ -101,6 +101,10 @@ type call struct {
 	// invalid marks a request the test makes to break the document (a
 	// bad field, a body too large): it is not checked, the answer is.
 	invalid bool
+	// noKey sends no Authorization header of the suite's own; host, if
+	// set, is the request's Host.
+	noKey bool
+	host  string
 }
 
 // exchange is a request sent and its answer, with what the validator
@@ -122,6 +126,9 @@ func (sp *spec) send(t *testing.T, ctx context.Context, base string, c call) *ex
 	if vreq.Header == nil {
 		vreq.Header = http.Header{}
 	}
+	if !c.noKey && vreq.Header.Get("Authorization") == "" {
+		vreq.Header.Set("Authorization", "Bearer "+apiKey)
+	}
 	route, params, err := sp.router.FindRoute(vreq)
 	if err != nil {
 		t.Fatalf("%s %s: not in the document: %v", c.method, c.path, err)
@@ -137,9 +144,9 @@ func (sp *spec) send(t *testing.T, ctx context.Context, base string, c call) *ex
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header = c.header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
+	req.Header = vreq.Header.Clone()
+	if c.host != "" {
+		req.Host = c.host
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
