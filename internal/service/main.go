@@ -357,6 +357,9 @@ func serve(cfg *config, log *slog.Logger) error {
 	defer g.Close()
 	s := newServer(cfg, log, trail)
 	s.policies = policies
+	if cfg.tenants != "" {
+		go s.reloadOnHUP(ctx)
+	}
 	defer s.close()
 	if err := s.selfTest(); err != nil {
 		return err
