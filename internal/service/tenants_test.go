@@ -671,7 +671,12 @@ func TestInsecureNoAuth(t *testing.T) {
 	if !warned {
 		t.Errorf("no warning naming -insecure-no-auth in the log:\n%s", ts.logText())
 	}
-	if evs := ts.events("run"); len(evs) != 1 || evs[0]["tenant"] != "default" {
+	// The run's log event is written once its answer is.
+	evs := ts.events("run")
+	for deadline := time.Now().Add(wait); len(evs) == 0 && time.Now().Before(deadline); evs = ts.events("run") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(evs) != 1 || evs[0]["tenant"] != "default" {
 		t.Errorf("the run's log event: %v, want tenant default", evs)
 	}
 }
