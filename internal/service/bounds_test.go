@@ -141,7 +141,7 @@ func TestBodiesReadBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:5])
+		fmt.Fprintf(conn, "POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:5])
 		return conn, bufio.NewReader(conn)
 	}
 	conn, br := slow()
@@ -200,7 +200,7 @@ func TestSlowStreamClient(t *testing.T) {
 	}
 	defer conn.Close()
 	body := fmt.Sprintf(`{"command":["sh","-c","head -c %d /dev/zero | tr '\\0' a"],"stream":true,"limits":{"timeout":"1s","output":"64M"}}`, flood)
-	fmt.Fprintf(conn, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(conn, "POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	ts.waitMetric(t, "sandbox_serve_runs_in_flight", 1)
 	// The slot comes back once the answer's writes have timed out
 	// (waitMetric fails the test if it never does).

@@ -82,7 +82,9 @@ func TestConnectionFlood(t *testing.T) {
 		t.Skipf("the server needs a descriptor limit of %d, above this user's hard RLIMIT_NOFILE %d (%v)", nofile, rl.Max, err)
 	}
 	ts := startServerVia(t, []string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile)},
-		"-max-concurrent", "1", "-max-queue", "1", "-max-sessions", "1")
+		// The flood comes from one address: the bound per client
+		// would close most of it before the server-wide cap counts it.
+		"-max-concurrent", "1", "-max-queue", "1", "-max-sessions", "1", "-max-conns-per-client", strconv.Itoa(nofile))
 	var maxConns float64
 	if evs := ts.events("listening"); len(evs) > 0 {
 		maxConns, _ = evs[0]["max_connections"].(float64)

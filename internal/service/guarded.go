@@ -66,7 +66,7 @@ func (s *server) tenantLabel(r *http.Request) string {
 	if !ok {
 		return access.DefaultTenant
 	}
-	if _, named := s.policies.byName[id.Tenant]; named || id.Method == "api-key" || id.Method == "none" {
+	if _, named := s.policies.rules.Load().byName[id.Tenant]; named || id.Method == "api-key" || id.Method == "none" {
 		return id.Tenant
 	}
 	return otherTenants

@@ -93,6 +93,25 @@
 // request. A session whose replica was drained or restarted has ended:
 // requests for it get 404 saying so.
 //
+// # Authentication and tenants
+//
+// Every request but the probes (/healthz, /readyz) passes internal/access:
+// a Host the server answers to, no foreign Origin (403), then a credential
+// (-api-keys, -oidc-issuer, -client-ca; 401 with WWW-Authenticate). A
+// listen address beyond loopback needs one of them, or -insecure-no-auth.
+// The credential names a tenant, which owns the sessions it creates: any
+// other tenant gets 404 for them and all in them, as for a missing one.
+// With -tenants FILE, JSON {"tenants": {"NAME": POLICY, "*": POLICY}},
+// each tenant's POLICY narrows the flags' maxima (max_memory, max_output,
+// max_cpus, max_pids, max_timeout, egress, images), lists the secrets its
+// requests may name in "secrets" (each {"name", "hosts", "env" | "file"},
+// read at start), and sets its quotas: max_sessions live, max_runs at once
+// (background processes count), runs_per_minute. Past a quota: 429 with
+// Retry-After and "quota" naming it ("sessions", "runs", "rate", or
+// "queue" for the tenant's share of the request bodies read at once).
+// SIGHUP reloads the file. Audit events and log lines of runs and sessions
+// name the tenant.
+//
 // # Audit trail
 //
 // With -audit FILE, every sandbox the server makes (a request's, a
@@ -357,6 +376,9 @@ func serve(cfg *config, log *slog.Logger) error {
 	defer g.Close()
 	s := newServer(cfg, log, trail)
 	s.policies = policies
+	if cfg.tenants != "" {
+		go s.reloadOnHUP(ctx)
+	}
 	defer s.close()
 	if err := s.selfTest(); err != nil {
 		return err

@@ -2,15 +2,19 @@ package service
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -49,14 +53,20 @@ type secretPolicy struct {
 	File  string   `json:"file"`
 }
 
+// policyRules are the policies of one reading of the -tenants file.
+type policyRules struct {
+	byName map[string]policy
+	// limits are the server's config narrowed by each named policy.
+	limits map[string]*config
+}
+
 // anyTenant names the policy of every tenant the file does not name.
 const anyTenant = "*"
 
 // policies are the tenants' policies and what each tenant holds now.
 type policies struct {
-	byName map[string]policy
-	// limits are the server's config narrowed by each named policy.
-	limits map[string]*config
+	// rules are the file's as last loaded; SIGHUP loads them anew.
+	rules atomic.Pointer[policyRules]
 
 	mu   sync.Mutex
 	held map[string]*tenantHeld
@@ -73,7 +83,9 @@ type tenantHeld struct {
 // "*": POLICY}}; the error names the file and the field at fault. An empty
 // path is no policy: no tenant quotas.
 func loadPolicies(path string, server *config) (*policies, error) {
-	p := &policies{byName: map[string]policy{}, limits: map[string]*config{}, held: map[string]*tenantHeld{}}
+	p := &policies{held: map[string]*tenantHeld{}}
+	rules := &policyRules{byName: map[string]policy{}, limits: map[string]*config{}}
+	p.rules.Store(rules)
 	if path == "" {
 		return p, nil
 	}
@@ -107,18 +119,66 @@ func loadPolicies(path string, server *config) (*policies, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-tenants %s: tenants.%s.%w", path, name, err)
 		}
-		p.limits[name] = c
+		rules.limits[name] = c
 	}
-	p.byName = file.Tenants
+	rules.byName = file.Tenants
 	return p, nil
+}
+
+// reload reads the -tenants file anew: later requests are held to its
+// policies, and what each tenant holds now stays counted (a quota lowered
+// below it refuses new requests until enough have ended). On an error the
+// policies stay as they were.
+func (p *policies) reload(path string, server *config) error {
+	np, err := loadPolicies(path, server)
+	if err != nil {
+		return err
+	}
+	p.rules.Store(np.rules.Load())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for tenant, h := range p.held {
+		h.limiter = newLimiter(p.of(tenant))
+		p.forget(tenant, h)
+	}
+	return nil
+}
+
+// reloadOnHUP reloads the -tenants file at every SIGHUP until ctx ends.
+func (s *server) reloadOnHUP(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := s.policies.reload(s.cfg.tenants, s.cfg); err != nil {
+				s.log.Error("the -tenants file did not reload: the policies stay as they were", "err", err)
+				continue
+			}
+			s.log.Info("tenants reloaded", "file", s.cfg.tenants)
+		}
+	}
 }
 
 // of is tenant's policy: its own, else "*"'s, else none.
 func (p *policies) of(tenant string) policy {
-	if pol, ok := p.byName[tenant]; ok {
+	r := p.rules.Load()
+	if pol, ok := r.byName[tenant]; ok {
 		return pol
 	}
-	return p.byName[anyTenant]
+	return r.byName[anyTenant]
+}
+
+// newLimiter is the rate limiter of pol's runs_per_minute, nil without
+// one: its burst is a minute's runs.
+func newLimiter(pol policy) *rate.Limiter {
+	if rpm := pol.RunsPerMinute; rpm != nil {
+		return rate.NewLimiter(rate.Limit(*rpm/60), max(1, int(*rpm)))
+	}
+	return nil
 }
 
 // narrow is server's config with pol's maxima, each within the server's;
@@ -228,9 +288,10 @@ func (c *config) secretsOf(names []string) ([]sandbox.Secret, *apiError) {
 // cfgFor is the server's config narrowed by tenant's policy: what its
 // requests may ask for, and whose maxima the refusals name.
 func (s *server) cfgFor(tenant string) *config {
-	c := s.policies.limits[tenant]
+	limits := s.policies.rules.Load().limits
+	c := limits[tenant]
 	if c == nil {
-		c = s.policies.limits[anyTenant]
+		c = limits[anyTenant]
 	}
 	if c == nil {
 		return s.cfg
@@ -244,20 +305,19 @@ func (s *server) cfgFor(tenant string) *config {
 func (p *policies) heldBy(tenant string) *tenantHeld {
 	h := p.held[tenant]
 	if h == nil {
-		h = &tenantHeld{}
-		if rpm := p.of(tenant).RunsPerMinute; rpm != nil {
-			h.limiter = rate.NewLimiter(rate.Limit(*rpm/60), max(1, int(*rpm)))
-		}
+		h = &tenantHeld{limiter: newLimiter(p.of(tenant))}
 		p.held[tenant] = h
 	}
 	return h
 }
 
-// forget drops what tenant holds once it holds nothing and has no rate to
-// remember, so that tenants come and go ("*" admits any) without the map
+// forget drops what tenant holds once it holds nothing and its rate has
+// nothing to remember, so that tenants come and go ("*" admits any) without the map
 // growing; p.mu is held.
 func (p *policies) forget(tenant string, h *tenantHeld) {
-	if h.sessions == 0 && h.runs == 0 && h.readers == 0 && h.limiter == nil {
+	// A full bucket is what a new limiter would start with.
+	rested := h.limiter == nil || h.limiter.Tokens() >= float64(h.limiter.Burst())
+	if h.sessions == 0 && h.runs == 0 && h.readers == 0 && rested {
 		delete(p.held, tenant)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -670,7 +671,49 @@ func TestInsecureNoAuth(t *testing.T) {
 	if !warned {
 		t.Errorf("no warning naming -insecure-no-auth in the log:\n%s", ts.logText())
 	}
-	if evs := ts.events("run"); len(evs) != 1 || evs[0]["tenant"] != "default" {
+	// The run's log event is written once its answer is.
+	evs := ts.events("run")
+	for deadline := time.Now().Add(wait); len(evs) == 0 && time.Now().Before(deadline); evs = ts.events("run") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(evs) != 1 || evs[0]["tenant"] != "default" {
 		t.Errorf("the run's log event: %v, want tenant default", evs)
+	}
+}
+
+// TestTenantsReloadOnHUP: SIGHUP reads the -tenants file anew: a raised
+// max_sessions admits the session refused before; a file in error leaves
+// the policies as they were.
+func TestTenantsReloadOnHUP(t *testing.T) {
+	keys, key := keyFile(t, "alice")
+	policies := writeFile(t, "tenants.json", `{"tenants": {"alice": {"max_sessions": 1}}}`)
+	ts := startServer(t, "-api-keys", keys, "-tenants", policies)
+	alice := key["alice"]
+	if r := ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{}`)); r.status != http.StatusCreated {
+		t.Fatalf("alice's first session: %v", r)
+	}
+	if r := ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{}`)); r.status != http.StatusTooManyRequests {
+		t.Fatalf("alice's second session: %v, want 429", r)
+	}
+	hup := func(content, msg string) {
+		t.Helper()
+		if err := os.WriteFile(policies, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		before := len(ts.events(msg))
+		ts.cmd.Process.Signal(syscall.SIGHUP)
+		for deadline := time.Now().Add(wait); len(ts.events(msg)) == before; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the log after SIGHUP:\n%s", msg, ts.logText())
+			}
+		}
+	}
+	hup(`{"tenants": {"alice": {"max_sessions": 2}}}`, "tenants reloaded")
+	if r := ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{}`)); r.status != http.StatusCreated {
+		t.Errorf("alice's second session after max_sessions 2: %v, want 201", r)
+	}
+	hup(`{"tenants": {"alice": {"max_sessions": -1}}}`, "the -tenants file did not reload: the policies stay as they were")
+	if r := ts.callAs(t, alice, "POST", "/v1/sessions", []byte(`{}`)); r.status != http.StatusTooManyRequests {
+		t.Errorf("alice's third session after a file in error: %v, want 429 from max_sessions 2", r)
 	}
 }
