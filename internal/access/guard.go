@@ -203,6 +203,19 @@ func (g *Guard) Wrap(next http.Handler, refuse Refusal) http.Handler {
 	}), refuse)
 }
 
+// WrapAnyHost is Wrap without the Host check, for a route that a
+// program reaches by an address no name stands for (Prometheus scraping
+// a pod by its IP). It still refuses a foreign Origin and needs a
+// credential, which a page in a browser rebinding a name cannot send.
+func (g *Guard) WrapAnyHost(next http.Handler, refuse Refusal) http.Handler {
+	auth := g.Wrap(next, refuse)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.Host = "localhost"
+		auth.ServeHTTP(w, r2)
+	})
+}
+
 // challenge sets a 401's WWW-Authenticate (RFC 6750; RFC 9728's
 // resource_metadata when the server has such a document).
 func (g *Guard) challenge(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,5 +272,34 @@ func TestConnsPerClient(t *testing.T) {
 	tr := &http.Transport{DialContext: d.DialContext}
 	if s, b := call(t, &http.Client{Transport: tr}, url); s != 200 || b != DefaultTenant {
 		t.Errorf("from 127.0.0.2: %d %q, want 200 %s", s, b, DefaultTenant)
+	}
+}
+
+// TestWrapAnyHost takes any Host but still needs a key and refuses an
+// Origin.
+func TestWrapAnyHost(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	writeKeys(t, file, "alice "+HashKey("k"))
+	g, err := New(Config{APIKeys: file}, "127.0.0.1:0", slog.Default(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	srv := httptest.NewServer(g.WrapAnyHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := FromContext(r.Context())
+		io.WriteString(w, id.Tenant)
+	}), func(w http.ResponseWriter, r *http.Request, status int, err error) { http.Error(w, err.Error(), status) }))
+	defer srv.Close()
+	for _, tc := range []struct {
+		headers []string
+		status  int
+	}{
+		{[]string{"Authorization: Bearer k", "Host: 10.1.2.3:8080"}, 200},
+		{[]string{"Host: 10.1.2.3:8080"}, 401},
+		{[]string{"Authorization: Bearer k", "Origin: http://evil.example"}, 403},
+	} {
+		if s, _ := call(t, nil, srv.URL, tc.headers...); s != tc.status {
+			t.Errorf("%q: %d, want %d", tc.headers, s, tc.status)
+		}
 	}
 }

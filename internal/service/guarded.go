@@ -14,15 +14,21 @@ import (
 // Host the server answers to, no foreign Origin, and a credential, except
 // the probes. /healthz and /readyz are what a kubelet asks, with no token
 // and the pod's IP as Host; they say nothing but "ok" and "ready".
+// /metrics is scraped by the pod's IP too: it needs a credential, but any
+// Host.
 func (s *server) guarded(g *access.Guard) http.Handler {
 	routes := s.routes()
 	checked := g.Wrap(routes, s.refuseAccess)
+	metrics := g.WrapAnyHost(routes, s.refuseAccess)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		switch r.URL.Path {
+		case "/healthz", "/readyz":
 			routes.ServeHTTP(w, r)
-			return
+		case "/metrics":
+			metrics.ServeHTTP(w, r)
+		default:
+			checked.ServeHTTP(w, r)
 		}
-		checked.ServeHTTP(w, r)
 	})
 }
 
