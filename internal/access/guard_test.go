@@ -288,7 +288,9 @@ func TestWrapAnyHost(t *testing.T) {
 	srv := httptest.NewServer(g.WrapAnyHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := FromContext(r.Context())
 		io.WriteString(w, id.Tenant)
-	}), func(w http.ResponseWriter, r *http.Request, status int, err error) { http.Error(w, err.Error(), status) }))
+	}), func(w http.ResponseWriter, r *http.Request, status int, err error) {
+		http.Error(w, err.Error(), status)
+	}))
 	defer srv.Close()
 	for _, tc := range []struct {
 		headers []string
