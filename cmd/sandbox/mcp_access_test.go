@@ -207,8 +207,8 @@ func TestMCPHTTPAPIKey(t *testing.T) {
 	}
 
 	status, _, body := rawPost(t, url, alice, map[string]string{"Authorization": "Bearer " + keys["bob"]}, writeFileMsg("bob.txt"))
-	if status != http.StatusForbidden && status != http.StatusNotFound {
-		t.Errorf("bob with alice's session id: %d %q, want 403 or 404", status, body)
+	if status != http.StatusNotFound {
+		t.Errorf("bob with alice's session id: %d %q, want 404, as for a session that does not exist", status, body)
 	}
 	callErr(t, alice, "read_file", map[string]any{"path": "bob.txt"}, "")
 

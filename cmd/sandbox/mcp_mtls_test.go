@@ -127,8 +127,8 @@ func TestMCPHTTPClientCert(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("bob's certificate with alice's session id: %d, want 403", resp.StatusCode)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob's certificate with alice's session id: %d, want 404, as for a session that does not exist", resp.StatusCode)
 	}
 	callErr(t, alice, "read_file", map[string]any{"path": "bob.txt"}, "")
 	if !strings.Contains(stderr.String(), "tenant=alice") {

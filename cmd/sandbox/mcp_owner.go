@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/fumehood/sandbox/internal/access"
@@ -23,7 +22,8 @@ func tenantOf(r *http.Request) string {
 // bindSessions keeps each MCP session to the tenant that opened it,
 // whichever way it authenticated: the SDK binds a bearer token's tenant
 // alone, not a client certificate's. A request of another tenant naming
-// the session is refused with 403, as the SDK refuses one.
+// the session gets 404, as one naming no session does, so that a session
+// id says nothing to whoever does not own it.
 func (srv *mcpServer) bindSessions(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := tenantOf(r)
@@ -32,7 +32,7 @@ func (srv *mcpServer) bindSessions(next http.Handler) http.Handler {
 			owner, known := srv.owners[id]
 			srv.mu.Unlock()
 			if known && owner != tenant {
-				writeRPCError(w, http.StatusForbidden, fmt.Sprintf("sandbox mcp: session %s is another tenant's: open a session of your own", id))
+				writeRPCError(w, http.StatusNotFound, "sandbox mcp: no such session: it ended, or was never opened by this tenant; open a session with initialize")
 				return
 			}
 			next.ServeHTTP(w, r)
