@@ -212,14 +212,10 @@ func (f *mcpFlags) sessionOptions() sandbox.Options {
 // server authenticates its clients or is told it need not, at parse time
 // so that nothing starts (access.New checks the same again).
 func checkListenAddr(addr string, cfg *access.Config) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("invalid value %q for flag -http: want HOST:PORT, e.g. 127.0.0.1:8765: %v", addr, err)
 	}
-	if cfg.Authenticates() || cfg.NoAuth || host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if cfg.Authenticates() || cfg.NoAuth || access.Loopback(addr) {
 		return nil
 	}
 	return fmt.Errorf("--http %s listens beyond this machine without authentication: whoever reaches it could run programs in sandboxes here "+

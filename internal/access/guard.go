@@ -115,7 +115,7 @@ func (c *Config) check(addr string) error {
 	case c.MaxConnsPerClient < 0:
 		return fmt.Errorf("%w: -max-conns-per-client %d: must not be negative", ErrConfig, c.MaxConnsPerClient)
 	}
-	if !c.Authenticates() && !c.NoAuth && !loopback(addr) {
+	if !c.Authenticates() && !c.NoAuth && !Loopback(addr) {
 		return fmt.Errorf("%w: %s listens beyond this machine with no authentication: whoever reaches it would run code here; "+
 			"give -api-keys FILE, -oidc-issuer URL with -oidc-audience AUD, or -client-ca FILE (with -tls-cert and -tls-key); "+
 			"or listen on loopback (127.0.0.1:PORT); or, on a private network only, -insecure-no-auth", ErrConfig, addr)
@@ -123,9 +123,9 @@ func (c *Config) check(addr string) error {
 	return nil
 }
 
-// loopback reports whether addr's host is a loopback address or
+// Loopback reports whether addr's host is a loopback address or
 // localhost. An empty host, 0.0.0.0 and :: listen everywhere.
-func loopback(addr string) bool {
+func Loopback(addr string) bool {
 	h, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
