@@ -25,8 +25,6 @@ FUZZEXECS ?= 150000
 # CPython's regression tests in a sandbox take minutes: make test runs them
 # once, on their own, and every other pass skips them.
 CPYTHON_TEST = ^TestCPythonRegressionTests$$
-# The tests run a second time with pooled sandboxes (see the test target).
-POOL_TESTS = TestEscape|TestLive|TestEtc|TestPtys|TestFileSizes|TestMaskedProc|TestOnly|TestHostInvisible|TestReadOnly|TestWritable|TestIdentity|TestNoPrivileges|TestEnvironment|TestProc|TestOOMScore|TestWorkingDirectory|TestTmpfs|TestExitStatus|TestCrash|TestMissing|TestStdin|TestTimeout|TestCancel|TestOutputFlood|TestConcurrentRuns|TestSetupFailure|TestBindSource|TestSession|TestLimitsReported|TestMemoryHog|TestForkBomb|TestCPUQuota|TestFillTmp|TestFileSizeLimit|TestSeccompRefuses|TestSeccompKill|TestPool
 
 .PHONY: help demo test test-rootless test-vm test-busy bench bench-cgroups soak mutants
 
@@ -108,11 +106,13 @@ test:
 	fi
 	echo "+ CGO_ENABLED=0 $(GO) test -count=1 -run '$(CPYTHON_TEST)' -v ."
 	CGO_ENABLED=0 $(GO) test -count=1 -run '$(CPYTHON_TEST)' -v .
-	# The core, limit, session and escape tests again with every test
-	# Sandbox pooled (Options.Pool): a pooled run must be as isolated as
-	# a cold one, and each such Sandbox must really serve from its pool.
-	echo "+ SANDBOX_TEST_POOL=2 $(GO) test -count=1 -run '$(POOL_TESTS)' ."
-	SANDBOX_TEST_POOL=2 $(GO) test -count=1 -run '$(POOL_TESTS)' .
+	# Every test that builds its Sandbox through newTest again, with each
+	# such Sandbox pooled: a pooled run must be as isolated as a cold one,
+	# and each such Sandbox must really serve from its pool. poolpass finds
+	# those tests in their sources and ends with how many ran and how many
+	# got a filled pool.
+	echo "+ SANDBOX_TEST_POOL=2 $(GO) run ./scripts/poolpass -skip '$(CPYTHON_TEST)'"
+	SANDBOX_TEST_POOL=2 GO="$(GO)" $(GO) run ./scripts/poolpass -skip '$(CPYTHON_TEST)'
 	# The fallback for a toolchain that refuses forkplan's one link into
 	# the runtime: copying clones, and the recipe's sandboxes built with them.
 	echo "+ $(GO) test -count=1 -tags forkplan_copy ./internal/forkplan && $(GO) test -count=1 -tags forkplan_copy -run '^TestRecipe' ."

@@ -248,6 +248,9 @@ func TestMain(m *testing.M) {
 		os.Exit(h(os.Args[1:]))
 	}
 	code := m.Run()
+	if line := poolSummary(); line != "" {
+		fmt.Println(line)
+	}
 	if helperCopy.path != "" {
 		os.RemoveAll(filepath.Dir(helperCopy.path))
 	}
@@ -427,6 +430,36 @@ func testOpts(o Options) Options {
 // tests so too, to show that a pooled run is as isolated as a cold one.
 var testPool, _ = strconv.Atoi(os.Getenv("SANDBOX_TEST_POOL"))
 
+// poolTests are the top-level tests that asked newTest for a Sandbox while
+// testPool was set, each true once one of its Sandboxes was pooled, so
+// that the pooled pass can say how much of it ran pooled.
+var poolTests sync.Map // test name → bool
+
+// notePoolTest records that t asked newTest for a Sandbox, and whether
+// that Sandbox's pool was filled.
+func notePoolTest(t testing.TB, filled bool) {
+	name, _, _ := strings.Cut(t.Name(), "/")
+	if v, loaded := poolTests.LoadOrStore(name, filled); loaded && filled && !v.(bool) {
+		poolTests.Store(name, true)
+	}
+}
+
+// poolSummary is the pooled pass's count line, or "" without testPool.
+func poolSummary() string {
+	if testPool <= 0 {
+		return ""
+	}
+	asked, pooled := 0, 0
+	poolTests.Range(func(_, v any) bool {
+		asked++
+		if v.(bool) {
+			pooled++
+		}
+		return true
+	})
+	return fmt.Sprintf("SANDBOX_TEST_POOL=%d: %d tests asked newTest for a Sandbox, %d of them got a filled pool", testPool, asked, pooled)
+}
+
 // newTest is a Sandbox with testOpts, closed when the test ends. With
 // testPool its pool is full before it is returned, and the test fails if
 // none of its Runs took a prepared sandbox.
@@ -445,6 +478,9 @@ func newTest(t testing.TB, o Options) *Sandbox {
 		if err != nil {
 			t.Logf("SANDBOX_TEST_POOL: the pool was not filled: %v", err)
 		}
+	}
+	if testPool > 0 {
+		notePoolTest(t, filled)
 	}
 	t.Cleanup(func() {
 		if o.Live {
