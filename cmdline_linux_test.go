@@ -75,7 +75,8 @@ func TestCommandLineLimits(t *testing.T) {
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			s := newTest(t, k.o)
+			// Cold: these programs are too large for a prepared sandbox.
+			s := newColdTest(t, k.o)
 			if err := s.Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +120,7 @@ func TestCommandLineLimits(t *testing.T) {
 func TestCommandLineStringLimit(t *testing.T) {
 	requireSandbox(t)
 	long := strings.Repeat("x", MaxArgString)
-	s := newTest(t, Options{FreshWorkspace: true})
+	s := newColdTest(t, Options{FreshWorkspace: true})
 	for _, env := range []bool{false, true} {
 		c := Command("/bin/sh", "-c", `echo $((${#1}+${#L}))`, "sh", long)
 		if env {

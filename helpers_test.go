@@ -460,6 +460,17 @@ func poolSummary() string {
 	return fmt.Sprintf("SANDBOX_TEST_POOL=%d: %d tests asked newTest for a Sandbox, %d of them got a filled pool", testPool, asked, pooled)
 }
 
+// newColdTest is a Sandbox with testOpts, closed when the test ends, that
+// testPool never pools: for a test whose Runs cannot take a prepared
+// sandbox (a terminal, a program too large for the prepared one) or that
+// counts what the spawner holds. The pooled pass leaves out a test that
+// builds its Sandboxes only so.
+func newColdTest(t testing.TB, o Options) *Sandbox {
+	s := New(testOpts(o))
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // newTest is a Sandbox with testOpts, closed when the test ends. With
 // testPool its pool is full before it is returned, and the test fails if
 // none of its Runs took a prepared sandbox.

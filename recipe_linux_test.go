@@ -32,7 +32,8 @@ func runBothLaunchers(t *testing.T, opts Options, cmd func() *Cmd) (spawned, inP
 	for _, inProcess := range []bool{false, true} {
 		o := opts
 		o.InProcess = inProcess
-		s := newTest(t, o)
+		// Cold: a pooled sandbox mounts its workspace later, which the comparison would see.
+		s := newColdTest(t, o)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		res, err := s.Run(ctx, cmd())
 		cancel()

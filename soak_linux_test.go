@@ -51,7 +51,8 @@ func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
 // not asserted: tests here never time). make soak runs the long form.
 func TestSoak(t *testing.T) {
 	requireSandbox(t)
-	s := newTest(t, Options{})
+	// Cold: the leak check counts the spawner's children, which a pool's prepared sandboxes are.
+	s := newColdTest(t, Options{})
 	ctx := context.Background()
 	if _, err := s.Run(ctx, Command("true")); err != nil { // start the spawner and the keeper
 		t.Fatal(err)

@@ -65,7 +65,7 @@ print("got", input())
 // terminal's output is captured under OutputLimit.
 func TestTerminalDefaultSizeAndCap(t *testing.T) {
 	requireSandbox(t)
-	s := newTest(t, Options{OutputLimit: 4096})
+	s := newColdTest(t, Options{OutputLimit: 4096})
 	c := Command("sh", "-c", "stty size; head -c 100000 /dev/zero | tr '\\0' x")
 	c.Terminal = &Terminal{}
 	res, err := s.Run(context.Background(), c)
@@ -111,7 +111,7 @@ func (w *notifyWriter) String() string {
 func TestTerminalResize(t *testing.T) {
 	requireSandbox(t)
 	requirePrograms(t, "bash")
-	s := newTest(t, Options{})
+	s := newColdTest(t, Options{})
 	c := Command("bash", "-c", `trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done`)
 	c.Terminal = &Terminal{Rows: 10, Cols: 20}
 	if err := c.Resize(1, 1); !errors.Is(err, ErrNotRunning) {
@@ -169,7 +169,7 @@ func TestHostileTerminal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := newTest(t, Options{})
+			s := newColdTest(t, Options{})
 			c := Command("/usr/bin/python3", "-c", ptytest.HostileProgram)
 			c.Stdin, c.Stdout, c.Stderr = p.Peer, p.Peer, p.Peer
 			if term {
@@ -295,7 +295,7 @@ func TestTerminalLeavesNoFds(t *testing.T) {
 	for _, inProcess := range []bool{false, true} {
 		// FreshWorkspace: a session's workspace mount, fetched ahead
 		// for its next Run, would count.
-		s := newTest(t, Options{InProcess: inProcess, FreshWorkspace: true})
+		s := newColdTest(t, Options{InProcess: inProcess, FreshWorkspace: true})
 		run := func(name string) {
 			c := Command(name)
 			c.Terminal = &Terminal{}
@@ -320,7 +320,7 @@ func TestTerminalLeavesNoFds(t *testing.T) {
 func TestTerminalInterrupt(t *testing.T) {
 	requireSandbox(t)
 	requirePrograms(t, "python3")
-	s := newTest(t, Options{})
+	s := newColdTest(t, Options{})
 	run := func(script string) (*Result, string) {
 		t.Helper()
 		stdin, typed := io.Pipe()
