@@ -63,8 +63,8 @@ package wire
 // with Spec.Terminal:
 //
 //	caller            spawner (launcher)               init
-//	Request{Spec,    →  launch                      →  builds the sandbox, pivots,
-//	  Program}                                         opens /dev/pts/ptmx, unlocks it,
+//	Request{Start,   →  launch                      →  builds the sandbox, pivots,
+//	  Spec, Program}                                   opens /dev/pts/ptmx, unlocks it,
 //	                                                   TIOCGPTPEER, TIOCSCTTY on the peer,
 //	                                                   peer on 0, 1, 2
 //	                                            ←  TerminalMark + SCM_RIGHTS(master)
