@@ -88,16 +88,14 @@ func (s *server) dispatch(req *wire.Request, files []*os.File) {
 		s.reply(wire.Reply{ID: req.ID, Kind: wire.Refused, Err: &wire.SetupError{Stage: "spawner", Op: "read the request", Text: err.Error()}})
 		return
 	}
+	if req.Kind != wire.Start && req.Kind != wire.Enter {
+		sysutil.CloseFiles(files) // only a run's start carries any
+	}
 	switch req.Kind {
 	case wire.Start:
 		s.serveStart(req, files)
-		return
 	case wire.Enter:
 		s.serveEnter(req, files)
-		return
-	}
-	sysutil.CloseFiles(files) // only a run's start carries any
-	switch req.Kind {
 	case wire.Dial:
 		s.serveDial(req)
 	case wire.Signal:

@@ -31,7 +31,7 @@ package wire
 // The launcher turns a failure record into a SetupError, which the caller
 // turns into the sandbox package's errors.
 //
-// A process entering a live sandbox (Request.Enter; recipe.CompileEntry)
+// A process entering a live sandbox (an Enter request; recipe.CompileEntry)
 // finds the same two sockets, and the live sandbox's init's pidfd:
 //
 //	launcher                             forker (no pid in the sandbox)    entrant (its fork)
@@ -48,7 +48,7 @@ package wire
 //	                                  ←  EOF at the program's execve, or a failure record
 //	wait4 → Exit (the entrant's own figures)
 //
-// A dialer (Request.Dial; recipe.CompileDial) finds conn and the pidfd:
+// A dialer (a Dial request; recipe.CompileDial) finds conn and the pidfd:
 //
 //	launcher                             dialer (no pid in the sandbox)
 //	plan + clone                      →  joins the network namespace (and for a
@@ -102,7 +102,7 @@ const ListenerMark = 'L'
 const ExecMark = 'X'
 
 // DialMark is the byte that carries a dialer's connected socket to its
-// launcher, as SCM_RIGHTS (Request.Dial): the dialer is a copy of the
+// launcher, as SCM_RIGHTS (a Dial request): the dialer is a copy of the
 // launcher that joins a live sandbox's network namespace, connects, sends
 // the socket with this mark on its report socket, and exits; a failure is
 // a failure record there instead (recipe.CompileDial).

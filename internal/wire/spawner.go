@@ -80,7 +80,7 @@ import (
 // kind, which the spawner refuses.
 type RequestKind string
 
-// Request kinds. The fields each carries are in requestFields.
+// Request kinds; Check says which fields each carries.
 const (
 	Start  RequestKind = "start"  // start a run in a new sandbox, or one of Owner's pool
 	Enter  RequestKind = "enter"  // start a run as a process entering the live sandbox Live
