@@ -98,7 +98,8 @@ func TestServerRefusesMalformedRequests(t *testing.T) {
 		{`{"ID":4,"Kind":"sync","Live":7}`, []string{"sync", "Live"}},
 		{`{"ID":5,"Kind":"start","Spec":{}}`, []string{"start", "Program"}},
 		{`{"ID":6,"Kind":"fill","Spec":{},"Owner":"x"}`, []string{"fill", "Pool"}},
-		{`{"ID":7,"Kind":"dial","Live":3,"Network":"tcp4","Address":"127.0.0.1:1","Spec":{}}`, []string{"dial", "Spec"}},
+		{`{"ID":7,"Kind":"dial","Live":3,"Network":"tcp4","Address":"127.0.0.1:1","DialTimeout":1000000,"Spec":{}}`, []string{"dial", "Spec"}},
+		{`{"ID":8,"Kind":"dial","Live":3,"Network":"tcp4","Address":"127.0.0.1:1"}`, []string{"dial", "DialTimeout"}},
 	} {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -131,9 +132,9 @@ func TestServerRefusesMalformedRequests(t *testing.T) {
 	}
 	// A good request after them is served: a Sync of an owner with no
 	// runs is answered Synced, and a Kill of no run is not answered.
-	c.send(`{"ID":8,"Kind":"kill"}`)
-	c.send(`{"ID":9,"Kind":"sync","Owner":"x"}`)
-	if rep := c.read(); rep.ID != 9 || rep.Kind != wire.Synced || rep.Err != nil {
+	c.send(`{"ID":10,"Kind":"kill"}`)
+	c.send(`{"ID":11,"Kind":"sync","Owner":"x"}`)
+	if rep := c.read(); rep.ID != 11 || rep.Kind != wire.Synced || rep.Err != nil {
 		t.Errorf("a Sync after the refused requests: reply %+v, want Synced", rep)
 	}
 }

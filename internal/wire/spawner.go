@@ -60,7 +60,7 @@ import (
 //	Request{ID, Sync, Owner} (Close)       →  serveSync: destroy Owner's pool, wait for the
 //	                                           teardown of its runs
 //	                                        ←  Reply{ID, Synced}
-//	a Request of no kind the spawner       →  (Request.Check, before any method)
+//	a Request of no kind the spawner       →  dispatch, before any method: Request.Check
 //	  knows, or with a field its kind
 //	  does not carry, or without one it
 //	  needs
@@ -92,9 +92,9 @@ const (
 )
 
 // Request is a message from the caller to its spawner. Start and Enter
-// requests carry three fds (stdin, stdout, stderr) as SCM_RIGHTS, a
-// Start's then the proxy channel and the workspace mount when Spec asks
-// for them. Every field but ID and Kind belongs to some kinds only
+// requests carry three fds (stdin, stdout, stderr) as SCM_RIGHTS; a
+// Start's are followed by the proxy channel and the workspace mount when
+// Spec asks for them. Every field but ID and Kind belongs to some kinds only
 // (Check).
 type Request struct {
 	ID   uint64
@@ -105,7 +105,7 @@ type Request struct {
 	// Network, Address and DialTimeout are a Dial's: it connects to
 	// Address on Network ("tcp4", "tcp6" or "unix"; the address an IP
 	// literal and port, or a path inside the sandbox), giving up after
-	// DialTimeout (0: launch.Dial's own bound).
+	// DialTimeout.
 	Network     string        `json:",omitempty"`
 	Address     string        `json:",omitempty"`
 	DialTimeout time.Duration `json:",omitempty"`
@@ -136,7 +136,7 @@ var ErrRequest = errors.New("malformed spawner request")
 var requestFields = map[RequestKind]struct{ needs, may []string }{
 	Start:  {needs: []string{"Spec", "Program"}, may: []string{"Owner", "Pool"}},
 	Enter:  {needs: []string{"Live", "Spec", "Program"}, may: []string{"Owner"}},
-	Dial:   {needs: []string{"Live", "Network", "Address"}, may: []string{"DialTimeout"}},
+	Dial:   {needs: []string{"Live", "Network", "Address", "DialTimeout"}},
 	Signal: {needs: []string{"Signal"}},
 	Kill:   {},
 	Fill:   {needs: []string{"Spec", "Pool"}, may: []string{"Owner"}},
@@ -151,15 +151,18 @@ func (r *Request) Check() error {
 	if !ok {
 		return fmt.Errorf("%w: no kind %q", ErrRequest, r.Kind)
 	}
-	if r.Pool < 0 || r.DialTimeout < 0 {
-		return fmt.Errorf("%w: a %s request with a negative Pool or DialTimeout", ErrRequest, r.Kind)
+	if r.Pool < 0 {
+		return fmt.Errorf("%w: a %s request with a negative Pool", ErrRequest, r.Kind)
+	}
+	if r.DialTimeout < 0 {
+		return fmt.Errorf("%w: a %s request with a negative DialTimeout", ErrRequest, r.Kind)
 	}
 	v := reflect.ValueOf(r).Elem()
-	for i, f := range reflect.VisibleFields(v.Type()) {
+	for _, f := range reflect.VisibleFields(v.Type()) {
 		if f.Name == "ID" || f.Name == "Kind" {
 			continue
 		}
-		set := !v.Field(i).IsZero()
+		set := !v.FieldByIndex(f.Index).IsZero()
 		switch {
 		case slices.Contains(fields.needs, f.Name):
 			if !set {
