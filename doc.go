@@ -103,8 +103,8 @@
 //
 // Importing this package installs an init function that takes over the
 // process when it is one of the package's own re-executions: the
-// environment variable _FUMEHOOD_SANDBOX_ROLE says which role (the spawner,
-// the workspace keeper, a probe), and in those processes the host
+// environment variable _FUMEHOOD_SANDBOX_ROLE says which role (the spawner
+// or the workspace keeper), and in those processes the host
 // program's main never runs. Package inits of the program's other
 // dependencies have already run by then, so keep them cheap. No extra
 // wiring is needed: any binary that imports the package, a test binary

@@ -55,6 +55,20 @@ package wire
 //	                                     Unix socket the mount namespace), connects
 //	                                  ←  conn: DialMark + SCM_RIGHTS(the socket), or a failure record
 //	wait4                             ←  exits
+//
+// A probe (sandbox.Probe, and the overlay probe of an image's layers;
+// recipe.CompileProbe, launch.Probe) finds conn and sync, both packet
+// pairs, and runs in the caller's process, which is its launcher:
+//
+//	launcher                             probe (in the new namespaces it tests)
+//	plan + clone (forkplan)           →  places its fds, arms its parent-death signal
+//	                                  ←  sync: one byte, "I run"
+//	id maps
+//	sync: one byte, "go on"           →  becomes the sandbox user, as an init does;
+//	                                     with layers: mounts their overlay as an
+//	                                     init does, reads its top directory
+//	                                  ←  on failure: conn: a failure record, exit 125
+//	wait4                             ←  exits 0
 
 // TerminalMark is the byte that carries the master of a run's pty from its
 // init to the launcher, as SCM_RIGHTS, after the sandbox is built and
