@@ -5,6 +5,7 @@ package launch
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/recipe"
@@ -24,39 +25,57 @@ func Probe(flags uintptr, layers []string, hostUID, hostGID int) *wire.SetupErro
 	fail := func(op string, err error) *wire.SetupError {
 		return &wire.SetupError{Stage: "clone", Op: op, Errno: sysutil.ErrnoOf(err), Text: err.Error()}
 	}
-	var conn, sync [2]int
-	if err := socketpairs(&conn, &sync); err != nil {
+	var conns, syncs [2]int
+	if err := socketpairs(&conns, &syncs); err != nil {
 		return fail("socketpair", err)
 	}
-	defer unix.Close(conn[0])
-	defer unix.Close(sync[0])
-	plan, se := recipe.CompileProbe(conn[1], sync[1], layers)
+	defer unix.Close(conns[0])
+	defer unix.Close(syncs[0])
+	plan, se := recipe.CompileProbe(conns[1], syncs[1], layers)
 	if se != nil {
-		unix.Close(conn[1])
-		unix.Close(sync[1])
+		unix.Close(conns[1])
+		unix.Close(syncs[1])
 		return se
 	}
-	pid, err := plan.Start(forkplan.Clone{Flags: uint64(flags), CgroupFD: -1})
-	unix.Close(conn[1])
-	unix.Close(sync[1])
-	if err != nil {
-		return fail("start probe", err)
+	// A child sharing this process's memory spares a large caller the
+	// copy of its page tables and the faults after it, as an init's does;
+	// its Start returns once it has exited, so it is served from here
+	// meanwhile.
+	var pidTo int32
+	type result struct {
+		pid int
+		err error
 	}
-	// Its first byte: it runs, and waits for its maps. EOF instead: it
-	// failed before, and said why on conn.
-	if _, err := unix.Read(sync[0], make([]byte, 1)); err == nil {
+	started := make(chan result, 1)
+	go func() {
+		pid, err := plan.Start(forkplan.Clone{Flags: uint64(flags), CgroupFD: -1, Shared: true, PidTo: &pidTo})
+		// The child has its copies, or there is no child: without ours,
+		// its ends read as EOF once it is gone.
+		unix.Close(conns[1])
+		unix.Close(syncs[1])
+		started <- result{pid, err}
+	}()
+	// Its first byte: it runs, and waits for its maps. EOF instead: the
+	// clone failed, or the probe failed before, and said why on conn.
+	if n, _ := unix.Read(syncs[0], make([]byte, 1)); n == 1 {
+		pid := int(atomic.LoadInt32(&pidTo))
 		if err := writeIDMaps(pid, hostUID, hostGID, os.Geteuid() == 0); err != nil {
 			unix.Kill(pid, unix.SIGKILL)
+			<-started
 			reap(pid)
 			return fail("write id maps", err)
 		}
-		unix.Write(sync[0], []byte{1}) // a probe gone meanwhile has said why on conn
+		unix.Write(syncs[0], []byte{1}) // a probe gone meanwhile has said why on conn
 	}
-	ws := reap(pid)
+	res := <-started
+	if res.err != nil {
+		return fail("start probe", res.err)
+	}
+	ws := reap(res.pid)
 	// Every end of conn but ours is closed once the probe is gone: a
 	// read returns its failure record, or nothing.
 	buf := make([]byte, forkplan.FailureLen)
-	n, _ := unix.Read(conn[0], buf)
+	n, _ := unix.Read(conns[0], buf)
 	if n > 0 {
 		f, err := plan.ParseFailure(buf[:n])
 		if err != nil {
