@@ -5,8 +5,8 @@
 // A profile means what runc with libseccomp makes of it, with these
 // differences, each the stricter reading or one the sandbox needs:
 //
-//   - SCMP_ACT_ERRNO reports the refusal (sandbox.ActNotify): the program sees the
-//     errno it would under runc, and Result counts it.
+//   - SCMP_ACT_ERRNO reports the refusal ([sandbox.ActNotify]): the program
+//     sees the errno it would under runc, and the Result counts it.
 //   - A syscall's conditional rules apply before its unconditional one,
 //     also when they carry the default action. libseccomp (2.5) drops the
 //     conditional rules of a syscall that has an unconditional rule, and

@@ -6,8 +6,8 @@ import (
 )
 
 // ErrInvalid is matched (with errors.Is) by every error about a
-// seccomp profile that FromOCI or FromDocker cannot convert.
-// The error is a *Error naming the field.
+// seccomp profile that [FromOCI] or [FromDocker] cannot convert.
+// The error is an *[Error] naming the field.
 var ErrInvalid = errors.New("invalid seccomp profile")
 
 // Error is a field of a seccomp profile that is malformed or asks for

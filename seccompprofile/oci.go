@@ -18,18 +18,19 @@ import (
 // this architecture's table does not know (left out of the policy, so
 // their numbers, if the kernel has them, get Unknown: ENOSYS under an
 // errno default, as on a kernel without them), and an error wrapping
-// ErrInvalid, a *Error that names the field, for a profile
-// that is malformed or asks for what the sandbox cannot do:
+// [ErrInvalid], a *[Error] that names the field, for a profile that is
+// malformed or asks for what the sandbox cannot do:
 //
-//   - SCMP_ACT_ALLOW is sandbox.ActAllow; SCMP_ACT_ERRNO is sandbox.ActNotify(errnoRet),
-//     EPERM when errnoRet is unset (the program sees what it would under
-//     runc, and the sandbox reports it); SCMP_ACT_KILL, SCMP_ACT_KILL_THREAD
-//     and SCMP_ACT_KILL_PROCESS are sandbox.ActKill (the whole process: a process
-//     missing a thread is in no state to go on); SCMP_ACT_LOG is sandbox.ActLog;
-//     SCMP_ACT_NOTIFY is sandbox.ActNotify(EPERM), since the sandbox's supervisor
+//   - SCMP_ACT_ALLOW is [sandbox.ActAllow]; SCMP_ACT_ERRNO is
+//     [sandbox.ActNotify](errnoRet), EPERM when errnoRet is unset (the
+//     program sees what it would under runc, and the sandbox reports it);
+//     SCMP_ACT_KILL, SCMP_ACT_KILL_THREAD and SCMP_ACT_KILL_PROCESS are
+//     [sandbox.ActKill] (the whole process: a process missing a thread is
+//     in no state to go on); SCMP_ACT_LOG is [sandbox.ActLog];
+//     SCMP_ACT_NOTIFY is ActNotify(EPERM), since the sandbox's supervisor
 //     never lets a syscall run. SCMP_ACT_TRAP and SCMP_ACT_TRACE are
 //     refused. defaultAction and defaultErrnoRet convert alike.
-//   - Unknown, which the profile has no field for, is sandbox.ActNotify(ENOSYS)
+//   - Unknown, which the profile has no field for, is ActNotify(ENOSYS)
 //     when the default fails with an errno, and the default otherwise.
 //   - architectures must be empty or include this host's
 //     (SCMP_ARCH_X86_64 on amd64, SCMP_ARCH_AARCH64 on arm64); other
@@ -52,10 +53,11 @@ import (
 //     others are refused. listenerPath is refused: the sandbox answers
 //     notifications itself and hands them to no agent.
 //
-// The policy has the shape sandbox.SeccompPolicy requires, but New still refuses
-// it if it blocks what the sandbox's init needs once the filter is loaded
-// (execve, close, and sendmsg when an action reports). On a GOARCH without
-// a syscall table the error is an *sandbox.UnsupportedError.
+// The policy has the shape [sandbox.SeccompPolicy] requires, but
+// [sandbox.New] still refuses it if it blocks what the sandbox's init needs
+// once the filter is loaded (execve, close, and sendmsg when an action
+// reports). On a GOARCH without a syscall table the error is a
+// *[sandbox.UnsupportedError].
 func FromOCI(s *specs.LinuxSeccomp) (*sandbox.SeccompPolicy, []string, error) {
 	if s == nil {
 		return nil, nil, &Error{Reason: "is nil; pass a profile, or leave Options.Seccomp nil for the default"}
@@ -93,21 +95,22 @@ func FromOCI(s *specs.LinuxSeccomp) (*sandbox.SeccompPolicy, []string, error) {
 // action and arguments, in the order of p's rules, naming every syscall
 // that has them.
 //
-// The shape loses two things. sandbox.ActErrno(e) and sandbox.ActNotify(e) both become
-// SCMP_ACT_ERRNO with errnoRet e: the program sees the same, but which
-// refusals the sandbox reports is lost (FromOCI reports them all).
-// Unknown has no field: FromOCI makes it sandbox.ActNotify(ENOSYS) under a
+// The shape loses two things. [sandbox.ActErrno](e) and
+// [sandbox.ActNotify](e) both become SCMP_ACT_ERRNO with errnoRet e: the
+// program sees the same, but which refusals the sandbox reports is lost
+// ([FromOCI] reports them all). Unknown has no field: FromOCI makes it
+// ActNotify(ENOSYS) under a
 // default that fails with an errno and the default otherwise, and runc
 // answers ENOSYS above the highest syscall a profile names.
 //
 // Rules that never apply are left out: those that follow their syscall's
-// unconditional rule, and those with an sandbox.ArgMaskedEq whose Value has bits
-// outside its Mask (libseccomp, and so FromOCI, would drop the
-// bits and apply the rule). Runtimes may read the result more
-// loosely than FromOCI does: runc with libseccomp 2.5 drops the
-// conditional rules of a syscall that also has an unconditional rule, and
-// every rule whose action is the default, so that sandbox.DefaultSeccompPolicy's
-// refusal of ioctl(TIOCSTI) is lost there. An action that is not one
+// unconditional rule, and those with a [sandbox.ArgMaskedEq] whose Value
+// has bits outside its Mask (libseccomp, and so FromOCI, would drop the
+// bits and apply the rule). Runtimes may read the result more loosely than
+// FromOCI does: runc with libseccomp 2.5 drops the conditional rules of a
+// syscall that also has an unconditional rule, and every rule whose action
+// is the default, so that [sandbox.DefaultSeccompPolicy]'s refusal of
+// ioctl(TIOCSTI) is lost there. An action that is not one
 // exports as its String, which no runtime accepts.
 func ToOCI(p *sandbox.SeccompPolicy) *specs.LinuxSeccomp {
 	s := &specs.LinuxSeccomp{}
@@ -406,7 +409,7 @@ func (prof *profile) policy() (*sandbox.SeccompPolicy, []string, error) {
 	return p, names, nil
 }
 
-// ruleGroups collects rules, one sandbox.SyscallRule per action and arguments, in
+// ruleGroups collects rules, one SyscallRule per action and arguments, in
 // the order they first appear.
 type ruleGroups struct {
 	rules []sandbox.SyscallRule
