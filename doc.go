@@ -253,8 +253,8 @@
 // the same policy compiles through libseccomp instead, and a differential
 // test holds both to the same decision for every syscall. The default
 // policy is compiled once per process, a caller's once per [New].
-// [SeccompFromOCI] and [SeccompFromDocker] build a policy from a runtime-spec
-// value or a Docker profile; [SeccompPolicy.OCI] exports one.
+// [github.com/fumehood/sandbox/seccompprofile] builds a policy from a
+// runtime-spec value or a Docker profile, and exports one.
 // [Options.NoSeccomp] runs without a filter.
 //
 // # Network
