@@ -63,24 +63,24 @@ func (k *ChangeKind) UnmarshalText(b []byte) error {
 // with the same bytes, touched, or given another hard link counts, and so
 // does one the layered workspace copied up without a change of content.
 type Change struct {
-	Path string // relative to /workspace, slash-separated, e.g. "src/a.py"
-	Kind ChangeKind
-	Size int64       // bytes of a regular file, a symlink's target length; for ChangeDeleted, what it had
-	Mode fs.FileMode // type and permission bits; for ChangeDeleted, what it had
+	Path string      `json:"path"`       // relative to /workspace, slash-separated, e.g. "src/a.py"
+	Kind ChangeKind  `json:"kind"`       // its name, e.g. "added"
+	Size int64       `json:"size_bytes"` // bytes of a regular file, a symlink's target length; for ChangeDeleted, what it had
+	Mode fs.FileMode `json:"mode"`       // type and permission bits, as fs.FileMode.String writes them, e.g. "-rw-r--r--"; for ChangeDeleted, what it had
 }
 
-// changeJSON is a Change as JSON spells it: the Result's names, its kind
-// by name and its mode as fs.FileMode.String writes it, e.g. "-rw-r--r--".
+// changeJSON is a Change with its Mode as text.
 type changeJSON struct {
-	Path string     `json:"path"`
-	Kind ChangeKind `json:"kind"`
-	Size int64      `json:"size_bytes"`
-	Mode string     `json:"mode"`
+	plainChange
+	Mode string `json:"mode"`
 }
+
+// plainChange is a Change without its methods, for changeJSON.
+type plainChange Change
 
 // MarshalJSON writes c with its mode as text.
 func (c Change) MarshalJSON() ([]byte, error) {
-	return json.Marshal(changeJSON{Path: c.Path, Kind: c.Kind, Size: c.Size, Mode: c.Mode.String()})
+	return json.Marshal(changeJSON{plainChange(c), c.Mode.String()})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -93,7 +93,8 @@ func (c *Change) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*c = Change{Path: j.Path, Kind: j.Kind, Size: j.Size, Mode: mode}
+	*c = Change(j.plainChange)
+	c.Mode = mode
 	return nil
 }
 

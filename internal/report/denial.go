@@ -12,21 +12,23 @@ import (
 // often. In JSON its Errno is its name, e.g. "EPERM", or "errno N" for a
 // number without one.
 type Denial struct {
-	Syscall string        // e.g. "ptrace", or "syscall_999" for a number without a name
-	Errno   syscall.Errno // what the program got back
-	Count   int
+	Syscall string        `json:"syscall"` // e.g. "ptrace", or "syscall_999" for a number without a name
+	Errno   syscall.Errno `json:"errno"`   // what the program got back
+	Count   int           `json:"count"`
 }
 
-// denialJSON is a Denial as JSON spells it.
+// denialJSON is a Denial with its Errno as text.
 type denialJSON struct {
-	Syscall string `json:"syscall"`
-	Errno   string `json:"errno"`
-	Count   int    `json:"count"`
+	plainDenial
+	Errno string `json:"errno"`
 }
+
+// plainDenial is a Denial without its methods, for denialJSON.
+type plainDenial Denial
 
 // MarshalJSON writes d with its Errno's name.
 func (d Denial) MarshalJSON() ([]byte, error) {
-	return json.Marshal(denialJSON{Syscall: d.Syscall, Errno: ErrnoName(d.Errno), Count: d.Count})
+	return json.Marshal(denialJSON{plainDenial(d), ErrnoName(d.Errno)})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -39,7 +41,8 @@ func (d *Denial) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*d = Denial{Syscall: j.Syscall, Errno: e, Count: j.Count}
+	*d = Denial(j.plainDenial)
+	d.Errno = e
 	return nil
 }
 

@@ -37,8 +37,8 @@ func TestRoundTrip(t *testing.T) {
 // name, and a number where there is none.
 func TestDenialJSON(t *testing.T) {
 	for d, want := range map[Denial]string{
-		{Syscall: "ptrace", Errno: syscall.EPERM, Count: 2}: `{"syscall":"ptrace","errno":"EPERM","count":2}`,
-		{Syscall: "x", Errno: 4095, Count: 1}:               `{"syscall":"x","errno":"errno 4095","count":1}`,
+		{Syscall: "ptrace", Errno: syscall.EPERM, Count: 2}: `{"syscall":"ptrace","count":2,"errno":"EPERM"}`,
+		{Syscall: "x", Errno: 4095, Count: 1}:               `{"syscall":"x","count":1,"errno":"errno 4095"}`,
 	} {
 		b, err := json.Marshal(d)
 		if err != nil || string(b) != want {
