@@ -8,9 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
 	"github.com/fumehood/sandbox"
+	"github.com/google/jsonschema-go/jsonschema"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,10 +53,16 @@ var runDescriptions = map[string]string{
 // their Go kind, and runOutput's own schema, whose Result fields are
 // absent when the run could not be made.
 func outputSchemas() (*jsonschema.ForOptions, error) {
+	var outcomes, kinds []any
+	for o := sandbox.Exited; o <= sandbox.SeccompKilled; o++ {
+		outcomes = append(outcomes, o.String())
+	}
+	for k := sandbox.ChangeAdded; k <= sandbox.ChangeDeleted; k++ {
+		kinds = append(kinds, k.String())
+	}
 	opts := &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[sandbox.Outcome](): {Type: "string",
-			Enum: []any{"exited", "signaled", "timeout", "canceled", "out of memory", "seccomp kill"}},
-		reflect.TypeFor[sandbox.ChangeKind](): {Type: "string", Enum: []any{"added", "modified", "deleted"}},
+		reflect.TypeFor[sandbox.Outcome]():    {Type: "string", Enum: outcomes},
+		reflect.TypeFor[sandbox.ChangeKind](): {Type: "string", Enum: kinds},
 		reflect.TypeFor[sandbox.Output]():     {Type: "string"},
 		reflect.TypeFor[syscall.Errno]():      {Type: "string", Description: "its name, e.g. EPERM"},
 		reflect.TypeFor[fs.FileMode]():        {Type: "string", Description: "type and permission bits, e.g. -rw-r--r--"},
@@ -71,6 +76,8 @@ func outputSchemas() (*jsonschema.ForOptions, error) {
 			p.Description = desc
 		}
 	}
+	run.Description = "how the run ended and what it printed; durations in nanoseconds (_ns), sizes in bytes (_bytes); " +
+		"only changes_tracked and error when the run could not be made"
 	run.Required = []string{"changes_tracked"}
 	opts.TypeSchemas[reflect.TypeFor[runOutput]()] = run
 	return opts, nil
@@ -107,10 +114,10 @@ func (o *runOutput) ending() string {
 // summary is the output as text: how the run ended, its output, and what
 // else it did.
 func (o *runOutput) summary(cfg *mcpConfig) string {
-	var b strings.Builder
 	if o.Result == nil {
 		return o.ending() + "\n"
 	}
+	var b strings.Builder
 	fmt.Fprintf(&b, "%s after %s\n", o.ending(), o.WallTime.Round(time.Millisecond))
 	for _, s := range []struct {
 		name      string
