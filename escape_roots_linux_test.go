@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fumehood/sandbox/internal/attack"
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/attack"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
