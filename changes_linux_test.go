@@ -145,7 +145,7 @@ func TestChangesRunNothing(t *testing.T) {
 		}
 		u := newSession(Options{})
 		res = runChanges(t, u, `echo x > /workspace/x`)
-		if res.Changes != nil || res.ChangesDropped != 0 {
+		if len(res.Changes) != 0 || res.ChangesDropped != 0 {
 			t.Errorf("a Run without TrackChanges listed %v", res.Changes)
 		}
 	})
@@ -314,11 +314,11 @@ for i in range(9000):
 		if err != nil || !res.Success() {
 			t.Fatalf("chain: %v %v %s", err, res.Outcome, res.Stderr)
 		}
-		if res.Changes != nil || res.ChangesDropped != -1 {
+		if len(res.Changes) != 0 || res.ChangesDropped != -1 {
 			t.Errorf("the chain's Run: %d changes, %d dropped; want none and -1", len(res.Changes), res.ChangesDropped)
 		}
 		res = runChanges(t, s, "echo x > /workspace/x")
-		if res.Changes != nil || res.ChangesDropped != -1 {
+		if len(res.Changes) != 0 || res.ChangesDropped != -1 {
 			t.Errorf("the next Run: %d changes, %d dropped; want none and -1", len(res.Changes), res.ChangesDropped)
 		}
 		if _, _, err := s.Changes(nil); err == nil || !strings.Contains(err.Error(), "too large") {

@@ -195,7 +195,7 @@ func TestNetworkNone(t *testing.T) {
 			if g := got["inside"]; len(g) != 3 || g[0] != "hello" || g[2] != "self-pid=1" || g[1] == "from-pid=1" {
 				t.Errorf("in-run server: %v\n%s", g, res.Stdout)
 			}
-			if res.Connections != nil {
+			if len(res.Connections) != 0 {
 				t.Errorf("Connections without a proxy: %v", res.Connections)
 			}
 		})
