@@ -35,9 +35,9 @@ func (s *Sandbox) Changes(since *Snapshot) ([]Change, int, error) {
 	if since != nil && since.s != s {
 		return nil, 0, fmt.Errorf("sandbox: changes: %w", optionErr("snapshot", fmt.Sprint(since), "was not taken by this Sandbox"))
 	}
-	if s.opts.Workspace != "" {
+	if s.cfg.Workspace != "" {
 		return nil, 0, fmt.Errorf("sandbox: changes: %w", &UnsupportedError{Feature: "changes",
-			Reason: "the workspace is the host directory Options.Workspace " + s.opts.Workspace + ", which has no snapshots to compare with",
+			Reason: "the workspace is the host directory Options.Workspace " + s.cfg.Workspace + ", which has no snapshots to compare with",
 			Hint:   "leave Options.Workspace empty for a session workspace (seed it with Options.WorkspaceFrom)"})
 	}
 	id := 0
@@ -65,10 +65,10 @@ func (s *Sandbox) withKeeper(op string, fn func(kc *keeperClient) error) error {
 	switch {
 	case ss.closed:
 		return fmt.Errorf("sandbox: %s: %w", op, ErrClosed)
-	case s.opts.FreshWorkspace:
+	case s.cfg.FreshWorkspace:
 		return fmt.Errorf("sandbox: %s: %w", op, optionErr("Options.FreshWorkspace", "true", "each Run has a workspace of its own; there is none to list %s of", op))
 	}
-	kc, err := ss.keeper(&s.opts)
+	kc, err := ss.keeper(&s.cfg)
 	if err != nil {
 		return fmt.Errorf("sandbox: %s: %w", op, err)
 	}

@@ -48,7 +48,7 @@ type runProxy struct {
 // proxyCPUs is the CPU limit the proxy's work budget is a share of:
 // Options.CPUs, and for a run without a CPU limit the host's CPUs, all of
 // which it may use.
-func proxyCPUs(o *Options) float64 {
+func proxyCPUs(o *resolved) float64 {
 	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
 		return cpus
 	}

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -202,6 +201,7 @@ func (im *Image) pullOptions() image.PullOptions {
 type imageRoot struct {
 	mu     sync.Mutex
 	img    *image.Image
+	view   *rootView // what runs need of img, found once it is pulled
 	lease  *image.Lease
 	closed bool
 	// ctx is the pool's pulls' context (fillPool has no caller's):
@@ -220,7 +220,7 @@ func newImageRoot() *imageRoot {
 // a lease on its root; later calls return at once. A failed pull is not
 // remembered: the next call tries again, as a registry may be back.
 func (s *Sandbox) resolveImage(ctx context.Context) error {
-	im := s.opts.Image
+	im := s.cfg.Image
 	if im == nil {
 		return nil
 	}
@@ -249,7 +249,7 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", im.pullTimedOut(err))
 	}
-	uid, gid := s.opts.HostIDs()
+	uid, gid := s.cfg.HostIDs()
 	if err := checkImageReachable(im.Ref, img.Root, uid, gid); err != nil {
 		return err
 	}
@@ -258,9 +258,7 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	r.img, r.lease = img, lease
-	// The one write of the resolved image into the Options: every reader
-	// (spec, program) calls resolveImage first, whose lock orders it.
-	s.opts.pulled = img
+	r.view = newRootView(&s.cfg, "", img)
 	return nil
 }
 
@@ -284,42 +282,10 @@ func (s *Sandbox) closeImage() {
 	s.image.lease.Close()
 }
 
-// rootfs is the host directory that replaces the host's system
-// directories: Options.Rootfs, or the pulled image's root.
-func (o *Options) rootfs() string {
-	if o.pulled != nil {
-		return o.pulled.Root
-	}
-	return o.Rootfs
-}
-
 // nameImageRoot makes an error of the init's about the root's source
-// name the image the caller set, not the Options.Rootfs it stands for.
-func (o *Options) nameImageRoot(se *wire.SetupError) {
-	if o.pulled != nil && se != nil {
-		se.Op = strings.ReplaceAll(se.Op, "(Options.Rootfs)", "(the root of Options.Image "+o.Image.Ref+")")
+// name the image the caller set, not the RootDir it stands for.
+func (v *rootView) nameImageRoot(se *wire.SetupError) {
+	if v != nil && v.ref != "" && se != nil {
+		se.Op = strings.ReplaceAll(se.Op, "(Options.Root)", "(the root of the image "+v.ref+", Options.Root)")
 	}
-}
-
-// imageEnv and imageDir are what the pulled image's config gives a run.
-// Entries of the config's Env that are not KEY=value are left out, as
-// docker leaves them out.
-func (o *Options) imageEnv() []string {
-	if o.pulled == nil {
-		return nil
-	}
-	env := make([]string, 0, len(o.pulled.Env))
-	for _, kv := range o.pulled.Env {
-		if k, _, ok := strings.Cut(kv, "="); ok && k != "" && !strings.ContainsRune(kv, 0) {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-func (o *Options) imageDir() string {
-	if o.pulled == nil || o.pulled.WorkingDir == "" || strings.ContainsRune(o.pulled.WorkingDir, 0) {
-		return DefaultDir
-	}
-	return path.Join("/", o.pulled.WorkingDir)
 }

@@ -87,7 +87,7 @@ func (l *liveSandbox) holdIdle(s *Sandbox) func() {
 			l.mu.Lock()
 			l.calls--
 			if l.calls == 0 && l.idle != nil && l.ended == nil {
-				l.idle.Reset(idleTimeout(&s.opts))
+				l.idle.Reset(idleTimeout(&s.cfg))
 			}
 			l.mu.Unlock()
 		})
@@ -95,7 +95,7 @@ func (l *liveSandbox) holdIdle(s *Sandbox) func() {
 }
 
 // idleTimeout is Options.IdleTimeout with its default; negative: never.
-func idleTimeout(o *Options) time.Duration {
+func idleTimeout(o *resolved) time.Duration {
 	if o.IdleTimeout == 0 {
 		return DefaultIdleTimeout
 	}
@@ -146,11 +146,11 @@ func (l *liveSandbox) ensure(ctx context.Context, s *Sandbox) error {
 	l.id, l.pidfd, l.pidNS = p.runID, pidfd, ns
 	l.watched = make(chan struct{})
 	go l.watch(s, p, l.watched)
-	if d := idleTimeout(&s.opts); d > 0 {
+	if d := idleTimeout(&s.cfg); d > 0 {
 		l.idle = time.AfterFunc(d, func() { l.expire(s, "idle for "+d.String()+" (Options.IdleTimeout)", true) })
 		l.idle.Stop() // armed when its calls are over
 	}
-	if d := s.opts.MaxLifetime; d > 0 {
+	if d := s.cfg.MaxLifetime; d > 0 {
 		l.life = time.AfterFunc(d, func() { l.expire(s, "its maximum lifetime of "+d.String()+" passed (Options.MaxLifetime)", false) })
 	}
 	return nil

@@ -32,15 +32,15 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sandbox: run %q: %w", cmd.Path, err)
 	}
-	r := &liveRun{ctx: ctx, s: s, cmd: cmd, cfg: s.opts.config(cmd, s.filter)}
+	r := &liveRun{ctx: ctx, s: s, cmd: cmd, cfg: s.cfg.config(cmd, s.filter, s.root())}
 	r.cfg.Hold = cmd.hold
-	secrets, err := s.secrets.forRun(r.cfg, cmd, s.live != nil, s.opts.MaxLifetime)
+	secrets, err := s.secrets.forRun(r.cfg, cmd, s.live != nil, s.cfg.MaxLifetime)
 	if err != nil {
 		return err
 	}
 	// A call of a live Sandbox enters its running sandbox (liveSandbox).
 	r.enter = s.live != nil && !cmd.hold
-	pool := s.opts.Pool
+	pool := s.cfg.Pool
 	if r.enter {
 		pool = 0
 	}
@@ -51,7 +51,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		// pty is made with the program, cold.
 		pool = 0
 	}
-	if r.st, err = newStdio(cmd, orDefault(s.opts.OutputLimit, DefaultOutputLimit)); err != nil {
+	if r.st, err = newStdio(cmd, orDefault(s.cfg.OutputLimit, DefaultOutputLimit)); err != nil {
 		return err
 	}
 	// Until the run is handed to its goroutine, what it holds is let go
@@ -85,7 +85,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	r.cfg.WorkspaceMount = wsMount != nil
 
 	if s.egress != nil && !r.enter {
-		if r.px, err = newRunProxy(s.egress, s.opts.EgressResolver, proxyCPUs(&s.opts)); err != nil {
+		if r.px, err = newRunProxy(s.egress, s.cfg.EgressResolver, proxyCPUs(&s.cfg)); err != nil {
 			wsMount.Close()
 			return err
 		}
@@ -97,10 +97,10 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	}
 
 	r.begin = time.Now()
-	if s.opts.InProcess {
+	if s.cfg.InProcess {
 		var se *wire.SetupError
 		if r.h, se = launch.Launch(r.cfg, r.st.child, extra, true, &s.ws.teardown, func(text string) { s.log.Warn("sandbox: " + text) }); se != nil {
-			s.opts.nameImageRoot(se)
+			s.root().nameImageRoot(se)
 			err = setupError(se, r.cfg)
 		}
 	} else if r.enter {
@@ -294,7 +294,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 		res.Denials = append(res.Denials, Denial{Syscall: d.Syscall, Errno: syscall.Errno(d.Errno), Count: d.Count})
 	}
 	res.Violation = exit.Violation
-	r.audited = runFacts{auditExec: s.opts.AuditExec, execs: exit.Execs}
+	r.audited = runFacts{auditExec: s.cfg.AuditExec, execs: exit.Execs}
 	if px != nil {
 		res.Connections, res.ConnectionsDropped = px.stop()
 	}
@@ -324,7 +324,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 	case se != nil && se.Op == wire.OpInitDied:
 		return nil, initDied(ws, exit, cfg)
 	case se != nil:
-		s.opts.nameImageRoot(se)
+		s.root().nameImageRoot(se)
 		err := setupError(se, cfg)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, unix.EACCES) && se.Stage == "exec" {
 			res.Outcome, res.ExitCode = Exited, 127
@@ -692,8 +692,8 @@ func (s *Sandbox) fillPool() error {
 	}
 	// The sandbox of every Run: each brings its session's workspace
 	// mount when the workspace is kept (forRun).
-	spec := s.opts.spec(s.filter)
-	spec.WorkspaceMount = s.opts.kept()
+	spec := s.cfg.spec(s.filter, s.root())
+	spec.WorkspaceMount = s.cfg.kept()
 	s.ws.spawned.Store(true)
-	return sp.fill(s.ws.owner, &spec, s.opts.Pool)
+	return sp.fill(s.ws.owner, &spec, s.cfg.Pool)
 }

@@ -33,7 +33,30 @@ type SeccompPolicy struct {
 	Default SeccompAction
 	Unknown SeccompAction
 	Rules   []SyscallRule
+	// KillOnRefusal ends the run at the first syscall the policy refuses
+	// with an ActNotify action (every refusal of the default policy):
+	// the Result's Outcome is SeccompKilled and Violation names the
+	// syscall. False: a refused syscall fails with its errno and the run
+	// goes on; Result.Denials counts the refusals either way. Set it on
+	// a copy of DefaultSeccompPolicy() to kill with the default rules.
+	KillOnRefusal bool
 }
+
+// Seccomp is the syscall filter of every run, Options.Seccomp:
+// *SeccompPolicy or Unconfined. Only those implement it. Nil means
+// DefaultSeccompPolicy(). New compiles it once, and refuses a policy that
+// would stop the sandbox's init after it is loaded: the init then closes
+// its fds, execs the exec shim (execveat), which marks its report fd
+// close-on-exec (fcntl) and execs the program (execve), and a policy that
+// notifies also needs sendmsg.
+type Seccomp interface{ isSeccomp() }
+
+// Unconfined runs without any syscall filter, leaving the whole kernel
+// interface to the program. Only for programs you trust.
+type Unconfined struct{}
+
+func (*SeccompPolicy) isSeccomp() {}
+func (Unconfined) isSeccomp()     {}
 
 // SyscallRule applies Action to the named syscalls when every one of Args
 // holds.

@@ -73,16 +73,12 @@ type secretSet struct {
 	closed bool
 }
 
-// checkSecrets validates Options.Secrets against the allowlist and
+// checkSecrets validates Egress.Secrets against the allowlist and
 // returns the Sandbox's secret set (nil without secrets). It keeps its
 // own copy: later changes to the caller's slice do not reach it.
-func (o *Options) checkSecrets(rules *egress.Rules) (*secretSet, error) {
+func (o *resolved) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 	if len(o.Secrets) == 0 {
 		return nil, nil
-	}
-	if o.Network != NetworkAllow {
-		return nil, optionErr("Options.Secrets", fmt.Sprintf("%d secret(s)", len(o.Secrets)),
-			"need Network: NetworkAllow, whose egress proxy puts them in (Network is %s)", o.Network)
 	}
 	env := map[string]bool{}
 	for _, kv := range o.Env {
@@ -92,7 +88,7 @@ func (o *Options) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 	ss := &secretSet{trust: o.TrustedCAs}
 	names := map[string]int{}
 	for i, sec := range o.Secrets {
-		field := fmt.Sprintf("Options.Secrets[%d]", i)
+		field := fmt.Sprintf("Options.Network (Egress.Secrets[%d])", i)
 		// The value is never quoted: errors name the secret by Name.
 		hidden := fmt.Sprintf("%d bytes", len(sec.Value))
 		bad := egress.BadValue(sec.Value)
@@ -117,7 +113,7 @@ func (o *Options) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 			return nil, optionErr(field+".Hosts", "", "is empty: name the hosts secret %s may be sent to", sec.Name)
 		}
 		if j, dup := names[sec.Name]; dup {
-			return nil, optionErr(field+".Name", sec.Name, "is also the name of Options.Secrets[%d]; each secret needs a name of its own", j)
+			return nil, optionErr(field+".Name", sec.Name, "is also the name of Egress.Secrets[%d]; each secret needs a name of its own", j)
 		}
 		names[sec.Name] = i
 		hosts, err := egress.ParseRules(sec.Hosts)
@@ -129,7 +125,7 @@ func (o *Options) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 			return nil, oe
 		}
 		if why := rules.Uncovered(hosts); why != "" {
-			return nil, optionErr(field+".Hosts", strings.Join(sec.Hosts, " "), "%s; a secret may be sent only to host names Options.Egress allows (secret %s)", why, sec.Name)
+			return nil, optionErr(field+".Hosts", strings.Join(sec.Hosts, " "), "%s; a secret may be sent only to host names Egress.Allow allows (secret %s)", why, sec.Name)
 		}
 		sec.Hosts = slices.Clone(sec.Hosts)
 		ss.given = append(ss.given, sec)
@@ -166,7 +162,7 @@ func (ss *secretSet) forRun(cfg *wire.Config, cmd *Cmd, live bool, maxLifetime t
 		k, _, _ := strings.Cut(kv, "=")
 		for _, sec := range ss.given {
 			if k == sec.Name {
-				return runSecrets{}, optionErr(fmt.Sprintf("Cmd.Env[%d]", i), k, "sets %s, which holds the placeholder of a secret (Options.Secrets)", k)
+				return runSecrets{}, optionErr(fmt.Sprintf("Cmd.Env[%d]", i), k, "sets %s, which holds the placeholder of a secret (Egress.Secrets)", k)
 			}
 		}
 	}

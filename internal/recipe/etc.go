@@ -8,7 +8,7 @@ import (
 )
 
 // The sandbox's /etc: files it generates, and what it takes from the host
-// (or from Options.Rootfs). Both inits build it from the lists here.
+// (or from Options.Root). Both inits build it from the lists here.
 
 // generatedEtc are the files of /etc the sandbox writes itself, each with
 // the option that shapes it; a Bind over one is refused with that advice.
@@ -21,7 +21,7 @@ var generatedEtc = map[string]string{
 	"/etc/nsswitch.conf": "it follows Options.Network; set that instead",
 }
 
-// HostEtc are the paths of the host (or of Options.Rootfs) that describe
+// HostEtc are the paths of the host (or of Options.Root) that describe
 // the system without naming the host or holding its secrets, brought in
 // read-only where they exist. A pattern matches names as path.Match does.
 // Everything else of the host's /etc stays out: machine-id, shadow,
