@@ -148,8 +148,7 @@ func TestAmplifyCPU(t *testing.T) {
 	}
 	port := startUpstream(t)
 	resolver := &fakeResolver{addrs: map[string][]string{"up.allowed.test": {"127.0.0.1"}}}
-	s := newTest(t, Options{Network: NetworkAllow, EgressResolver: resolver, CPUs: attackCPUs,
-		Egress: []string{"up.allowed.test:" + port, "127.0.0.1:" + port}})
+	s := newTest(t, Options{Network: &Egress{Allow: []string{"up.allowed.test:" + port, "127.0.0.1:" + port}, Resolver: resolver}, Limits: Limits{CPUs: attackCPUs}})
 	for _, tc := range []struct{ name, mode, target string }{
 		{"idle", "idle", "-"},
 		{"header allowed", "header", "up.allowed.test:" + port},

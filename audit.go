@@ -118,7 +118,7 @@ func newAuditor(o *resolved, log *slog.Logger) (*auditor, error) {
 		return nil, nil
 	}
 	if !o.Audit.Enabled(context.Background(), slog.LevelInfo) {
-		return nil, optionErr("Options.Audit", "a handler", "is not enabled at slog.LevelInfo, the level of every audit event; a trail must take all of them")
+		return nil, optionErr("Options.Audit.Handler", "a handler", "is not enabled at slog.LevelInfo, the level of every audit event; a trail must take all of them")
 	}
 	var b [8]byte
 	rand.Read(b[:])

@@ -21,8 +21,7 @@ func BenchmarkAuditExec(b *testing.B) {
 		b.Run("trail="+mode, func(b *testing.B) {
 			opts := Options{}
 			if mode != "none" {
-				opts.Audit = countingHandler{}
-				opts.AuditExec = mode == "audit+exec"
+				opts.Audit = &Audit{Handler: countingHandler{}, Exec: mode == "audit+exec"}
 			}
 			s := newTest(b, opts)
 			var wall time.Duration

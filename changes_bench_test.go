@@ -19,7 +19,7 @@ func BenchmarkChangesRun(b *testing.B) {
 				layout := map[bool]string{false: "layered", true: "flat"}[flat]
 				b.Run(fmt.Sprintf("%s/files=%d/track=%s", layout, n, mode), func(b *testing.B) {
 					requireSandbox(b)
-					s := newTest(b, Options{TrackChanges: mode != "off", Pool: 1, WorkspaceSize: 1 << 30})
+					s := newTest(b, Options{Workspace: SessionWorkspace{Size: 1 << 30, TrackChanges: mode != "off"}, Start: Pool{Size: 1}})
 					if flat {
 						keepFlat(s)
 					}
@@ -53,13 +53,13 @@ func BenchmarkChangesMark(b *testing.B) {
 	for _, n := range []int{0, 1000, 10000} {
 		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
 			requireSandbox(b)
-			s := newTest(b, Options{TrackChanges: true, WorkspaceSize: 1 << 30})
+			s := newTest(b, Options{Workspace: SessionWorkspace{Size: 1 << 30, TrackChanges: true}})
 			for i := range n {
 				if err := s.WriteFile(fmt.Sprintf("d%02d/f%04d", i%100, i), []byte("0123456789"), 0o644); err != nil {
 					b.Fatal(err)
 				}
 			}
-			kc, err := s.ws.keeper(&s.opts)
+			kc, err := s.ws.keeper(&s.cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -195,16 +195,18 @@ func TestCPythonRegressionTests(t *testing.T) {
 // runner's workers and the files they make.
 func cpythonOptions() Options {
 	return Options{
-		// The parallel run peaked at about 400 MiB here.
-		Memory: 1 << 30,
-		// The runner's workers, and the threads and children of their
-		// tests.
-		Pids: 1024,
-		CPUs: cpythonJobs,
-		// test_mmap's LargeMmapTests write sparse files of up to 6 GiB
-		// (a few bytes of data each) in /tmp; Memory still bounds what
-		// the files really hold.
-		TmpSize: 8 << 30,
+		Limits: Limits{
+			// The parallel run peaked at about 400 MiB here.
+			Memory: 1 << 30,
+			// The runner's workers, and the threads and children of their
+			// tests.
+			Pids: 1024,
+			CPUs: cpythonJobs,
+			// test_mmap's LargeMmapTests write sparse files of up to 6 GiB
+			// (a few bytes of data each) in /tmp; Memory still bounds what
+			// the files really hold.
+			TmpSize: 8 << 30,
+		},
 	}
 }
 

@@ -193,7 +193,7 @@ func TestEscapeLivePidsFull(t *testing.T) {
 	if cgroupErr() != nil {
 		t.Skipf("needs cgroup limits: %v", cgroupErr())
 	}
-	s, m := liveTest(t, Options{Pids: 16})
+	s, m := liveTest(t, Options{Limits: Limits{Pids: 16}})
 	fillPids(t, s)
 	before := len(ownProcesses(m))
 	for range 5 {

@@ -147,11 +147,11 @@ func (l *liveSandbox) ensure(ctx context.Context, s *Sandbox) error {
 	l.watched = make(chan struct{})
 	go l.watch(s, p, l.watched)
 	if d := idleTimeout(&s.cfg); d > 0 {
-		l.idle = time.AfterFunc(d, func() { l.expire(s, "idle for "+d.String()+" (Options.IdleTimeout)", true) })
+		l.idle = time.AfterFunc(d, func() { l.expire(s, "idle for "+d.String()+" (Options.Live.IdleTimeout)", true) })
 		l.idle.Stop() // armed when its calls are over
 	}
 	if d := s.cfg.MaxLifetime; d > 0 {
-		l.life = time.AfterFunc(d, func() { l.expire(s, "its maximum lifetime of "+d.String()+" passed (Options.MaxLifetime)", false) })
+		l.life = time.AfterFunc(d, func() { l.expire(s, "its maximum lifetime of "+d.String()+" passed (Options.Live.MaxLifetime)", false) })
 	}
 	return nil
 }
@@ -204,7 +204,7 @@ func initEnded(res *Result, err error) error {
 		why += ": " + err.Error()
 	case res == nil:
 	case res.Outcome == OutOfMemory:
-		why = "its init was killed by the OOM killer at the memory limit (Options.Memory)"
+		why = "its init was killed by the OOM killer at the memory limit (Options.Limits.Memory)"
 	case res.Outcome == Signaled:
 		why = "its init was killed by " + unix.SignalName(res.Signal)
 	case res.Outcome == Exited:

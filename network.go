@@ -75,7 +75,7 @@ type Egress struct {
 // host's /etc/resolv.conf is provided. Only for code you trust.
 type HostNetworkUnsafe struct{}
 
-func (*Egress) isNetwork()          {}
+func (*Egress) isNetwork()           {}
 func (HostNetworkUnsafe) isNetwork() {}
 
 // netMode is the network of a resolved Options.

@@ -139,10 +139,10 @@ type rootView struct {
 	layers []string // an image's overlay layers, top first; nil: dir as it is
 	// bundle is the trust store's bundle in the root (for
 	// NODE_EXTRA_CA_CERTS), or "".
-	bundle string
-	env    []string // the image config's environment
-	workDir   string   // the image config's working directory, or DefaultDir
-	ref    string   // the image's reference, for errors; "" without one
+	bundle  string
+	env     []string // the image config's environment
+	workDir string   // the image config's working directory, or DefaultDir
+	ref     string   // the image's reference, for errors; "" without one
 }
 
 // newRootView finds what a run needs of the root dir (empty: the host's),

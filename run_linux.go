@@ -361,7 +361,7 @@ func initDied(ws syscall.WaitStatus, exit wire.Exit, cfg *wire.Config) error {
 	var why string
 	switch {
 	case exit.OOMKills > 0:
-		why = fmt.Sprintf("killed by the OOM killer at the memory limit (Options.Memory, %d bytes)", cfg.Memory)
+		why = fmt.Sprintf("killed by the OOM killer at the memory limit (Options.Limits.Memory, %d bytes)", cfg.Memory)
 	case ws.Signaled():
 		why = "killed by " + unix.SignalName(ws.Signal())
 	case ws.Exited():
@@ -370,15 +370,15 @@ func initDied(ws syscall.WaitStatus, exit wire.Exit, cfg *wire.Config) error {
 		why = "ended without a report"
 	}
 	if exit.OOMKills == 0 && cfg.Memory > 0 && exit.MemoryPeak >= cfg.Memory {
-		why += fmt.Sprintf(", at its memory limit (Options.Memory, %d bytes)", cfg.Memory)
+		why += fmt.Sprintf(", at its memory limit (Options.Limits.Memory, %d bytes)", cfg.Memory)
 	}
 	return &SetupError{Stage: "start", Op: "the sandbox's init died during setup", Err: errors.New(why)}
 }
 
 // noCgroupHint is what to do where no writable cgroup exists for a run's
 // limits: the two fixes, as Run's refusal and Probe give them.
-const noCgroupHint = "set Options.LimitPolicy = BestEffortLimits to run with rlimits standing in for the limits, " +
-	"or delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.CgroupParent)"
+const noCgroupHint = "set Options.Limits.Policy = BestEffortLimits to run with rlimits standing in for the limits, " +
+	"or delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.Limits.CgroupParent)"
 
 // notFoundError is a program the init could not find. It matches
 // ErrNotFound, and ENOENT (os.ErrNotExist).
@@ -428,9 +428,9 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 			return ue
 		}
 	case se.Stage == "cgroup" && se.Op == wire.OpNoCgroup:
-		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text, Err: ErrNoCgroup, Hint: noCgroupHint}
+		return &UnsupportedError{Feature: "cgroup limits (Options.Limits)", Reason: se.Text, Err: ErrNoCgroup, Hint: noCgroupHint}
 	case se.Stage == "enter" && se.Errno == int(unix.EAGAIN) && cfg.Pids > 0:
-		cause = fmt.Errorf("%w: the live sandbox's processes use all of its pids limit (Options.Pids %d); end some (Sandbox.Processes, Sandbox.Signal)", cause, cfg.Pids)
+		cause = fmt.Errorf("%w: the live sandbox's processes use all of its pids limit (Options.Limits.Pids %d); end some (Sandbox.Processes, Sandbox.Signal)", cause, cfg.Pids)
 	case se.Stage == "spawner":
 		return fmt.Errorf("sandbox: %w: %s", ErrSpawner, se.Text)
 	case (se.Errno == int(unix.ENOMEM) || se.Errno == int(unix.ENFILE) || se.Errno == int(unix.ENOSPC) && se.Stage == "mount") && cfg.Memory > 0:
@@ -439,7 +439,7 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 		// write to one of the setup's own small tmpfs mounts (whose
 		// pages are charged too) with ENOSPC, and a socket (whose
 		// inode the limit refuses) with ENFILE.
-		cause = fmt.Errorf("%w at the run's memory limit (Options.Memory %d bytes; at least %d are needed)", cause, cfg.Memory, MinMemory)
+		cause = fmt.Errorf("%w at the run's memory limit (Options.Limits.Memory %d bytes; at least %d are needed)", cause, cfg.Memory, MinMemory)
 	case strings.HasPrefix(se.Op, "open source") && se.Errno == int(unix.EACCES):
 		se.Op += fmt.Sprintf(" (the sandbox's host uid %d/gid %d must be able to reach it; see Options.HostUID)", cfg.HostUID, cfg.HostGID)
 	}

@@ -246,10 +246,10 @@ func Command(name string, args ...string) *Cmd {
 // return an error matching ErrClosed.
 type Sandbox struct {
 	ws     *session
-	image  *imageRoot   // with an *Image Root
-	live   *liveSandbox // with Options.Live
-	cfg    resolved     // the Options, as New resolved them
-	host   *rootView    // the root without an image, found in New
+	image  *imageRoot      // with an *Image Root
+	live   *liveSandbox    // with Options.Live
+	cfg    resolved        // the Options, as New resolved them
+	host   *rootView       // the root without an image, found in New
 	err    error           // the Options' first problem, returned by every Run
 	filter *compiledFilter // nil with Unconfined
 	egress *egress.Rules   // the parsed Egress.Allow; nil without an *Egress

@@ -282,7 +282,7 @@ func (a SeccompAction) check() error {
 		}
 		if a.isNotify() && a.Errno() == seccomp.ContinueErrno {
 			// The supervisor would let such a syscall run.
-			return fmt.Errorf("errno %d is reserved: the supervisor reads it as a syscall to record and let run (Options.AuditExec)", int(a.Errno()))
+			return fmt.Errorf("errno %d is reserved: the supervisor reads it as a syscall to record and let run (Options.Audit.Exec)", int(a.Errno()))
 		}
 		if a.Errno() >= maxErrno {
 			// libseccomp refuses MAX_ERRNO itself; keep both compilers alike.

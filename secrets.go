@@ -88,44 +88,44 @@ func (o *resolved) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 	ss := &secretSet{trust: o.TrustedCAs}
 	names := map[string]int{}
 	for i, sec := range o.Secrets {
-		field := fmt.Sprintf("Options.Network (Egress.Secrets[%d])", i)
+		field := fmt.Sprintf("Options.Network (Egress.Secrets[%d]", i) // closed after the field
 		// The value is never quoted: errors name the secret by Name.
 		hidden := fmt.Sprintf("%d bytes", len(sec.Value))
 		bad := egress.BadValue(sec.Value)
 		switch {
 		case sec.Name == "":
-			return nil, optionErr(field+".Name", "", "is empty: name the environment variable that is to hold the placeholder")
+			return nil, optionErr(field+".Name)", "", "is empty: name the environment variable that is to hold the placeholder")
 		case !validEnvName(sec.Name):
-			return nil, optionErr(field+".Name", sec.Name, "is not a valid environment variable name: use letters, digits and _, not starting with a digit")
+			return nil, optionErr(field+".Name)", sec.Name, "is not a valid environment variable name: use letters, digits and _, not starting with a digit")
 		case len(sec.Name) > maxSecretName:
-			return nil, optionErr(field+".Name", sec.Name[:32]+"...", "is longer than %d bytes", maxSecretName)
+			return nil, optionErr(field+".Name)", sec.Name[:32]+"...", "is longer than %d bytes", maxSecretName)
 		case env[sec.Name]:
-			return nil, optionErr(field+".Name", sec.Name, "is also set by Options.Env; the secret's placeholder is to be its value: remove one")
+			return nil, optionErr(field+".Name)", sec.Name, "is also set by Options.Env; the secret's placeholder is to be its value: remove one")
 		case sec.Value == "":
-			return nil, optionErr(field+".Value", hidden, "is empty (secret %s)", sec.Name)
+			return nil, optionErr(field+".Value)", hidden, "is empty (secret %s)", sec.Name)
 		case strings.ContainsAny(sec.Value, "\r\n\x00"):
-			return nil, optionErr(field+".Value", hidden, "holds CR, LF or NUL, which cannot go in a header line (secret %s)", sec.Name)
+			return nil, optionErr(field+".Value)", hidden, "holds CR, LF or NUL, which cannot go in a header line (secret %s)", sec.Name)
 		case bad != "":
-			return nil, optionErr(field+".Value", hidden, "%s (secret %s)", bad, sec.Name)
+			return nil, optionErr(field+".Value)", hidden, "%s (secret %s)", bad, sec.Name)
 		case len(sec.Value) > MaxSecretBytes:
-			return nil, optionErr(field+".Value", hidden, "is longer than %d bytes (MaxSecretBytes; secret %s)", MaxSecretBytes, sec.Name)
+			return nil, optionErr(field+".Value)", hidden, "is longer than %d bytes (MaxSecretBytes; secret %s)", MaxSecretBytes, sec.Name)
 		case len(sec.Hosts) == 0:
-			return nil, optionErr(field+".Hosts", "", "is empty: name the hosts secret %s may be sent to", sec.Name)
+			return nil, optionErr(field+".Hosts)", "", "is empty: name the hosts secret %s may be sent to", sec.Name)
 		}
 		if j, dup := names[sec.Name]; dup {
-			return nil, optionErr(field+".Name", sec.Name, "is also the name of Egress.Secrets[%d]; each secret needs a name of its own", j)
+			return nil, optionErr(field+".Name)", sec.Name, "is also the name of Egress.Secrets[%d]; each secret needs a name of its own", j)
 		}
 		names[sec.Name] = i
 		hosts, err := egress.ParseRules(sec.Hosts)
 		if err != nil {
-			oe := &OptionError{Option: field + ".Hosts", Value: strings.Join(sec.Hosts, " "), Reason: err.Error()}
+			oe := &OptionError{Option: field + ".Hosts)", Value: strings.Join(sec.Hosts, " "), Reason: err.Error()}
 			if re, ok := errors.AsType[*egress.RuleError](err); ok && re.Index >= 0 {
-				oe.Option, oe.Value, oe.Reason = fmt.Sprintf("%s.Hosts[%d]", field, re.Index), re.Entry, re.Reason
+				oe.Option, oe.Value, oe.Reason = fmt.Sprintf("%s.Hosts[%d])", field, re.Index), re.Entry, re.Reason
 			}
 			return nil, oe
 		}
 		if why := rules.Uncovered(hosts); why != "" {
-			return nil, optionErr(field+".Hosts", strings.Join(sec.Hosts, " "), "%s; a secret may be sent only to host names Egress.Allow allows (secret %s)", why, sec.Name)
+			return nil, optionErr(field+".Hosts)", strings.Join(sec.Hosts, " "), "%s; a secret may be sent only to host names Egress.Allow allows (secret %s)", why, sec.Name)
 		}
 		sec.Hosts = slices.Clone(sec.Hosts)
 		ss.given = append(ss.given, sec)

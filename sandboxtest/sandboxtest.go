@@ -71,8 +71,8 @@ func newSandbox(tb testing.TB, opts sandbox.Options, probe func() (*sandbox.Prob
 		tb.Skip(why)
 		return nil
 	}
-	if opts.Workspace != "" {
-		tb.Fatalf("sandboxtest: Options.Workspace %q: New sets it to a directory of the test's own; leave it empty", opts.Workspace)
+	if opts.Workspace != nil {
+		tb.Fatalf("sandboxtest: Options.Workspace %#v: New sets it to a directory of the test's own; leave it nil", opts.Workspace)
 		return nil
 	}
 	uid, gid := opts.HostIDs()
@@ -81,7 +81,7 @@ func newSandbox(tb testing.TB, opts sandbox.Options, probe func() (*sandbox.Prob
 		tb.Fatalf("sandboxtest: %v", err)
 		return nil
 	}
-	opts.Workspace = dir
+	opts.Workspace = sandbox.HostWorkspace{Dir: dir}
 	sb := sandbox.New(opts)
 	if err := sb.Err(); err != nil {
 		tb.Fatalf("sandboxtest: %v", err)

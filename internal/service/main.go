@@ -317,7 +317,7 @@ func (c *config) check() error {
 	}
 	if len(c.egress) > 0 {
 		// The library checks the entries' syntax.
-		sb := sandbox.New(sandbox.Options{FreshWorkspace: true, Network: sandbox.NetworkAllow, Egress: c.egress})
+		sb := sandbox.New(sandbox.Options{Workspace: sandbox.FreshWorkspace{}, Network: &sandbox.Egress{Allow: c.egress}})
 		defer sb.Close()
 		if err := sb.Err(); err != nil {
 			return fmt.Errorf("-egress: %w", err)
