@@ -2,7 +2,7 @@ package sandbox
 
 import "github.com/fumehood/sandbox/internal/seccomp"
 
-// Programs executed (Options.AuditExec): the filter hands every execve and
+// Programs executed (Options.Audit.Exec): the filter hands every execve and
 // execveat to the supervisor, which records the path and lets it run. A
 // policy that refuses an exec, or decides one by its arguments, keeps its
 // meaning only if the audit does not replace its rule; so the audit needs

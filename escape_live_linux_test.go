@@ -198,7 +198,7 @@ func TestEscapeLivePidsFull(t *testing.T) {
 	before := len(ownProcesses(m))
 	for range 5 {
 		_, err := s.Run(context.Background(), Command("true"))
-		if err == nil || !errors.Is(err, syscall.EAGAIN) || !strings.Contains(err.Error(), "Options.Pids") {
+		if err == nil || !errors.Is(err, syscall.EAGAIN) || !strings.Contains(err.Error(), "Options.Limits.Pids") {
 			t.Fatalf("an entrant at the full pids limit: %v, want EAGAIN naming Options.Pids", err)
 		}
 	}

@@ -13,12 +13,12 @@ import (
 )
 
 // Image names a container image whose filesystem is the sandbox's root
-// (Options.Image), and says how to fetch it. The image is pulled into a
+// (Options.Root), and says how to fetch it. The image is pulled into a
 // store on the host once, at the Sandbox's first Run (or when its pool is
 // first filled), and used from there; later Sandboxes find it stored.
 //
 // The root is the image's files, read-only, in place of the host's /usr,
-// /bin, /lib*, exactly as with Options.Rootfs: /proc, /dev, /tmp,
+// /bin, /lib*, exactly as with a RootDir: /proc, /dev, /tmp,
 // /workspace and the generated /etc files are the sandbox's own, and the
 // trust store is the image's. The image's config supplies:
 //
@@ -127,7 +127,7 @@ type ImageProgress struct {
 	Done, Total int64
 }
 
-// Errors a pull of Options.Image wraps, for errors.Is; each error also
+// Errors a pull of an *Image root wraps, for errors.Is; each error also
 // names the image and the problem. They are distinct from ErrNotFound
 // (the program to run) and ErrInvalidOption (a wrong field): a missing
 // image is a fact about the registry or the disk, not a wrong option.
@@ -216,7 +216,7 @@ func newImageRoot() *imageRoot {
 	return r
 }
 
-// resolveImage pulls (or finds) Options.Image on the first call and takes
+// resolveImage pulls (or finds) the *Image root on the first call and takes
 // a lease on its root; later calls return at once. A failed pull is not
 // remembered: the next call tries again, as a registry may be back.
 func (s *Sandbox) resolveImage(ctx context.Context) error {
@@ -237,12 +237,12 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 	if dir == "" {
 		var err error
 		if dir, err = image.DefaultDir(); err != nil {
-			return fmt.Errorf("sandbox: Options.Image %s: %w", im.Ref, err)
+			return fmt.Errorf("sandbox: image %s (Options.Root): %w", im.Ref, err)
 		}
 	}
 	st, err := image.Open(dir)
 	if err != nil {
-		return fmt.Errorf("sandbox: Options.Image %s: %w", im.Ref, err)
+		return fmt.Errorf("sandbox: image %s (Options.Root): %w", im.Ref, err)
 	}
 	defer st.Close()
 	img, err := st.Pull(ctx, im.Ref, im.pullOptions())

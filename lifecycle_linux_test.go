@@ -81,21 +81,21 @@ func TestBadOptions(t *testing.T) {
 		opts   Options
 		option string
 	}{
-		{Options{Root: RootDir("relative/dir")}, "Options.Rootfs"},
-		{Options{Root: RootDir("/no/such/dir")}, "Options.Rootfs"},
-		{Options{Workspace: HostWorkspace{Dir: file}}, "Options.Workspace"},
-		{Options{Limits: Limits{TmpSize: -1}}, "Options.TmpSize"},
-		{Options{Limits: Limits{Output: -5}}, "Options.OutputLimit"},
+		{Options{Root: RootDir("relative/dir")}, "Options.Root (RootDir)"},
+		{Options{Root: RootDir("/no/such/dir")}, "Options.Root (RootDir)"},
+		{Options{Workspace: HostWorkspace{Dir: file}}, "Options.Workspace (HostWorkspace.Dir)"},
+		{Options{Limits: Limits{TmpSize: -1}}, "Options.Limits.TmpSize"},
+		{Options{Limits: Limits{Output: -5}}, "Options.Limits.Output"},
 		{Options{Binds: []Bind{{Source: "/usr", Target: "/proc/x"}}}, "Options.Binds[0].Target"},
 		{Options{Binds: []Bind{{Source: "/usr"}, {Source: "/no/such/path"}}}, "Options.Binds[1].Source"},
 		{Options{Binds: []Bind{{Source: "/usr", Target: "/a/../b"}}}, "Options.Binds[0].Target"},
 		{Options{Env: []string{"NOEQUALS"}}, "Options.Env[0]"},
 		{Options{Hostname: "a/b"}, "Options.Hostname"},
 		{Options{HostUID: -1}, "Options.HostUID"},
-		{Options{Limits: Limits{Memory: 100}}, "Options.Memory"},
-		{Options{Limits: Limits{Memory: 64 << 10}}, "Options.Memory"},
-		{Options{Limits: Limits{Memory: MinMemory - 1}}, "Options.Memory"},
-		{Options{Workspace: HostWorkspace{Dir: filepath.Join(t.TempDir(), "missing")}}, "Options.Workspace"},
+		{Options{Limits: Limits{Memory: 100}}, "Options.Limits.Memory"},
+		{Options{Limits: Limits{Memory: 64 << 10}}, "Options.Limits.Memory"},
+		{Options{Limits: Limits{Memory: MinMemory - 1}}, "Options.Limits.Memory"},
+		{Options{Workspace: HostWorkspace{Dir: filepath.Join(t.TempDir(), "missing")}}, "Options.Workspace (HostWorkspace.Dir)"},
 	}
 	for _, c := range cases {
 		s := newTest(t, c.opts)
@@ -141,7 +141,7 @@ func TestHostDirNotWritable(t *testing.T) {
 		opts   Options
 		option string
 	}{
-		{Options{Workspace: HostWorkspace{Dir: locked}}, "Options.Workspace"},
+		{Options{Workspace: HostWorkspace{Dir: locked}}, "Options.Workspace (HostWorkspace.Dir)"},
 		{Options{Binds: []Bind{{Source: open, Target: "/a"}, {Source: locked, Target: "/data", Writable: true}}}, "Options.Binds[1].Source"},
 	} {
 		err := New(c.opts).Err()
@@ -180,7 +180,7 @@ func TestHostDirNotWritable(t *testing.T) {
 func TestMemoryBelowMinimum(t *testing.T) {
 	requireSandbox(t)
 	err := New(Options{Limits: Limits{Memory: 200000}}).Err()
-	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(fmt.Sprint(err), "Options.Memory") ||
+	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(fmt.Sprint(err), "Options.Limits.Memory") ||
 		!strings.Contains(fmt.Sprint(err), fmt.Sprint(MinMemory)) {
 		t.Errorf("Memory 200000: New: %v, want an OptionError naming Options.Memory and the minimum %d", err, MinMemory)
 	}

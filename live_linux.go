@@ -94,7 +94,7 @@ func (l *liveSandbox) holdIdle(s *Sandbox) func() {
 	}
 }
 
-// idleTimeout is Options.IdleTimeout with its default; negative: never.
+// idleTimeout is Options.Live.IdleTimeout with its default; negative: never.
 func idleTimeout(o *resolved) time.Duration {
 	if o.IdleTimeout == 0 {
 		return DefaultIdleTimeout

@@ -272,7 +272,7 @@ func TestLiveLimitsAndReshape(t *testing.T) {
 	// Fill the pids limit from the background, leaving the shell.
 	fillPids(t, s)
 	_, err := s.Run(context.Background(), Command("true"))
-	if err == nil || !strings.Contains(err.Error(), "Options.Pids") {
+	if err == nil || !strings.Contains(err.Error(), "Options.Limits.Pids") {
 		t.Errorf("a call with the pids limit full: %v, want an error naming Options.Pids", err)
 	}
 	if out := ownProcesses(m); len(out) > 24 {

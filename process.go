@@ -17,7 +17,7 @@ import (
 // os.Process with os/exec's Wait. Its methods are safe for concurrent use.
 type Process struct {
 	// Set before Start returns it: how the launcher that started the
-	// run (the spawner, or this process with Options.InProcess)
+	// run (the spawner, or this process with InProcess)
 	// delivers a signal, and kills the run.
 	signal func(syscall.Signal) error
 	kill   func()

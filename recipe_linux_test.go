@@ -155,9 +155,9 @@ func TestRecipeFailures(t *testing.T) {
 		{"missing bind source", Options{Binds: []Bind{{Source: "/no/such/source", Target: "/data"}}}, func() *Cmd { return Command("true") },
 			[]check{is(ErrInvalidOption), says("Options.Binds[0]", "/no/such/source", "no such file")}, 0},
 		{"missing rootfs", Options{Root: RootDir("/no/such/rootfs")}, func() *Cmd { return Command("true") },
-			[]check{is(ErrInvalidOption), says("Options.Rootfs", "/no/such/rootfs", "no such file")}, 0},
+			[]check{is(ErrInvalidOption), says("Options.Root (RootDir)", "/no/such/rootfs", "no such file")}, 0},
 		{"workspace not a directory", Options{Workspace: HostWorkspace{Dir: file}}, func() *Cmd { return Command("true") },
-			[]check{is(ErrInvalidOption), says("Options.Workspace", file, "not a directory")}, 0},
+			[]check{is(ErrInvalidOption), says("Options.Workspace (HostWorkspace.Dir)", file, "not a directory")}, 0},
 		{"bind target in a read-only host tree", Options{Binds: []Bind{{Source: file, Target: "/usr/no-such-dir/f"}}}, func() *Cmd { return Command("true") },
 			[]check{is(unix.EROFS), says("create target", "/usr/no-such-dir")}, 0},
 	}

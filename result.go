@@ -18,9 +18,9 @@ const (
 	// Canceled: the context was canceled and the sandbox was killed.
 	Canceled
 	// OutOfMemory: the kernel's OOM killer ended the program at the
-	// run's memory limit (Options.Memory).
+	// run's memory limit (Options.Limits.Memory).
 	OutOfMemory
-	// SeccompKilled: with Options.SeccompKill, the program made a syscall
+	// SeccompKilled: with SeccompPolicy.KillOnRefusal, the program made a syscall
 	// the policy refuses and the run was killed before that syscall ran;
 	// Result.Violation names it.
 	SeccompKilled
@@ -47,7 +47,7 @@ type Result struct {
 	Signal   syscall.Signal // the signal that ended the program, if one did (SIGKILL after Timeout or Canceled)
 
 	// Stdout and Stderr hold the captured output when Cmd.Stdout and
-	// Cmd.Stderr were nil. Past Options.OutputLimit bytes the middle is
+	// Cmd.Stderr were nil. Past Options.Limits.Output bytes the middle is
 	// dropped: the first and last halves are kept around an elision marker
 	// and the Truncated flag is set.
 	Stdout, Stderr                   []byte
@@ -61,7 +61,7 @@ type Result struct {
 	SystemTime time.Duration // CPU time in the kernel, likewise
 	MaxRSS     int64         // peak resident set size in bytes of the largest process
 
-	// Pooled says the run took a sandbox prepared ahead (Options.Pool);
+	// Pooled says the run took a sandbox prepared ahead (Pool);
 	// its WallTime then starts when it was taken, not when it was built.
 	Pooled bool
 
@@ -90,13 +90,13 @@ type Result struct {
 	Violation string
 
 	// Connections lists, in the order they started, the attempts of a
-	// NetworkAllow run to reach a host through the egress proxy, allowed
+	// Egress run to reach a host through the egress proxy, allowed
 	// and refused, and the connections to it that sent no request. Past
 	// 1,000 entries only ConnectionsDropped counts.
 	Connections        []Connection
 	ConnectionsDropped int
 
-	// Changes lists, with Options.TrackChanges, the workspace paths that
+	// Changes lists, with SessionWorkspace.TrackChanges, the workspace paths that
 	// differ between the Run's start and its end, sorted by path; past
 	// MaxChanges only ChangesDropped counts. Runs of one Sandbox share
 	// its workspace: a Run's Changes are what changed while it ran, by

@@ -189,7 +189,7 @@ type liveRun struct {
 	st      *stdio
 	px      *runProxy
 	release func()                 // the run's hold on its session
-	changes func() ([]Change, int) // with Options.TrackChanges: lists the run's changes, before release
+	changes func() ([]Change, int) // with SessionWorkspace.TrackChanges: lists the run's changes, before release
 	enter   bool                   // a call entering the Sandbox's live sandbox
 	h       *launch.Handle
 	begin   time.Time
@@ -672,7 +672,7 @@ func (st *stdio) close() {
 	}
 }
 
-// fillPool has the spawner prepare the Sandbox's pool (Options.Pool) and
+// fillPool has the spawner prepare the Sandbox's pool (Pool) and
 // waits until it is full. A preparation that fails is logged by the
 // spawner (as are those of later refills); fillPool logs only a spawner
 // that could not be started.

@@ -22,7 +22,7 @@ const (
 	DefaultCPUs          = 1.0              // CPUs' worth of CPU time per run
 	DefaultPids          = 256              // processes and threads per run
 	DefaultIdleTimeout   = 10 * time.Minute // of a live sandbox (Options.Live)
-	// MinMemory is the smallest Options.Memory New accepts. Below it
+	// MinMemory is the smallest Options.Limits.Memory New accepts. Below it
 	// the sandbox's own init may be killed, or fail to report, while it
 	// builds the sandbox, before any program runs. Measured on cgroup v1,
 	// the init needs about 300 KB. 16 MiB leaves a wide margin, and is
@@ -170,7 +170,7 @@ type Cmd struct {
 	// belong in Options.Secrets.
 	Env []string
 	// Dir is the working directory inside the sandbox; empty means
-	// /workspace, or the WorkingDir of Options.Image's config where it
+	// /workspace, or the WorkingDir of Options.Root's config where it
 	// sets one.
 	Dir string
 	// Stdin is the program's standard input; nil means /dev/null.
@@ -191,11 +191,11 @@ type Cmd struct {
 	// session of its own, as its stdin, stdout and stderr. Run copies
 	// Stdin into the pty and what the program writes (on stdout and
 	// stderr alike, as on any terminal) to Stdout, or into
-	// Result.Stdout under Options.OutputLimit; Stderr is not used and
+	// Result.Stdout under Options.Limits.Output; Stderr is not used and
 	// Result.Stderr stays empty. The end of Stdin is not passed on (a
 	// terminal has none: send its EOF character, ^D, to end a read). Set
 	// TERM in Env for programs that look at it. Resize changes the
-	// window size while the program runs. A Sandbox with Options.Pool
+	// window size while the program runs. A Sandbox with Pool
 	// starts a run with a Terminal cold.
 	//
 	// The program is pid 1 of its sandbox, and the kernel ignores the
@@ -232,10 +232,10 @@ func Command(name string, args ...string) *Cmd {
 // files under /workspace carry over from one Run to the next. With
 // Options.Live they share one running sandbox instead, processes and all
 // (see the package doc's "Live sandboxes"). The session's
-// workspace is, by default, a tmpfs of Options.WorkspaceSize bytes that the
+// workspace is, by default, a tmpfs of SessionWorkspace.Size bytes that the
 // session holds in a small helper process of its own (started at the first
 // Run or file operation) until Close. Options.Workspace makes it a host
-// directory instead, and Options.FreshWorkspace gives every Run its own
+// directory instead, and FreshWorkspace gives every Run its own
 // empty one, as for unrelated programs.
 //
 // Concurrent use: Runs and file operations may overlap; they see each

@@ -118,7 +118,7 @@ const (
 func ActErrno(e syscall.Errno) SeccompAction { return SeccompAction(seccomp.Errno(e)) }
 
 // ActNotify fails the syscall with e and reports it: Result.Denials counts
-// it, and with Options.SeccompKill it ends the run. The kernel stops the
+// it, and with SeccompPolicy.KillOnRefusal it ends the run. The kernel stops the
 // syscall and hands it to a supervisor in the host process, which answers
 // with e and never lets the syscall run.
 func ActNotify(e syscall.Errno) SeccompAction { return SeccompAction(seccomp.Notify(e)) }
@@ -395,7 +395,7 @@ var defaultFilter = sync.OnceValues(func() (*compiledFilter, error) {
 })
 
 // defaultAuditFilter is the default policy with its execs audited
-// (Options.AuditExec), compiled once per process.
+// (Options.Audit.Exec), compiled once per process.
 var defaultAuditFilter = sync.OnceValues(func() (*compiledFilter, error) {
 	return DefaultSeccompPolicy().compileFor("DefaultSeccompPolicy()", true)
 })

@@ -30,9 +30,9 @@ type Secret struct {
 	// or end with a space or tab (which a header loses); it may be at
 	// most MaxSecretBytes long.
 	Value string
-	// Hosts are where Value may be sent: host names in Options.Egress's
+	// Hosts are where Value may be sent: host names in Egress.Allow's
 	// syntax ("api.example.com", "*.example.com", "api.example.com:8443"),
-	// each allowed by Options.Egress on all of its ports. Address ranges
+	// each allowed by Egress.Allow on all of its ports. Address ranges
 	// are refused: the proxy's authority signs names only. A name without
 	// a port means ports 80 and 443, and on port 80 the value travels in
 	// plain HTTP: give "api.example.com:443" to send it over TLS only.
@@ -53,13 +53,13 @@ const placeholderPrefix = "sandbox-secret-"
 // first run, and a Sandbox that is not live makes a new one for a run
 // that starts when less than authorityRenew of it is left, so that no run
 // meets an expired one. A live sandbox keeps its authority for its life:
-// Options.MaxLifetime and an hour if that is longer.
+// Options.Live.MaxLifetime and an hour if that is longer.
 const (
 	authorityLifetime = 7 * 24 * time.Hour
 	authorityRenew    = 24 * time.Hour
 )
 
-// secretSet is a Sandbox's secrets: the checked Options.Secrets, and from
+// secretSet is a Sandbox's secrets: the checked Egress.Secrets, and from
 // the first run on their placeholders and the authority of its proxy.
 type secretSet struct {
 	given []Secret

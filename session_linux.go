@@ -94,7 +94,7 @@ func (ss *session) keeper(o *resolved) (*keeperClient, error) {
 
 // forRun read-locks the session for one Run and returns the mount the
 // Run's /workspace is to be (nil: the init makes its own), the release
-// to call when the Run is over and, with Options.TrackChanges, what lists
+// to call when the Run is over and, with SessionWorkspace.TrackChanges, what lists
 // the Run's changes before the release (else nil).
 func (s *Sandbox) forRun() (*os.File, func(), func() ([]Change, int), error) {
 	ss := s.ws
@@ -223,7 +223,7 @@ func (s *Sandbox) files(op string) (*workspace.Root, func(), error) {
 		return fail(ErrClosed)
 	}
 	if s.cfg.FreshWorkspace {
-		return fail(optionErr("Options.FreshWorkspace", "true", "each Run has a workspace of its own, gone when it ends; there is none to %s", op))
+		return fail(optionErr("Options.Workspace (FreshWorkspace)", "set", "each Run has a workspace of its own, gone when it ends; there is none to %s", op))
 	}
 	var kc *keeperClient
 	if s.cfg.kept() {
@@ -276,10 +276,10 @@ func (s *Sandbox) reshape(op string, fn func(kc *keeperClient) error) error {
 	}
 	switch {
 	case s.cfg.FreshWorkspace:
-		return fmt.Errorf("sandbox: %s: %w", op, optionErr("Options.FreshWorkspace", "true", "each Run has a workspace of its own; there is none to %s", op))
+		return fmt.Errorf("sandbox: %s: %w", op, optionErr("Options.Workspace (FreshWorkspace)", "set", "each Run has a workspace of its own; there is none to %s", op))
 	case s.cfg.Workspace != "":
-		return fmt.Errorf("sandbox: %s: %w", op, &UnsupportedError{Feature: op, Reason: "the workspace is the host directory Options.Workspace " + s.cfg.Workspace,
-			Hint: "leave Options.Workspace empty for a session workspace (seed it with Options.WorkspaceFrom)"})
+		return fmt.Errorf("sandbox: %s: %w", op, &UnsupportedError{Feature: op, Reason: "the workspace is the host directory " + s.cfg.Workspace + " (Options.Workspace, a HostWorkspace)",
+			Hint: "leave Options.Workspace nil for a session workspace (seed it with SessionWorkspace.From)"})
 	}
 	kc, err := ss.keeper(&s.cfg)
 	if err != nil {
@@ -304,7 +304,7 @@ func (s *Sandbox) reshape(op string, fn func(kc *keeperClient) error) error {
 // Snapshot keeps the workspace's content as it is now. With the default
 // session workspace it copies nothing: the current changes become a
 // read-only layer and new changes go to a fresh one. Snapshots count
-// towards Options.WorkspaceSize while the workspace stands on them.
+// towards SessionWorkspace.Size while the workspace stands on them.
 func (s *Sandbox) Snapshot() (*Snapshot, error) {
 	var snap *Snapshot
 	err := s.reshape("snapshot", func(kc *keeperClient) error {
@@ -330,7 +330,7 @@ func (s *Sandbox) Restore(snap *Snapshot) error {
 }
 
 // Reset returns the workspace to its initial content: empty, or a copy of
-// Options.WorkspaceFrom as it was when the session began.
+// SessionWorkspace.From as it was when the session began.
 func (s *Sandbox) Reset() error {
 	return s.reshape("reset", func(kc *keeperClient) error {
 		_, _, err := kc.call(wire.KeeperRequest{Op: wire.KeeperRestore, ID: 0})
@@ -485,7 +485,7 @@ func (s *Sandbox) RemoveAll(name string) error {
 // descriptors at once at any depth, memory for one path and a frame per
 // level, writes no entry name longer than MaxTarPath (a longer
 // one stops it with an error matching syscall.ENAMETOOLONG) and no more
-// file content than Options.WorkspaceSize (a session workspace; a host
+// file content than SessionWorkspace.Size (a session workspace; a host
 // Options.Workspace: its file system's size).
 func (s *Sandbox) WriteTar(w io.Writer, dir string) error {
 	return s.withFiles("write tar", dir, func(r *workspace.Root, rel string) error { return r.WriteTar(w, rel) })
@@ -501,7 +501,7 @@ func (s *Sandbox) WriteTar(w io.Writer, dir string) error {
 // It runs in the caller's process, and what it costs is bounded by the
 // length of r and the workspace's size, whatever sizes the stream
 // declares: a file entry is checked before its content is read, and one
-// that would take the stream's files past Options.WorkspaceSize (a host
+// that would take the stream's files past SessionWorkspace.Size (a host
 // Options.Workspace: its file system's size) is refused with an error
 // matching syscall.EFBIG that names the entry, its size and the limit.
 // A sparse entry's holes count at their full size, since archive/tar

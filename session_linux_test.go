@@ -618,7 +618,7 @@ func TestSessionWorkspaceKinds(t *testing.T) {
 	if out := turn(t, fresh, "ls /workspace"); out != "" {
 		t.Errorf("a fresh workspace held %q", out)
 	}
-	if err := fresh.WriteFile("f", nil, 0o644); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.FreshWorkspace") {
+	if err := fresh.WriteFile("f", nil, 0o644); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.Workspace (FreshWorkspace)") {
 		t.Errorf("WriteFile with FreshWorkspace = %v", err)
 	}
 	if _, err := fresh.Snapshot(); !errors.Is(err, ErrInvalidOption) {

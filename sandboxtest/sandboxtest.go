@@ -118,7 +118,7 @@ func (s *Sandbox) Shell(script string) *Result {
 }
 
 // Python runs code with python3 -c, and skips the test when the sandbox
-// has no python3 (it sees the host's /usr, or Options.Rootfs).
+// has no python3 (it sees the host's /usr, or Options.Root).
 func (s *Sandbox) Python(code string) *Result {
 	s.tb.Helper()
 	r, err := s.start(s.sb, sandbox.Command("python3", "-c", code))

@@ -176,7 +176,7 @@ func TestSetupErrorFails(t *testing.T) {
 	}
 	record(t, func(tb testing.TB) {
 		sandboxtest.New(tb, sandbox.Options{Workspace: sandbox.HostWorkspace{Dir: "/tmp"}, Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}})
-	}).wantFailure(t, "Options.Workspace", "leave it empty")
+	}).wantFailure(t, "Options.Workspace", "leave it nil")
 	record(t, func(tb testing.TB) {
 		sandboxtest.New(tb, sandbox.Options{Hostname: "a/b", Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}})
 	}).wantFailure(t, "Options.Hostname")

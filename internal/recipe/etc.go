@@ -15,9 +15,9 @@ import (
 var generatedEtc = map[string]string{
 	"/etc/passwd":        "it names the sandbox's own users (root, sandbox as SandboxUID, nobody); set HOME, USER or LOGNAME for the program through Options.Env",
 	"/etc/group":         "it names the sandbox's own groups (root, sandbox as SandboxGID, nogroup); the host ids they map to are Options.HostUID and Options.HostGID",
-	"/etc/hosts":         "it names loopback and Options.Hostname; reach hosts by name through Options.Network: NetworkAllow and Options.Egress",
+	"/etc/hosts":         "it names loopback and Options.Hostname; reach hosts by name through an Options.Network of *Egress and its Allow",
 	"/etc/hostname":      "it holds Options.Hostname; set that instead",
-	"/etc/resolv.conf":   "names are resolved by the egress proxy (Options.Network: NetworkAllow, Options.EgressResolver), or by the host's resolv.conf with NetworkHostUnsafe",
+	"/etc/resolv.conf":   "names are resolved by the egress proxy (an Options.Network of *Egress, its Resolver), or by the host's resolv.conf with HostNetworkUnsafe",
 	"/etc/nsswitch.conf": "it follows Options.Network; set that instead",
 }
 

@@ -42,7 +42,7 @@ import "time"
 //	                                        ←  Reply{ID, Exited, Exit} (Exit.Pooled: it took
 //	                                           a prepared sandbox)
 //	Request{ID, Owner, Fill, Spec, Pool}    →  make Owner's pool Pool sandboxes prepared from
-//	  (New with Options.Pool)                  Spec, destroying any prepared from another
+//	  (New with Pool)                  Spec, destroying any prepared from another
 //	                                        ←  Reply{ID, Synced[, Err]} once it is full, or
 //	                                           a preparation failed
 //	Request{ID, Owner, Sync} (Close)        →  destroy Owner's pool, wait for the teardown
@@ -54,7 +54,7 @@ import "time"
 //
 // The only fd the spawner sends is the master of a run's pty (made in the
 // sandbox: TerminalMark); the caller keeps the read ends of the output
-// pipes and the write end of stdin. The proxy channel of a NetworkAllow
+// pipes and the write end of stdin. The proxy channel of a Egress
 // run is passed on to its init, which answers the caller on it directly
 // (ProxyMark).
 
