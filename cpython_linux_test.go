@@ -68,7 +68,7 @@ var cpythonKnownDifferences = []struct{ pattern, symptom, reason string }{
 	{"test.test_uuid.*.test_ifconfig_getnode", "requires ifconfig",
 		"the sandbox's only network interface is loopback, whose MAC address is zero: `ifconfig` shows no MAC for uuid to use"},
 	{"test.test_resource.ResourceTest.test_fsize_ismax", "AssertionError: -1 != ",
-		"the sandbox sets a hard RLIMIT_FSIZE (Options.MaxFileSize) and the test expects it unlimited"},
+		"the sandbox sets a hard RLIMIT_FSIZE (Options.Limits.FileSize) and the test expects it unlimited"},
 }
 
 // cpythonJobs is the test runner's worker count on each side: most of

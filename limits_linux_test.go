@@ -215,7 +215,7 @@ func checkNoCgroupRefusal(t *testing.T, out string) {
 		t.Errorf("without a writable cgroup:\n%s\nwant a refusal naming the delegation, and a best-effort run", out)
 	}
 	// What to do comes first, in Run's refusal and in Probe's first line.
-	if !strings.Contains(out, "refused=true sandbox: set Options.LimitPolicy = BestEffortLimits") {
+	if !strings.Contains(out, "refused=true sandbox: set Options.Limits.Policy = BestEffortLimits") {
 		t.Errorf("without a writable cgroup:\n%s\nwant the refusal to start with the fix", out)
 	}
 	if !strings.Contains(out, "probe=canrun:true default:false first:a default Run is refused here") ||

@@ -74,8 +74,8 @@ func (r *ProbeReport) CanRunDefault() bool {
 
 // probeBestEffortHint gives the two ways to run where only the cgroup for
 // the limits is missing, in the library's terms and the tool's.
-const probeBestEffortHint = "delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.CgroupParent), " +
-	"or run with best effort (Options.LimitPolicy = BestEffortLimits; sandbox run --best-effort), rlimits standing in for the limits"
+const probeBestEffortHint = "delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.Limits.CgroupParent), " +
+	"or run with best effort (Options.Limits.Policy = BestEffortLimits; sandbox run --best-effort), rlimits standing in for the limits"
 
 // Summary is the report's verdict in one line: whether sandboxes can run,
 // and where only runs with best-effort limits can, the two fixes first.

@@ -167,7 +167,7 @@ type Cmd struct {
 	// Env is added to Options.Env for this run. In a live sandbox
 	// (Options.Live) a process an earlier call left running can read it
 	// in /proc/PID/environ once the program has exec'd: credentials
-	// belong in Options.Secrets.
+	// belong in Egress.Secrets.
 	Env []string
 	// Dir is the working directory inside the sandbox; empty means
 	// /workspace, or the WorkingDir of Options.Root's config where it

@@ -202,7 +202,7 @@ func (p *SeccompPolicy) filter(option string) (seccomp.Filter, error) {
 	}
 	if f.Arch == 0 {
 		return f, &UnsupportedError{Feature: "seccomp", Reason: "no syscall table for " + runtime.GOARCH,
-			Hint: "run on amd64 or arm64, or set Options.NoSeccomp"}
+			Hint: "run on amd64 or arm64, or set Options.Seccomp to Unconfined{}"}
 	}
 	for _, d := range []struct {
 		name string

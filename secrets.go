@@ -196,7 +196,7 @@ func (ss *secretSet) forRun(cfg *wire.Config, cmd *Cmd, live bool, maxLifetime t
 		}
 		auth, err := egress.NewAuthority(ss.made, lifetime)
 		if err != nil {
-			return runSecrets{}, fmt.Errorf("sandbox: the egress proxy's certificate authority for Options.Secrets: %w", err)
+			return runSecrets{}, fmt.Errorf("sandbox: the egress proxy's certificate authority for Egress.Secrets: %w", err)
 		}
 		ss.auth = auth
 	}
@@ -206,7 +206,7 @@ func (ss *secretSet) forRun(cfg *wire.Config, cmd *Cmd, live bool, maxLifetime t
 	}
 	cfg.Program.Env = env
 	trust := slices.Clip(cfg.Spec.TrustedCAs)
-	trust = append(trust, "# the egress proxy's authority for Options.Secrets\n"...)
+	trust = append(trust, "# the egress proxy's authority for Egress.Secrets\n"...)
 	cfg.Spec.TrustedCAs = append(trust, ss.auth.CertificatePEM()...)
 	return runSecrets{secrets: ss.made, auth: ss.auth, roots: ss.roots}, nil
 }

@@ -279,7 +279,7 @@ func TestSkipWhenRunNotSupported(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, anywhere)
 	refused := &sandbox.UnsupportedError{Feature: "cgroup limits", Reason: "no cgroup here", Err: sandbox.ErrNoCgroup,
-		Hint: "set Options.LimitPolicy = BestEffortLimits"}
+		Hint: "set Options.Limits.Policy = BestEffortLimits"}
 	for _, tc := range []struct {
 		name string
 		err  error
