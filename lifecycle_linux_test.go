@@ -83,6 +83,8 @@ func TestBadOptions(t *testing.T) {
 	}{
 		{Options{Root: RootDir("relative/dir")}, "Options.Root (RootDir)"},
 		{Options{Root: RootDir("/no/such/dir")}, "Options.Root (RootDir)"},
+		{Options{Root: RootDir("")}, "Options.Root (RootDir)"},
+		{Options{Workspace: HostWorkspace{}}, "Options.Workspace (HostWorkspace.Dir)"},
 		{Options{Workspace: HostWorkspace{Dir: file}}, "Options.Workspace (HostWorkspace.Dir)"},
 		{Options{Limits: Limits{TmpSize: -1}}, "Options.Limits.TmpSize"},
 		{Options{Limits: Limits{Output: -5}}, "Options.Limits.Output"},

@@ -50,12 +50,12 @@ func (o *resolved) validate() error {
 			return err
 		}
 	}
-	if o.Rootfs != "" {
+	if o.rootDirSet {
 		if err := checkHostDir("Options.Root (RootDir)", o.Rootfs); err != nil {
 			return err
 		}
 	}
-	if o.Workspace != "" {
+	if o.hostWorkspaceSet {
 		if err := checkWorkspace(o); err != nil {
 			return err
 		}

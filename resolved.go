@@ -66,8 +66,9 @@ type resolved struct {
 	Logger    *slog.Logger
 	Audit     slog.Handler // Audit.Handler
 	AuditExec bool
-	// auditNilHandler records an Audit without a Handler, for validate.
-	auditNilHandler bool
+	// What validate refuses that the flat settings cannot show: an Audit
+	// without a Handler, and a RootDir or HostWorkspace.Dir left empty.
+	auditNilHandler, rootDirSet, hostWorkspaceSet bool
 }
 
 // resolve flattens o. What it cannot express (a type outside the
@@ -83,7 +84,7 @@ func resolve(o Options) resolved {
 	}
 	switch root := o.Root.(type) {
 	case RootDir:
-		r.Rootfs = string(root)
+		r.Rootfs, r.rootDirSet = string(root), true
 	case *Image:
 		if root != nil {
 			im := *root
@@ -97,7 +98,7 @@ func resolve(o Options) resolved {
 	case FreshWorkspace:
 		r.WorkspaceSize, r.FreshWorkspace = ws.Size, true
 	case HostWorkspace:
-		r.Workspace = ws.Dir
+		r.Workspace, r.hostWorkspaceSet = ws.Dir, true
 	}
 	switch st := o.Start.(type) {
 	case Pool:

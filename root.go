@@ -8,7 +8,8 @@ type Root interface{ isRoot() }
 // RootDir is a host directory (an extracted image, a debootstrap tree)
 // whose top-level entries replace the host's /usr, /bin, /lib* binds. It is
 // bound read-only; /proc, /dev, /tmp, /workspace and /etc are provided by
-// the sandbox as usual. It must be an absolute path to a directory.
+// the sandbox as usual. It must be an absolute path to a directory: New
+// refuses the empty RootDir (a nil Root is the host's directories).
 type RootDir string
 
 // An *Image as the root: its filesystem is the root, as a RootDir is, and

@@ -48,7 +48,8 @@ type HostWorkspace struct {
 	// Dir is the directory, an absolute host path. It must exist (it is
 	// used as it is, never made) and be writable by the sandbox's host
 	// uid (see Options.HostUID and Options.HostIDs): New refuses it
-	// otherwise, as it refuses a writable Bind that uid cannot write.
+	// otherwise, as it refuses a writable Bind that uid cannot write,
+	// and an empty Dir.
 	Dir string
 }
 
