@@ -276,6 +276,10 @@ func TestParseRunErrors(t *testing.T) {
 		{[]string{"--best-effort=sometimes", "--", "true"}, "-best-effort"},
 		{[]string{"--max-file-size", "big", "--", "true"}, "-max-file-size"},
 		{[]string{"-t", "--no-tty", "--", "true"}, "--tty and --no-tty"},
+		// Flags whose Options rule each other out.
+		{[]string{"--rootfs", "/", "--image", "oci:/nowhere", "--", "true"}, "--rootfs / and --image"},
+		{[]string{"--seccomp", "unconfined", "--seccomp-kill", "--", "true"}, "--seccomp-kill needs a filter"},
+		{[]string{"--secret", "PATH=api.example.com", "--", "true"}, "--secret needs --net allow"},
 		{[]string{"--timeout", "1s"}, "no command"},
 		{[]string{"--"}, "no command"},
 		{nil, "no command"},
