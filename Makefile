@@ -157,7 +157,7 @@ test:
 	# scrubber on streams cut anywhere, and the MCP server's stdio reader
 	# on any input (a tenth: each input runs a server).
 	for target in "FuzzDifferential ./internal/seccomp $$(( $(FUZZEXECS) / 25 )) libseccomp" \
-		"FuzzCompile ./internal/seccomp" "FuzzSeccompFromDocker ." "FuzzOptions ." "FuzzWorkspacePath ." \
+		"FuzzCompile ./internal/seccomp" "FuzzFromDocker ./seccompprofile" "FuzzOptions ." "FuzzWorkspacePath ." \
 		"FuzzParseRules ./internal/egress" "FuzzScrubber ./internal/egress" \
 		"FuzzParseSize ./cmd/sandbox" "FuzzParseBind ./cmd/sandbox" "FuzzParseRun ./cmd/sandbox" \
 		"FuzzStdioTransport ./cmd/sandbox $$(( $(FUZZEXECS) / 10 ))"; do

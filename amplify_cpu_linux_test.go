@@ -130,7 +130,7 @@ const (
 	attackTime = 6 * time.Second
 )
 
-// TestAmplifyCPU has NetworkAllow runs limited to attackCPUs make the
+// TestAmplifyCPU has Egress runs limited to attackCPUs make the
 // egress proxy work as hard as they can, and checks the caller's CPU time
 // across each run (the proxy's, which runs in the caller, plus the run's
 // own bookkeeping) against the bound in the egress package's

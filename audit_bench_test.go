@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// BenchmarkAuditExec measures what Options.AuditExec adds to each exec: a
+// BenchmarkAuditExec measures what Options.Audit.Exec adds to each exec: a
 // shell loop that runs /bin/true 1,000 times, in a Sandbox with an audit
 // trail (to a handler that drops what it gets) with and without AuditExec,
 // and without a trail. The figure is µs/exec, the run's wall time over the

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// BenchmarkChangesRun is the cost of Options.TrackChanges per Run: a Run
+// BenchmarkChangesRun is the cost of SessionWorkspace.TrackChanges per Run: a Run
 // of true in a session workspace of n files, without it and with it, the
 // files in the layer that takes changes ("upper") or beneath a snapshot
 // ("snapshot"), in the layered and the flat workspace.
@@ -47,7 +47,7 @@ func BenchmarkChangesRun(b *testing.B) {
 }
 
 // BenchmarkChangesMark is the keeper's share alone: recording the
-// workspace and comparing it, as a Run with Options.TrackChanges does,
+// workspace and comparing it, as a Run with SessionWorkspace.TrackChanges does,
 // without the Run.
 func BenchmarkChangesMark(b *testing.B) {
 	for _, n := range []int{0, 1000, 10000} {

@@ -134,7 +134,7 @@ func TestChangesRun(t *testing.T) {
 // TestChangesRunNothing: a Run that reads the workspace and changes
 // nothing lists nothing, though its files were written just before it
 // (within the clock tick that makes a ctime ambiguous); a Run without
-// Options.TrackChanges lists nothing either.
+// SessionWorkspace.TrackChanges lists nothing either.
 func TestChangesRunNothing(t *testing.T) {
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
 		s := newSession(Options{Workspace: SessionWorkspace{TrackChanges: true}})

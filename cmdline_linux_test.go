@@ -198,7 +198,7 @@ func TestSpawnerSocketCarriesCommandLine(t *testing.T) {
 	}
 	c, _, _, _ := commandLineOf(t, s, MaxCommandLine, false)
 	cfg := s.cfg.config(c, s.filter, s.root())
-	msg, err := json.Marshal(wire.Request{ID: 1 << 60, Spec: &cfg.Spec, Program: &cfg.Program, Owner: "x", Pool: maxPool})
+	msg, err := json.Marshal(wire.Request{ID: 1 << 60, Kind: wire.Start, Spec: &cfg.Spec, Program: &cfg.Program, Owner: "x", Pool: maxPool})
 	if err != nil {
 		t.Fatal(err)
 	}

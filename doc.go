@@ -103,8 +103,8 @@
 //
 // Importing this package installs an init function that takes over the
 // process when it is one of the package's own re-executions: the
-// environment variable _FUMEHOOD_SANDBOX_ROLE says which role (the spawner,
-// the workspace keeper, a probe), and in those processes the host
+// environment variable _FUMEHOOD_SANDBOX_ROLE says which role (the spawner
+// or the workspace keeper), and in those processes the host
 // program's main never runs. Package inits of the program's other
 // dependencies have already run by then, so keep them cheap. No extra
 // wiring is needed: any binary that imports the package, a test binary
@@ -253,8 +253,8 @@
 // the same policy compiles through libseccomp instead, and a differential
 // test holds both to the same decision for every syscall. The default
 // policy is compiled once per process, a caller's once per [New].
-// [SeccompFromOCI] and [SeccompFromDocker] build a policy from a runtime-spec
-// value or a Docker profile; [SeccompPolicy.OCI] exports one.
+// [github.com/fumehood/sandbox/seccompprofile] builds a policy from a
+// runtime-spec value or a Docker profile, and exports one.
 // [Unconfined] runs without a filter.
 //
 // # Network

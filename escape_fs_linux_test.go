@@ -19,14 +19,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fumehood/sandbox/internal/attack"
+	"github.com/fumehood/sandbox/internal/testsupport/attack"
 	"golang.org/x/sys/unix"
 )
 
 // The escape suite's filesystem and kernel-interface attacks: the host
 // binary (exe), leaked fds and working directories (fds), the root and
 // its mounts (root, swap), cgroup v1 release_agent (cgroup) and terminal
-// injection (tiocsti). See internal/attack for what each one tries.
+// injection (tiocsti). See internal/testsupport/attack for what each one tries.
 
 // fileHash is the SHA-256 of the file at p.
 func fileHash(t *testing.T, p string) [32]byte {

@@ -20,13 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fumehood/sandbox/internal/attack"
 	"github.com/fumehood/sandbox/internal/recipe"
+	"github.com/fumehood/sandbox/internal/testsupport/attack"
 )
 
 // The escape suite's attacks on the host itself: its processes, its
 // secrets, the kernel's writable files, its network, its resources, and
-// the sandbox's lifetime. See internal/attack's procs.go, secrets.go,
+// the sandbox's lifetime. See internal/testsupport/attack's procs.go, secrets.go,
 // writes.go, network.go, exhaust.go and survive.go for what each attack
 // tries.
 

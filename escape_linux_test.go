@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fumehood/sandbox/internal/attack"
+	"github.com/fumehood/sandbox/internal/testsupport/attack"
 )
 
-// The escape suite: each test runs one of internal/attack's programs inside
+// The escape suite: each test runs one of internal/testsupport/attack's programs inside
 // a sandbox, as a hostile program would run, and judges from its report and
 // from the host that every attempt was blocked or limited. The attacks and
-// the breakouts they model are listed in internal/attack's files; the
+// the breakouts they model are listed in internal/testsupport/attack's files; the
 // classes already tested elsewhere by what the program sees (TestProcMasked,
 // TestOnlyStdioInherited, TestForkBombContained, ...) are attacked here
 // once more by the attack program, so the suite stands on its own. Each

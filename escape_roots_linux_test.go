@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fumehood/sandbox/internal/attack"
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/attack"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
@@ -24,7 +24,7 @@ import (
 
 // escapeRoot is a root filesystem the escape suite's attacks run in.
 type escapeRoot struct {
-	// image is Options.Image for the root; nil is the host's /usr.
+	// image is Options.Root for the root; nil is the host's /usr.
 	image *Image
 }
 

@@ -25,7 +25,7 @@ import (
 // where the process may make a cgroup, the limits are the cgroup's as
 // always; where it may not (an unprivileged user without a delegated
 // cgroup), rlimits stand in instead of Run refusing. A service should leave
-// Options.LimitPolicy at its default, EnforceLimits.
+// Options.Limits.Policy at its default, EnforceLimits.
 var anywhere = sandbox.Options{Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}}
 
 func ExampleCommand() {
@@ -302,7 +302,7 @@ func ExampleSandbox_Snapshot() {
 	// <nil>
 }
 
-// With Options.TrackChanges each Result lists what the run changed in the
+// With SessionWorkspace.TrackChanges each Result lists what the run changed in the
 // workspace; Sandbox.Changes lists what differs from a snapshot.
 func ExampleResult_changes() {
 	opts := anywhere
@@ -444,7 +444,7 @@ while True:
 }
 
 // loopbackResolver resolves every name to 127.0.0.1, where ExampleSecret's
-// server listens; a real program leaves Options.EgressResolver nil.
+// server listens; a real program leaves Egress.Resolver nil.
 type loopbackResolver struct{}
 
 func (loopbackResolver) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {

@@ -17,8 +17,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/fumehood/sandbox/internal/attack"
 	"github.com/fumehood/sandbox/internal/cgroup"
+	"github.com/fumehood/sandbox/internal/testsupport/attack"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,7 +31,7 @@ const helperEnv = "SBXTEST_HELPER"
 const helperPath = "/opt/sbxtest/helper"
 
 var helpers = map[string]func(args []string) int{
-	// attack runs one of the escape suite's attacks (internal/attack).
+	// attack runs one of the escape suite's attacks (internal/testsupport/attack).
 	"attack": attack.Main,
 	// netifs prints each network interface and whether it is up.
 	"netifs": func([]string) int {

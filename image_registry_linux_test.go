@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/image"
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 	"github.com/google/go-containerregistry/pkg/registry"
 )
 

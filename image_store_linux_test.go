@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 )
 
 // TestImageDefaultStore: an image runs from the default store made from

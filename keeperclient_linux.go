@@ -17,10 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// roleKeeper is the role of a re-exec that is a session's workspace
-// keeper (internal/keeper).
-const roleKeeper = "keeper"
-
 // keeperClient is the caller's end of a session's workspace keeper
 // process; internal/wire's KeeperConfig says what they exchange.
 type keeperClient struct {

@@ -37,7 +37,7 @@ func (s *Sandbox) dial(ctx context.Context, network, address string) (net.Conn, 
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
-	se, f, err := l.sp.callFile(ctx, wire.Request{Dial: l.id, Network: netw, Address: addr, DialTimeout: timeout})
+	se, f, err := l.sp.callFile(ctx, wire.Request{Kind: wire.Dial, Live: l.id, Network: netw, Address: addr, DialTimeout: timeout})
 	if err != nil {
 		return nil, opErr(l.explain(err))
 	}

@@ -56,7 +56,7 @@ func init() {
 	}
 }
 
-// BenchmarkRunTrueAllow is BenchmarkRunTrue in NetworkAllow mode: the
+// BenchmarkRunTrueAllow is BenchmarkRunTrue in Egress mode: the
 // difference is the start-up cost of the egress proxy (the listener made
 // in the run and handed out, the proxy started and stopped).
 func BenchmarkRunTrueAllow(b *testing.B) {

@@ -236,7 +236,7 @@ func (r *fakeResolver) questions() []string {
 	return slices.Clone(r.asked)
 }
 
-// egressWorld is the test's network for NetworkAllow runs: an HTTP and an
+// egressWorld is the test's network for Egress runs: an HTTP and an
 // HTTPS server on 127.0.0.2, names for them in a fake resolver, and an
 // allowlist that opens just that address.
 type egressWorld struct {

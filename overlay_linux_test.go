@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox/internal/image"
-	"github.com/fumehood/sandbox/internal/imagetest"
 	"github.com/fumehood/sandbox/internal/recipe"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
 )

@@ -6,33 +6,29 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/fumehood/sandbox/internal/cgroup"
+	"github.com/fumehood/sandbox/internal/launch"
+	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
-const roleProbe = "probe"
-
 // Probe reports which layers this host can provide: each namespace (by
-// cloning a child of this binary into it, which exits at once), the cgroup
-// hierarchy and whether the caller's cgroup is writable, and seccomp with
-// user notification. A service can call it at start-up; it runs nothing
-// untrusted and takes a few milliseconds.
+// cloning a probe into it, as a sandbox's init is cloned, which takes the
+// sandbox's ids and exits), the cgroup hierarchy and whether the caller's
+// cgroup is writable, and seccomp with user notification. A service can
+// call it at start-up; it runs nothing untrusted and takes a few
+// milliseconds.
 func Probe() (*ProbeReport, error) {
 	r := &ProbeReport{}
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
 		r.Kernel = unix.ByteSliceToString(uts.Release[:])
 	}
-	exe, err := selfExe()
-	if err != nil {
-		return nil, err
-	}
-	userns := probeClone(exe, 0)
+	userns := probeClone("user namespace", 0)
 	r.Layers = append(r.Layers, nsLayer("user namespace", userns))
 	for _, ns := range []struct {
 		name string
@@ -46,25 +42,41 @@ func Probe() (*ProbeReport, error) {
 			r.Layers = append(r.Layers, Layer{Name: ns.name, Detail: "not tried: needs a user namespace"})
 			continue
 		}
-		r.Layers = append(r.Layers, nsLayer(ns.name, probeClone(exe, ns.flag)))
+		r.Layers = append(r.Layers, nsLayer(ns.name, probeClone(ns.name, ns.flag)))
 	}
 	r.Layers = append(r.Layers, cgroupLayer(), seccompLayer(), userNotifLayer())
 	return r, nil
 }
 
-// probeClone starts this binary in a new user namespace plus flag, as the
-// sandbox would, and has it exit at once.
-func probeClone(exe string, flag uintptr) error {
-	attr := sysProcAttr(hostID(os.Getuid()), hostID(os.Getgid()), false)
-	attr.Cloneflags = unix.CLONE_NEWUSER | flag
-	cmd := &exec.Cmd{Path: exe, Args: []string{"sandbox-probe"}, Env: roleEnviron(roleProbe), SysProcAttr: attr}
-	if err := cmd.Run(); err != nil {
-		if ue := usernsUnsupported(err); ue != nil && flag == 0 {
-			return ue
-		}
-		return err
+// probeClone clones a probe into a new user namespace plus flag, the
+// namespace name, with the ids a sandbox of the default Options has, and
+// has it exit. A failure of the user namespace alone is explained as
+// Run's would be.
+func probeClone(name string, flag uintptr) error {
+	uid, gid := hostID(os.Getuid()), hostID(os.Getgid())
+	se := launch.Probe(unix.CLONE_NEWUSER|flag, nil, uid, gid)
+	if se == nil {
+		return nil
 	}
-	return nil
+	if flag == 0 {
+		cfg := &wire.Config{}
+		cfg.HostUID, cfg.HostGID = uid, gid
+		return setupError(se, cfg)
+	}
+	if se.Stage == "clone" {
+		se.Op += " in a new " + name
+	}
+	return probeError(se)
+}
+
+// probeError is a probe's failure with its identity: the step, and its
+// errno as the SetupError's Err.
+func probeError(se *wire.SetupError) *SetupError {
+	var cause error = syscall.Errno(se.Errno)
+	if se.Errno == 0 {
+		cause = errors.New(se.Text)
+	}
+	return &SetupError{Stage: se.Stage, Op: se.Op, Path: se.Path, Err: cause}
 }
 
 func nsLayer(name string, err error) Layer {

@@ -6,24 +6,31 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 
 	"github.com/fumehood/sandbox/internal/keeper"
-	"github.com/fumehood/sandbox/internal/recipe"
 	"github.com/fumehood/sandbox/internal/spawner"
 )
 
 // roleEnv marks a re-exec of this binary as one of the sandbox's own
-// processes. Its value says which: the spawner, the workspace keeper, or
-// a probe. None of them runs inside a sandbox.
+// processes. Its value says which role. None of them runs inside a
+// sandbox; a sandbox's init, and a probe, are clones that never run Go
+// code (internal/forkplan), not re-execs.
 const roleEnv = "_FUMEHOOD_SANDBOX_ROLE"
 
-const roleSpawner = "spawner"
+// The roles, each with its entry in init below.
+const (
+	// roleSpawner builds sandboxes and keeps the pool (spawner.Main);
+	// spawnerclient_linux.go starts it.
+	roleSpawner = "spawner"
+	// roleKeeper holds a session's workspace (keeper.Main);
+	// keeperclient_linux.go starts it.
+	roleKeeper = "keeper"
+)
 
 // roleEnviron is the whole environment of a re-exec as role, with extra.
 // GORACE: a binary built with -race otherwise sleeps a second at every
-// exit, which a probe, a keeper and a spawner all reach while someone
-// waits; a binary built without it ignores the variable.
+// exit, which a keeper and a spawner both reach while someone waits; a
+// binary built without it ignores the variable.
 func roleEnviron(role string, extra ...string) []string {
 	return append([]string{roleEnv + "=" + role, "GORACE=atexit_sleep_ms=0"}, extra...)
 }
@@ -37,30 +44,8 @@ func init() {
 	switch os.Getenv(roleEnv) {
 	case roleSpawner:
 		spawner.Main()
-	case roleProbe:
-		os.Exit(0)
 	case roleKeeper:
 		keeper.Main()
-	case roleOverlayProbe:
-		overlayProbeMain()
-	}
-}
-
-// sysProcAttr describes how a probe's child is cloned: its ids map the
-// sandbox's uid/gid (SandboxUID/SandboxGID inside) to one unprivileged
-// host uid/gid, as a sandbox's do.
-func sysProcAttr(hostUID, hostGID int, hostNetwork bool) *syscall.SysProcAttr {
-	// A root caller may allow setgroups and so drop root's supplementary
-	// groups; an unprivileged one must deny setgroups to map its gid.
-	root := os.Geteuid() == 0
-	return &syscall.SysProcAttr{
-		Cloneflags:                 recipe.CloneFlags(hostNetwork),
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: hostUID, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxGID, HostID: hostGID, Size: 1}},
-		GidMappingsEnableSetgroups: root,
-		Credential:                 &syscall.Credential{Uid: SandboxUID, Gid: SandboxGID, NoSetGroups: !root},
-		Setsid:                     true,
-		Pdeathsig:                  syscall.SIGKILL,
 	}
 }
 

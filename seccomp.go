@@ -13,7 +13,7 @@ import (
 // SeccompPolicy is the syscall filter of a run: what the kernel does when
 // the program, or anything it starts, makes a system call. It is a plain
 // value: start from DefaultSeccompPolicy and amend it, or build one from an
-// OCI or Docker profile (SeccompFromOCI, SeccompFromDocker).
+// OCI or Docker profile (package seccompprofile).
 //
 // A syscall's rules are tried in order; the first whose Args all hold
 // decides. A syscall that no rule names, or whose rules all fail, gets
@@ -284,9 +284,9 @@ func (a SeccompAction) check() error {
 			// The supervisor would let such a syscall run.
 			return fmt.Errorf("errno %d is reserved: the supervisor reads it as a syscall to record and let run (Options.Audit.Exec)", int(a.Errno()))
 		}
-		if a.Errno() >= maxErrno {
+		if a.Errno() >= seccomp.MaxErrno {
 			// libseccomp refuses MAX_ERRNO itself; keep both compilers alike.
-			return fmt.Errorf("errno %d is not below the kernel's MAX_ERRNO %d", int(a.Errno()), maxErrno)
+			return fmt.Errorf("errno %d is not below the kernel's MAX_ERRNO %d", int(a.Errno()), seccomp.MaxErrno)
 		}
 		return nil
 	}

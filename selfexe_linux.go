@@ -10,7 +10,7 @@ import (
 	"github.com/fumehood/sandbox/internal/sysutil"
 )
 
-// The spawner, the workspace keeper and probes are this binary run again,
+// The spawner and the workspace keeper are this binary run again,
 // never inside a sandbox. It is exec'd from a sealed in-memory copy, made
 // once per process, rather than from /proc/self/exe: the spawner, whose
 // clones become sandboxes' inits, then holds no file that anything could

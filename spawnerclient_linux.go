@@ -70,6 +70,7 @@ type clientRun struct {
 	// died first (then unreceived is set).
 	accepted   chan struct{}
 	unreceived bool
+	refused    *wire.SetupError // the spawner refused the start instead (wire.Refused)
 	synced     chan struct{}
 
 	syncErr  *wire.SetupError // the Synced reply's error
@@ -183,7 +184,7 @@ func startSpawner() (*spawnerClient, error) {
 // was started, and a new spawner may take it.
 //
 // With enter, the spawner's id of a live sandbox's init, the run is a
-// process entering that sandbox (wire.Request.Enter) instead.
+// process entering that sandbox (a wire.Enter request) instead.
 //
 // events, if set, hears the events of the run's supervisor as they come
 // (launch.Handle.OnEvents).
@@ -195,10 +196,12 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	}
 	c.next++
 	id := c.next
-	h := launch.NewHandle(func() { c.send(wire.Request{ID: id, Kill: true}, nil) })
+	h := launch.NewHandle(func() { c.send(wire.Request{ID: id, Kind: wire.Kill}, nil) })
 	// The spawner does not answer: a signal that finds the run over
 	// does nothing, and the run's Exited reply says how it ended.
-	h.Signal = func(sig unix.Signal) error { return c.send(wire.Request{ID: id, Signal: int(sig)}, nil) }
+	h.Signal = func(sig unix.Signal) error {
+		return c.send(wire.Request{ID: id, Kind: wire.Signal, Signal: int(sig)}, nil)
+	}
 	h.ID = id
 	h.OnEvents = events
 	run := &clientRun{h: h, accepted: make(chan struct{})}
@@ -208,7 +211,11 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	for _, f := range extra.List() {
 		fds = append(fds, int(f.Fd()))
 	}
-	if err := c.send(wire.Request{ID: id, Spec: &cfg.Spec, Program: &cfg.Program, Owner: owner, Pool: pool, Enter: enter}, fds); err != nil {
+	req := wire.Request{ID: id, Kind: wire.Start, Spec: &cfg.Spec, Program: &cfg.Program, Owner: owner, Pool: pool}
+	if enter != 0 {
+		req.Kind, req.Live = wire.Enter, enter
+	}
+	if err := c.send(req, fds); err != nil {
 		c.mu.Lock()
 		delete(c.runs, id)
 		dead := c.dead != nil // its socket closed under our send
@@ -230,19 +237,22 @@ func (c *spawnerClient) start(ctx context.Context, cfg *wire.Config, stdio [3]*o
 	if run.unreceived {
 		return nil, fmt.Errorf("sandbox: %w: it died before reading the request", errSpawnerGone)
 	}
+	if run.refused != nil {
+		return nil, setupError(run.refused, cfg)
+	}
 	return h, nil
 }
 
 // sync destroys the pool of owner in the spawner and waits until every
 // run of it is torn down there. A spawner that is gone has nothing left.
 func (c *spawnerClient) sync(owner string) {
-	c.call(wire.Request{Owner: owner, Sync: true})
+	c.call(wire.Request{Kind: wire.Sync, Owner: owner})
 }
 
 // fill fills the pool of owner with size sandboxes prepared from spec and
 // waits until it is full.
 func (c *spawnerClient) fill(owner string, spec *wire.Spec, size int) error {
-	se, err := c.call(wire.Request{Owner: owner, Fill: true, Spec: spec, Pool: size})
+	se, err := c.call(wire.Request{Kind: wire.Fill, Owner: owner, Spec: spec, Pool: size})
 	if err == nil && se != nil {
 		err = setupError(se, &wire.Config{Spec: *spec})
 	}
@@ -380,17 +390,16 @@ func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
 		}
 	}()
 	if r.Kind == wire.Warning {
-		text := r.Text
-		if r.Err != nil {
-			text += ": " + setupError(r.Err, &wire.Config{}).Error()
-		}
-		spawnerWarning(r.Owner, text, c.pid)
+		c.warn(r.Owner, r.Text, r.Err)
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	run := c.runs[r.ID]
 	if run == nil {
+		if r.Kind == wire.Refused {
+			c.warn("", "the spawner refused a request", r.Err)
+		}
 		return
 	}
 	if run.synced != nil {
@@ -407,6 +416,17 @@ func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
 		}
 	case wire.Accepted:
 		close(run.accepted)
+	case wire.Refused:
+		select {
+		case <-run.accepted:
+			// The run's start was served: what was refused is a kill or
+			// a signal of it, which nobody waits for.
+			c.warn("", "the spawner refused a request", r.Err)
+		default:
+			run.refused = r.Err
+			close(run.accepted)
+			delete(c.runs, r.ID)
+		}
 	case wire.Started, wire.Failed:
 		if !run.ready {
 			run.ready = true
@@ -428,6 +448,15 @@ func (c *spawnerClient) deliver(r wire.Reply, files []*os.File) {
 		}
 		delete(c.runs, r.ID)
 	}
+}
+
+// warn tells the Logger of the Sandbox named owner (every Logger when
+// owner is "") of text, and of the failure se explains, if any.
+func (c *spawnerClient) warn(owner, text string, se *wire.SetupError) {
+	if se != nil {
+		text += ": " + setupError(se, &wire.Config{}).Error()
+	}
+	spawnerWarning(owner, text, c.pid)
 }
 
 // fail ends every pending run after the spawner died. Its sandboxes died

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fumehood/sandbox/internal/ptytest"
 	"github.com/fumehood/sandbox/internal/sysutil"
+	"github.com/fumehood/sandbox/internal/testsupport/ptytest"
 	"golang.org/x/sys/unix"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/fumehood/sandbox"
 	"github.com/fumehood/sandbox/internal/image"
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 

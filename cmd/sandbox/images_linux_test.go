@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fumehood/sandbox"
+	"github.com/fumehood/sandbox/seccompprofile"
 	"golang.org/x/sys/unix"
 )
 
@@ -908,7 +909,7 @@ func TestPolicyExport(t *testing.T) {
 	if code := cli([]string{"policy", "export"}, streams{stdout: &out, stderr: &errOut}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	p, unknown, err := sandbox.SeccompFromDocker(out.Bytes())
+	p, unknown, err := seccompprofile.FromDocker(out.Bytes())
 	if err != nil || len(unknown) > 0 {
 		t.Fatalf("reading back the export: %v, unknown %v", err, unknown)
 	}

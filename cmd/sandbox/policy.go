@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fumehood/sandbox"
+	"github.com/fumehood/sandbox/seccompprofile"
 )
 
 const policyUsage = `Usage: sandbox policy export
@@ -31,7 +32,7 @@ func policyMain(args []string, s streams) int {
 	}
 	enc := json.NewEncoder(s.stdout)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(sandbox.DefaultSeccompPolicy().OCI()); err != nil {
+	if err := enc.Encode(seccompprofile.ToOCI(sandbox.DefaultSeccompPolicy())); err != nil {
 		fmt.Fprintf(s.stderr, "sandbox: policy export: %v\n", err)
 		return exitFailure
 	}
@@ -59,7 +60,7 @@ func (f *seccompFlag) Set(v string) error {
 	if err != nil {
 		return fmt.Errorf("want default, unconfined or a profile FILE.json: %w", err)
 	}
-	f.policy, f.unknown, err = sandbox.SeccompFromDocker(data)
+	f.policy, f.unknown, err = seccompprofile.FromDocker(data)
 	if err != nil {
 		// The flag package prints the message after the flag's name.
 		return errors.New(strings.TrimPrefix(err.Error(), "sandbox: "))

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fumehood/sandbox/internal/ptytest"
+	"github.com/fumehood/sandbox/internal/testsupport/ptytest"
 	"golang.org/x/sys/unix"
 )
 

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 )
 
 // refuseOverlayForm makes the store's whiteout devices or opaque xattrs

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 )
 
 // TestHostileLayers pulls images whose layers try to reach outside their

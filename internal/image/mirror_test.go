@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 )
 
 // mirrored is PullOptions for a reference whose registry has mirrors on

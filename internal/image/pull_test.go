@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 	"github.com/google/go-containerregistry/pkg/authn"
 )
 

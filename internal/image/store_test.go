@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fumehood/sandbox/internal/imagetest"
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 )
 
 // TestMain lets the test binary pull as a second process: with

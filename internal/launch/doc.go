@@ -22,4 +22,6 @@
 //   - limits_linux.go: the run's cgroup, or rlimits in its place
 //   - supervise_linux.go: the seccomp supervisor, and the audit events it
 //     sends
+//   - probe_linux.go: a probe of the namespaces or of an overlay, started
+//     the way an init is
 package launch

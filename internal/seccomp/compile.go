@@ -354,8 +354,9 @@ func (f Filter) Check() error {
 	return nil
 }
 
-// maxErrno is the kernel's MAX_ERRNO.
-const maxErrno = 4095
+// MaxErrno is the kernel's MAX_ERRNO: the largest errno a filter can
+// return; larger ones are capped to it.
+const MaxErrno = 4095
 
 // checkAction accepts the actions a policy may use.
 func checkAction(a Action) error {
@@ -369,10 +370,10 @@ func checkAction(a Action) error {
 		switch e := a & 0xffff; {
 		case e == 0:
 			return fmt.Errorf("action %#x has errno 0, which would fake success", uint32(a))
-		case e >= maxErrno:
+		case e >= MaxErrno:
 			// The kernel caps errnos at MAX_ERRNO and Go's syscall
 			// stubs read -4095 as a result; libseccomp refuses them.
-			return fmt.Errorf("action %#x has errno %d, not below MAX_ERRNO (%d)", uint32(a), e, maxErrno)
+			return fmt.Errorf("action %#x has errno %d, not below MAX_ERRNO (%d)", uint32(a), e, MaxErrno)
 		}
 		return nil
 	}
@@ -387,7 +388,7 @@ func Notify(e syscall.Errno) Action { return UserNotif | Action(uint32(e)&0xffff
 // policy's actions are checked against it): a notification carrying it
 // is not a refusal but a syscall the supervisor records and lets run
 // (Continue), as an audited execve is.
-const ContinueErrno = maxErrno - 1
+const ContinueErrno = MaxErrno - 1
 
 // NotifyContinue is the action that stops the syscall for the supervisor,
 // which records it and lets it run.

@@ -11,7 +11,8 @@
 // It speaks internal/wire's Request and Reply with the caller; the
 // caller's side is the sandbox package's spawnerclient_linux.go.
 //
-//   - spawner_linux.go: Main, the loop that serves one caller, and one start
+//   - spawner_linux.go: Main, and the server of one caller: a method per
+//     kind of request (wire.RequestKind), and the report of one run
 //   - pool_linux.go: an owner (one Sandbox of the caller): its pool and the
 //     teardown of its runs
 package spawner

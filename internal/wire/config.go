@@ -171,6 +171,6 @@ type Program struct {
 	// Hold makes the program the init of a live sandbox instead: the
 	// exec shim in its hold mode (internal/execshim), which execs
 	// nothing, reaps orphans and waits to be killed. Path names nothing
-	// then; processes enter the sandbox later (Request.Enter).
+	// then; processes enter the sandbox later (Enter requests).
 	Hold bool `json:",omitempty"`
 }

@@ -13,7 +13,8 @@
 //
 //	caller                    spawner (launcher)              init                        program
 //	keeper: KeeperMount → ← detached workspace mount (a session; keeper.go)
-//	Request{Spec, Program} →  Accepted                                                    (spawner.go)
+//	Request{Start, Spec,   →  Accepted                                                    (spawner.go)
+//	  Program}
 //	  + stdio, proxy channel,
 //	  workspace mount
 //	                          plan, clone               →  places its fds
@@ -34,7 +35,7 @@
 //
 // A prepared init (the spawner's pool) stops after building the sandbox,
 // sends PreparedMark, and waits on its sync socket for its Program, which
-// the spawner sends when a Request{Spec, Program} takes it (init.go). An
+// the spawner sends when a Request{Start, Spec, Program} takes it (init.go). An
 // InProcess caller is its own launcher: no Request or Reply is sent, and
 // the rest is the same.
 package wire

@@ -31,7 +31,7 @@ package wire
 // The launcher turns a failure record into a SetupError, which the caller
 // turns into the sandbox package's errors.
 //
-// A process entering a live sandbox (Request.Enter; recipe.CompileEntry)
+// A process entering a live sandbox (an Enter request; recipe.CompileEntry)
 // finds the same two sockets, and the live sandbox's init's pidfd:
 //
 //	launcher                             forker (no pid in the sandbox)    entrant (its fork)
@@ -48,13 +48,27 @@ package wire
 //	                                  ←  EOF at the program's execve, or a failure record
 //	wait4 → Exit (the entrant's own figures)
 //
-// A dialer (Request.Dial; recipe.CompileDial) finds conn and the pidfd:
+// A dialer (a Dial request; recipe.CompileDial) finds conn and the pidfd:
 //
 //	launcher                             dialer (no pid in the sandbox)
 //	plan + clone                      →  joins the network namespace (and for a
 //	                                     Unix socket the mount namespace), connects
 //	                                  ←  conn: DialMark + SCM_RIGHTS(the socket), or a failure record
 //	wait4                             ←  exits
+//
+// A probe (sandbox.Probe, and the overlay probe of an image's layers;
+// recipe.CompileProbe, launch.Probe) finds conn and sync, both packet
+// pairs, and runs in the caller's process, which is its launcher:
+//
+//	launcher                             probe (in the new namespaces it tests)
+//	plan + clone (forkplan)           →  places its fds, arms its parent-death signal
+//	                                  ←  sync: one byte, "I run"
+//	id maps
+//	sync: one byte, "go on"           →  becomes the sandbox user, as an init does;
+//	                                     with layers: mounts their overlay as an
+//	                                     init does, reads its top directory
+//	                                  ←  on failure: conn: a failure record, exit 125
+//	wait4                             ←  exits 0
 
 // TerminalMark is the byte that carries the master of a run's pty from its
 // init to the launcher, as SCM_RIGHTS, after the sandbox is built and
@@ -63,8 +77,8 @@ package wire
 // with Spec.Terminal:
 //
 //	caller            spawner (launcher)               init
-//	Request{Spec,    →  launch                      →  builds the sandbox, pivots,
-//	  Program}                                         opens /dev/pts/ptmx, unlocks it,
+//	Request{Start,   →  launch                      →  builds the sandbox, pivots,
+//	  Spec, Program}                                   opens /dev/pts/ptmx, unlocks it,
 //	                                                   TIOCGPTPEER, TIOCSCTTY on the peer,
 //	                                                   peer on 0, 1, 2
 //	                                            ←  TerminalMark + SCM_RIGHTS(master)
@@ -102,7 +116,7 @@ const ListenerMark = 'L'
 const ExecMark = 'X'
 
 // DialMark is the byte that carries a dialer's connected socket to its
-// launcher, as SCM_RIGHTS (Request.Dial): the dialer is a copy of the
+// launcher, as SCM_RIGHTS (a Dial request): the dialer is a copy of the
 // launcher that joins a live sandbox's network namespace, connects, sends
 // the socket with this mark on its report socket, and exits; a failure is
 // a failure record there instead (recipe.CompileDial).

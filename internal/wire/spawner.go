@@ -1,13 +1,22 @@
 package wire
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+)
 
 // The caller and its spawner talk over a SOCK_SEQPACKET socket pair, one
 // JSON message a packet: Request from the caller, Reply from the spawner.
-// The spawner's end is its fd SpawnerConnFd.
+// The spawner's end is its fd SpawnerConnFd. Each Request names its Kind,
+// and the spawner serves each kind by one method of its server
+// (internal/spawner), named on the right of each arrow below.
 //
 //	caller                                    spawner
-//	Request{ID, Spec, Program, Owner, Pool}  →  reads it
+//	Request{ID, Start, Spec, Program,      →  serveStart: reads it
+//	  Owner, Pool}
 //	  + SCM_RIGHTS(0,1,2[, proxy channel]
 //	  [, workspace mount])
 //	                                        ←  Reply{ID, Accepted}, before anything of it is
@@ -24,61 +33,88 @@ import "time"
 //	                                           Spec.SeccompEvents: the refusals and execs of
 //	                                           the run's supervisor as they happen, each
 //	                                           reply below MaxReply, all before its Exited
-//	Request{ID, Enter: L, Spec, Program}    →  (a live sandbox's call) starts Program in the
-//	  + SCM_RIGHTS(0,1,2)                      running sandbox of the run L, whose Program has
-//	                                           Hold, as a process entering it (launch.Enter)
+//	Request{ID, Enter, Live: L, Spec,      →  serveEnter: (a live sandbox's call) starts
+//	  Program, Owner}                          Program in the running sandbox of the run L,
+//	  + SCM_RIGHTS(0,1,2)                      whose Program has Hold, as a process entering
+//	                                           it (launch.Enter)
 //	                                        ←  Reply{ID, Accepted}, then Started{Pid} or Failed,
 //	                                           then Exited, as for a start; Kill kills the
 //	                                           entrant's process group, not the sandbox
-//	Request{ID, Dial: L, Network, Address}  →  (Sandbox.DialContext) connects to Address from
-//	                                           inside the network namespace of the live
-//	                                           sandbox L (launch.Dial)
+//	Request{ID, Dial, Live: L, Network,    →  serveDial: (Sandbox.DialContext) connects to
+//	  Address, DialTimeout}                    Address from inside the network namespace of
+//	                                           the live sandbox L (launch.Dial)
 //	                                        ←  Reply{ID, Synced} + SCM_RIGHTS(the connected
 //	                                           socket), or Reply{ID, Synced, Err}
-//	Request{ID, Signal} (Process.Signal)    →  deliver the signal to the run's program, or
-//	                                           take its default action (launch.Handle.Signal);
-//	                                           no reply: how the run ended is in its Exit
-//	Request{ID, Kill} (on ctx end, Kill)    →  kill the run's init
+//	Request{ID, Signal, Signal: n}         →  serveSignal: (Process.Signal) deliver the signal
+//	                                           to the run's program, or take its default
+//	                                           action (launch.Handle.Signal); no reply: how
+//	                                           the run ended is in its Exit
+//	Request{ID, Kill} (on ctx end, Kill)   →  serveKill: kill the run's init
 //	                                        ←  Reply{ID, Exited, Exit} (Exit.Pooled: it took
 //	                                           a prepared sandbox)
-//	Request{ID, Owner, Fill, Spec, Pool}    →  make Owner's pool Pool sandboxes prepared from
-//	  (New with Pool)                  Spec, destroying any prepared from another
+//	Request{ID, Fill, Owner, Spec, Pool}   →  serveFill: make Owner's pool Pool sandboxes
+//	  (New with a Pool)                        prepared from Spec, destroying any prepared
+//	                                           from another
 //	                                        ←  Reply{ID, Synced[, Err]} once it is full, or
 //	                                           a preparation failed
-//	Request{ID, Owner, Sync} (Close)        →  destroy Owner's pool, wait for the teardown
-//	                                           of its runs
+//	Request{ID, Sync, Owner} (Close)       →  serveSync: destroy Owner's pool, wait for the
+//	                                           teardown of its runs
 //	                                        ←  Reply{ID, Synced}
+//	a Request of no kind the spawner       →  dispatch, before any method: Request.Check
+//	  knows, or with a field its kind
+//	  does not carry, or without one it
+//	  needs
+//	                                        ←  Reply{ID, Refused, Err} naming the kind or
+//	                                           field, and nothing else of the request is done
 //	                                        ←  Reply{Warning, Owner, Text} at any time: for
 //	                                           Owner's Logger (every Logger when Owner is "")
 //	close (caller exits or dies)            →  kill every run, destroy the pools, exit
 //
 // The only fd the spawner sends is the master of a run's pty (made in the
-// sandbox: TerminalMark); the caller keeps the read ends of the output
-// pipes and the write end of stdin. The proxy channel of a Egress
-// run is passed on to its init, which answers the caller on it directly
-// (ProxyMark).
+// sandbox: TerminalMark) and a Dial's connected socket; the caller keeps
+// the read ends of the output pipes and the write end of stdin. The proxy
+// channel of a NetworkAllow run is passed on to its init, which answers
+// the caller on it directly (ProxyMark).
 
-// Request is a message from the caller to its spawner. Start requests carry
-// three fds (stdin, stdout, stderr) as SCM_RIGHTS, then the proxy channel
-// and the workspace mount when Spec asks for them.
+// RequestKind is what a Request asks of the spawner. Its zero value is no
+// kind, which the spawner refuses.
+type RequestKind string
+
+// Request kinds; Check says which fields each carries.
+const (
+	Start  RequestKind = "start"  // start a run in a new sandbox, or one of Owner's pool
+	Enter  RequestKind = "enter"  // start a run as a process entering the live sandbox Live
+	Dial   RequestKind = "dial"   // connect to Address inside the live sandbox Live
+	Signal RequestKind = "signal" // deliver Signal to the run ID's program
+	Kill   RequestKind = "kill"   // kill the run ID
+	Fill   RequestKind = "fill"   // fill Owner's pool, and reply Synced once it is full
+	Sync   RequestKind = "sync"   // destroy Owner's pool, and reply Synced once its runs are torn down
+)
+
+// Request is a message from the caller to its spawner. Start and Enter
+// requests carry three fds (stdin, stdout, stderr) as SCM_RIGHTS; a
+// Start's are followed by the proxy channel and the workspace mount when
+// Spec asks for them. Every field but ID and Kind belongs to some kinds only
+// (Check).
 type Request struct {
 	ID   uint64
-	Kill bool // kill the run ID instead of starting one
-	// Dial names the live sandbox (a run whose Program has Hold) to
-	// connect to Address in, on Network ("tcp4", "tcp6" or "unix"; the
-	// address an IP literal and port, or a path inside the sandbox),
-	// giving up after DialTimeout.
-	Dial        uint64        `json:",omitempty"`
+	Kind RequestKind
+	// Live names the live sandbox (a run whose Program has Hold) that an
+	// Enter's Program runs in, or that a Dial connects in.
+	Live uint64 `json:",omitempty"`
+	// Network, Address and DialTimeout are a Dial's: it connects to
+	// Address on Network ("tcp4", "tcp6" or "unix"; the address an IP
+	// literal and port, or a path inside the sandbox), giving up after
+	// DialTimeout.
 	Network     string        `json:",omitempty"`
 	Address     string        `json:",omitempty"`
 	DialTimeout time.Duration `json:",omitempty"`
-	// Enter names the live sandbox (a run whose Program has Hold) that
-	// the start ID's Program runs in, instead of a new one.
-	Enter  uint64 `json:",omitempty"`
-	Signal int    // deliver this signal to the run ID's program instead (launch.Handle.Signal)
+	// Signal is the signal number a Signal request delivers
+	// (launch.Handle.Signal).
+	Signal int
 
-	// Spec is the sandbox of a start or a Fill, and Program a start's
-	// program: the start's Config is both.
+	// Spec is the sandbox of a Start, an Enter or a Fill, and Program a
+	// Start's or an Enter's program: the run's Config is both.
 	Spec    *Spec    `json:",omitempty"`
 	Program *Program `json:",omitempty"`
 
@@ -86,14 +122,57 @@ type Request struct {
 	// its runs' teardown and its pool are tracked under it.
 	Owner string `json:",omitempty"`
 	// Pool is how many sandboxes prepared from Spec the spawner keeps
-	// ready for Owner; a start takes one when its Spec is the pool's.
+	// ready for Owner (a Fill's, at least 1); a Start takes one when its
+	// Spec is the pool's (0: it does not, and starts cold).
 	Pool int `json:",omitempty"`
-	// Sync asks for a Synced reply once Owner's prepared sandboxes are
-	// destroyed and the teardown of its ended runs is done (Close).
-	Sync bool `json:",omitempty"`
-	// Fill asks for Owner's pool of Pool sandboxes prepared from Spec to
-	// be filled, and for a Synced reply once it is full (Err: why not).
-	Fill bool `json:",omitempty"`
+}
+
+// ErrRequest marks a Request the spawner refuses (Check).
+var ErrRequest = errors.New("malformed spawner request")
+
+// requestFields says, for each kind, which fields of a Request besides ID
+// and Kind it needs set, and which it may leave zero; any other field set
+// is foreign to it.
+var requestFields = map[RequestKind]struct{ needs, may []string }{
+	Start:  {needs: []string{"Spec", "Program"}, may: []string{"Owner", "Pool"}},
+	Enter:  {needs: []string{"Live", "Spec", "Program"}, may: []string{"Owner"}},
+	Dial:   {needs: []string{"Live", "Network", "Address", "DialTimeout"}},
+	Signal: {needs: []string{"Signal"}},
+	Kill:   {},
+	Fill:   {needs: []string{"Spec", "Pool"}, may: []string{"Owner"}},
+	Sync:   {may: []string{"Owner"}},
+}
+
+// Check says whether r is a Request the spawner serves: of a kind it
+// knows, with every field that kind needs and none it does not carry. The
+// error, wrapping ErrRequest, names the kind and the field.
+func (r *Request) Check() error {
+	fields, ok := requestFields[r.Kind]
+	if !ok {
+		return fmt.Errorf("%w: no kind %q", ErrRequest, r.Kind)
+	}
+	if r.Pool < 0 {
+		return fmt.Errorf("%w: a %s request with a negative Pool", ErrRequest, r.Kind)
+	}
+	if r.DialTimeout < 0 {
+		return fmt.Errorf("%w: a %s request with a negative DialTimeout", ErrRequest, r.Kind)
+	}
+	v := reflect.ValueOf(r).Elem()
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if f.Name == "ID" || f.Name == "Kind" {
+			continue
+		}
+		set := !v.FieldByIndex(f.Index).IsZero()
+		switch {
+		case slices.Contains(fields.needs, f.Name):
+			if !set {
+				return fmt.Errorf("%w: a %s request needs %s", ErrRequest, r.Kind, f.Name)
+			}
+		case set && !slices.Contains(fields.may, f.Name):
+			return fmt.Errorf("%w: a %s request does not carry %s", ErrRequest, r.Kind, f.Name)
+		}
+	}
+	return nil
 }
 
 // Reply kinds.
@@ -105,6 +184,7 @@ const (
 	Synced   = "synced"   // the Sync request ID is done
 	Warning  = "warning"  // Text is for the Logger of the Sandbox named Owner (of every one when empty)
 	Events   = "events"   // Events lists what the run's supervisor saw since the last (Spec.SeccompEvents)
+	Refused  = "refused"  // the request was not served: Err says which kind or field the spawner does not take (Request.Check)
 )
 
 // Reply is a message from the spawner to the caller.

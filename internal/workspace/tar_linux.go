@@ -130,7 +130,7 @@ func (t *tarWriter) entry(dfd int, n, p string, e Entry) error {
 			return t.tw.WriteHeader(hdr)
 		}
 		if t.names+len(p) <= maxLinkNames {
-			t.links[id] = &linkSeen{name: p, left: st.Nlink - 1}
+			t.links[id] = &linkSeen{name: p, left: uint64(st.Nlink) - 1}
 			t.names += len(p)
 		}
 	}

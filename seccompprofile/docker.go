@@ -1,4 +1,4 @@
-package sandbox
+package seccompprofile
 
 import (
 	"encoding/json"
@@ -12,12 +12,13 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/fumehood/sandbox"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// SeccompFromDocker converts a seccomp profile in Docker's JSON format
+// FromDocker converts a seccomp profile in Docker's JSON format
 // (moby's profiles/seccomp, as `docker run --security-opt seccomp=FILE`
-// takes it) to a policy, as SeccompFromOCI does once Docker's own fields
+// takes it) to a policy, as FromOCI does once Docker's own fields
 // are resolved the way moby resolves them for a container with no
 // capabilities, on this host:
 //
@@ -34,10 +35,10 @@ import (
 //     minKernel is no condition.
 //
 // Fields this package does not know are ignored, as Docker adds fields over
-// time; a field of the wrong JSON type is a *ProfileError naming it.
+// time; a field of the wrong JSON type is a *Error naming it.
 // Unlike Docker, an empty profile does not turn the filter off: it is an
 // error for want of a defaultAction.
-func SeccompFromDocker(data []byte) (*SeccompPolicy, []string, error) {
+func FromDocker(data []byte) (*sandbox.SeccompPolicy, []string, error) {
 	var d dockerProfile
 	if err := decodeJSON("", data, &d); err != nil {
 		return nil, nil, err
@@ -58,7 +59,7 @@ func SeccompFromDocker(data []byte) (*SeccompPolicy, []string, error) {
 		return nil, nil, err
 	}
 	if len(arches) > 0 && len(archMap) > 0 {
-		return nil, nil, &ProfileError{Field: "archMap", Reason: "is given with architectures; use one"}
+		return nil, nil, &Error{Field: "archMap", Reason: "is given with architectures; use one"}
 	}
 	for i, raw := range archMap {
 		path := fmt.Sprintf("archMap[%d]", i)
@@ -145,7 +146,7 @@ func decodeDockerSyscall(path string, raw json.RawMessage, kernel func() (kernel
 	}
 	switch {
 	case d.Name != "" && len(names) > 0:
-		return e, false, &ProfileError{Field: path, Reason: "has both name and names; use one"}
+		return e, false, &Error{Field: path, Reason: "has both name and names; use one"}
 	case d.Name != "":
 		e.names = []field{{path + ".name", d.Name}}
 	default:
@@ -229,7 +230,7 @@ func decodeDockerFilter(path string, raw json.RawMessage) (dockerConditions, err
 	if f.MinKernel != nil && *f.MinKernel != "" {
 		v, ok := parseMinKernel(*f.MinKernel)
 		if !ok {
-			return c, &ProfileError{Field: path + ".minKernel", Value: *f.MinKernel, Reason: `is not "<kernel>.<major>", e.g. "5.8"`}
+			return c, &Error{Field: path + ".minKernel", Value: *f.MinKernel, Reason: `is not "<kernel>.<major>", e.g. "5.8"`}
 		}
 		c.minKernel = &v
 	}
@@ -238,7 +239,7 @@ func decodeDockerFilter(path string, raw json.RawMessage) (dockerConditions, err
 
 // minKernelErr says that the minKernel under path cannot be checked.
 func minKernelErr(path string, err error) error {
-	return &UnsupportedError{Feature: "seccomp profile " + path + ".minKernel", Reason: "the running kernel's version is unknown",
+	return &sandbox.UnsupportedError{Feature: "seccomp profile " + path + ".minKernel", Reason: "the running kernel's version is unknown",
 		Err: err, Hint: "convert Docker profiles on the Linux host that runs the sandbox"}
 }
 
@@ -289,7 +290,7 @@ func runningKernel() (kernelVersion, error) {
 }
 
 // decodeJSON decodes data into v, and words a type error as a
-// *ProfileError naming the field under path.
+// *Error naming the field under path.
 func decodeJSON(path string, data []byte, v any) error {
 	if len(data) == 0 {
 		return nil // a json.RawMessage the profile left out
@@ -307,13 +308,13 @@ func decodeJSON(path string, data []byte, v any) error {
 			}
 			at += te.Field
 		}
-		return &ProfileError{Field: at, Reason: "is a JSON " + te.Value + ", want " + jsonWant(te.Type)}
+		return &Error{Field: at, Reason: "is a JSON " + te.Value + ", want " + jsonWant(te.Type)}
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return &ProfileError{Field: path, Reason: fmt.Sprintf("is not JSON: %v (at byte %d)", se, se.Offset)}
+		return &Error{Field: path, Reason: fmt.Sprintf("is not JSON: %v (at byte %d)", se, se.Offset)}
 	}
-	return &ProfileError{Field: path, Reason: "cannot be read: " + err.Error()}
+	return &Error{Field: path, Reason: "cannot be read: " + err.Error()}
 }
 
 // jsonWant describes the JSON value a Go type takes.

@@ -1,7 +1,6 @@
-package sandbox
+package seccompprofile
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -9,79 +8,25 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fumehood/sandbox"
 	"github.com/fumehood/sandbox/internal/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// Profiles in the OCI runtime-spec shape (specs.LinuxSeccomp) and Docker's
-// JSON profiles, to and from SeccompPolicy.
-//
-// A profile means what runc with libseccomp makes of it, with these
-// differences, each the stricter reading or one the sandbox needs:
-//
-//   - SCMP_ACT_ERRNO reports the refusal (ActNotify): the program sees the
-//     errno it would under runc, and Result counts it.
-//   - A syscall's conditional rules apply before its unconditional one,
-//     also when they carry the default action. libseccomp (2.5) drops the
-//     conditional rules of a syscall that has an unconditional rule, and
-//     runc drops every rule whose action is the default, so that under
-//     runc "ioctl(TIOCSTI) fails, other ioctls are allowed" allows every
-//     ioctl; here TIOCSTI fails, as the profile's author meant.
-//   - Syscalls of other architectures than this host's are killed, also
-//     when the profile lists those architectures (SCMP_ARCH_X86 and
-//     SCMP_ARCH_X32 beside SCMP_ARCH_X86_64, say): a sandbox filters one
-//     ABI, and a 32-bit program in it dies at its first syscall.
-//   - Numbers this architecture's syscall table does not know get Unknown:
-//     ENOSYS, reported, under a default that fails with an errno (runc
-//     answers ENOSYS above the highest syscall the profile names), and the
-//     default itself otherwise (runc gives ENOSYS under a kill default too).
-
-// ErrInvalidProfile is matched (with errors.Is) by every error about a
-// seccomp profile that SeccompFromOCI or SeccompFromDocker cannot convert.
-// The error is a *ProfileError naming the field.
-var ErrInvalidProfile = errors.New("invalid seccomp profile")
-
-// ProfileError is a field of a seccomp profile that is malformed or asks for
-// what the sandbox cannot do. It matches ErrInvalidProfile.
-type ProfileError struct {
-	// Field is the field's path in the profile's JSON, e.g.
-	// "syscalls[3].args[0].op"; empty for the profile as a whole.
-	Field string
-	// Value is the offending value as the profile spells it, if there is
-	// one to show.
-	Value string
-	// Reason says what is wrong, starting with a verb: "is not a
-	// comparison".
-	Reason string
-}
-
-func (e *ProfileError) Error() string {
-	s := "sandbox: seccomp profile"
-	if e.Field != "" {
-		s += ": " + e.Field + ":"
-	}
-	if e.Value != "" {
-		s += " " + strconv.Quote(e.Value)
-	}
-	return s + " " + e.Reason
-}
-
-// Is reports whether target is ErrInvalidProfile.
-func (e *ProfileError) Is(target error) bool { return target == ErrInvalidProfile }
-
-// SeccompFromOCI converts an OCI runtime-spec seccomp profile to a policy.
+// FromOCI converts an OCI runtime-spec seccomp profile to a policy.
 // It returns the policy, the sorted names of the profile's syscalls that
 // this architecture's table does not know (left out of the policy, so
 // their numbers, if the kernel has them, get Unknown: ENOSYS under an
 // errno default, as on a kernel without them), and an error wrapping
-// ErrInvalidProfile, a *ProfileError that names the field, for a profile
-// that is malformed or asks for what the sandbox cannot do:
+// [ErrInvalid], a *[Error] that names the field, for a profile that is
+// malformed or asks for what the sandbox cannot do:
 //
-//   - SCMP_ACT_ALLOW is ActAllow; SCMP_ACT_ERRNO is ActNotify(errnoRet),
-//     EPERM when errnoRet is unset (the program sees what it would under
-//     runc, and the sandbox reports it); SCMP_ACT_KILL, SCMP_ACT_KILL_THREAD
-//     and SCMP_ACT_KILL_PROCESS are ActKill (the whole process: a process
-//     missing a thread is in no state to go on); SCMP_ACT_LOG is ActLog;
+//   - SCMP_ACT_ALLOW is [sandbox.ActAllow]; SCMP_ACT_ERRNO is
+//     [sandbox.ActNotify](errnoRet), EPERM when errnoRet is unset (the
+//     program sees what it would under runc, and the sandbox reports it);
+//     SCMP_ACT_KILL, SCMP_ACT_KILL_THREAD and SCMP_ACT_KILL_PROCESS are
+//     [sandbox.ActKill] (the whole process: a process missing a thread is
+//     in no state to go on); SCMP_ACT_LOG is [sandbox.ActLog];
 //     SCMP_ACT_NOTIFY is ActNotify(EPERM), since the sandbox's supervisor
 //     never lets a syscall run. SCMP_ACT_TRAP and SCMP_ACT_TRACE are
 //     refused. defaultAction and defaultErrnoRet convert alike.
@@ -108,13 +53,14 @@ func (e *ProfileError) Is(target error) bool { return target == ErrInvalidProfil
 //     others are refused. listenerPath is refused: the sandbox answers
 //     notifications itself and hands them to no agent.
 //
-// The policy has the shape SeccompPolicy requires, but New still refuses
-// it if it blocks what the sandbox's init needs once the filter is loaded
-// (execve, close, and sendmsg when an action reports). On a GOARCH without
-// a syscall table the error is an *UnsupportedError.
-func SeccompFromOCI(s *specs.LinuxSeccomp) (*SeccompPolicy, []string, error) {
+// The policy has the shape [sandbox.SeccompPolicy] requires, but
+// [sandbox.New] still refuses it if it blocks what the sandbox's init needs
+// once the filter is loaded (execve, close, and sendmsg when an action
+// reports). On a GOARCH without a syscall table the error is a
+// *[sandbox.UnsupportedError].
+func FromOCI(s *specs.LinuxSeccomp) (*sandbox.SeccompPolicy, []string, error) {
 	if s == nil {
-		return nil, nil, &ProfileError{Reason: "is nil; pass a profile, or leave Options.Seccomp nil for the default"}
+		return nil, nil, &Error{Reason: "is nil; pass a profile, or leave Options.Seccomp nil for the default"}
 	}
 	prof := &profile{
 		defaultAction:    s.DefaultAction,
@@ -143,29 +89,30 @@ func SeccompFromOCI(s *specs.LinuxSeccomp) (*SeccompPolicy, []string, error) {
 	return prof.policy()
 }
 
-// OCI returns p as an OCI runtime-spec seccomp profile (the shape Docker's
+// ToOCI returns p as an OCI runtime-spec seccomp profile (the shape Docker's
 // profiles also take): defaultAction and defaultErrnoRet from Default,
 // architectures this host's alone, and one syscalls entry per distinct
 // action and arguments, in the order of p's rules, naming every syscall
 // that has them.
 //
-// The shape loses two things. ActErrno(e) and ActNotify(e) both become
-// SCMP_ACT_ERRNO with errnoRet e: the program sees the same, but which
-// refusals the sandbox reports is lost (SeccompFromOCI reports them all).
-// Unknown has no field: SeccompFromOCI makes it ActNotify(ENOSYS) under a
+// The shape loses two things. [sandbox.ActErrno](e) and
+// [sandbox.ActNotify](e) both become SCMP_ACT_ERRNO with errnoRet e: the
+// program sees the same, but which refusals the sandbox reports is lost
+// ([FromOCI] reports them all). Unknown has no field: FromOCI makes it
+// ActNotify(ENOSYS) under a
 // default that fails with an errno and the default otherwise, and runc
 // answers ENOSYS above the highest syscall a profile names.
 //
 // Rules that never apply are left out: those that follow their syscall's
-// unconditional rule, and those with an ArgMaskedEq whose Value has bits
-// outside its Mask (libseccomp, and so SeccompFromOCI, would drop the
-// bits and apply the rule). Runtimes may read the result more
-// loosely than SeccompFromOCI does: runc with libseccomp 2.5 drops the
-// conditional rules of a syscall that also has an unconditional rule, and
-// every rule whose action is the default, so that DefaultSeccompPolicy's
-// refusal of ioctl(TIOCSTI) is lost there. An action that is not one
+// unconditional rule, and those with a [sandbox.ArgMaskedEq] whose Value
+// has bits outside its Mask (libseccomp, and so FromOCI, would drop the
+// bits and apply the rule). Runtimes may read the result more loosely than
+// FromOCI does: runc with libseccomp 2.5 drops the conditional rules of a
+// syscall that also has an unconditional rule, and every rule whose action
+// is the default, so that [sandbox.DefaultSeccompPolicy]'s refusal of
+// ioctl(TIOCSTI) is lost there. An action that is not one
 // exports as its String, which no runtime accepts.
-func (p *SeccompPolicy) OCI() *specs.LinuxSeccomp {
+func ToOCI(p *sandbox.SeccompPolicy) *specs.LinuxSeccomp {
 	s := &specs.LinuxSeccomp{}
 	s.DefaultAction, s.DefaultErrnoRet = ociAction(p.Default)
 	if a := nativeOCIArch(); a != "" {
@@ -176,7 +123,7 @@ func (p *SeccompPolicy) OCI() *specs.LinuxSeccomp {
 	for _, r := range p.Rules {
 		// A rule that compares arg & mask with bits outside the mask
 		// never applies; libseccomp would drop those bits and apply it.
-		if slices.ContainsFunc(r.Args, func(c ArgCond) bool { return c.Op == ArgMaskedEq && c.Value&^c.Mask != 0 }) {
+		if slices.ContainsFunc(r.Args, func(c sandbox.ArgCond) bool { return c.Op == sandbox.ArgMaskedEq && c.Value&^c.Mask != 0 }) {
 			continue
 		}
 		// Rules after a syscall's unconditional rule never apply (the
@@ -199,7 +146,7 @@ func (p *SeccompPolicy) OCI() *specs.LinuxSeccomp {
 		entry := specs.LinuxSyscall{Action: action, ErrnoRet: errnoRet}
 		for _, c := range r.Args {
 			a := specs.LinuxSeccompArg{Index: uint(c.Index), Value: c.Value, Op: ociOps[c.Op]}
-			if c.Op == ArgMaskedEq {
+			if c.Op == sandbox.ArgMaskedEq {
 				a.Value, a.ValueTwo = c.Mask, c.Value
 			}
 			if a.Op == "" {
@@ -227,24 +174,24 @@ func (p *SeccompPolicy) OCI() *specs.LinuxSeccomp {
 }
 
 // ociAction is a's OCI action and errnoRet.
-func ociAction(a SeccompAction) (specs.LinuxSeccompAction, *uint) {
+func ociAction(a sandbox.SeccompAction) (specs.LinuxSeccompAction, *uint) {
 	switch {
-	case a == ActAllow:
+	case a == sandbox.ActAllow:
 		return specs.ActAllow, nil
-	case a == ActKill:
+	case a == sandbox.ActKill:
 		return specs.ActKillProcess, nil
-	case a == ActLog:
+	case a == sandbox.ActLog:
 		return specs.ActLog, nil
-	case (a.isErrno() || a.isNotify()) && a.Errno() != 0:
+	case a.Errno() != 0: // ActErrno or ActNotify
 		e := uint(a.Errno())
 		return specs.ActErrno, &e
 	}
 	return specs.LinuxSeccompAction(a.String()), nil
 }
 
-var ociOps = map[ArgOp]specs.LinuxSeccompOperator{
-	ArgEq: specs.OpEqualTo, ArgNe: specs.OpNotEqual, ArgGt: specs.OpGreaterThan, ArgGe: specs.OpGreaterEqual,
-	ArgLt: specs.OpLessThan, ArgLe: specs.OpLessEqual, ArgMaskedEq: specs.OpMaskedEqual,
+var ociOps = map[sandbox.ArgOp]specs.LinuxSeccompOperator{
+	sandbox.ArgEq: specs.OpEqualTo, sandbox.ArgNe: specs.OpNotEqual, sandbox.ArgGt: specs.OpGreaterThan, sandbox.ArgGe: specs.OpGreaterEqual,
+	sandbox.ArgLt: specs.OpLessThan, sandbox.ArgLe: specs.OpLessEqual, sandbox.ArgMaskedEq: specs.OpMaskedEqual,
 }
 
 // nativeOCIArch is this GOARCH's SCMP_ARCH_* name, or "" where there is no
@@ -292,9 +239,6 @@ var ociFlags = []string{
 	string(specs.LinuxSeccompFlagWaitKillableRecv),
 }
 
-// maxErrno is the kernel's MAX_ERRNO: a filter's errno above it is capped.
-const maxErrno = 4095
-
 // field is a value of a profile and its path, for errors.
 type field struct {
 	path  string
@@ -324,8 +268,8 @@ type profileSyscall struct {
 
 // profileRule is one rule of one syscall, and the entry it came from.
 type profileRule struct {
-	action SeccompAction
-	args   []ArgCond
+	action sandbox.SeccompAction
+	args   []sandbox.ArgCond
 	field  string                   // the entry's path
 	raw    specs.LinuxSeccompAction // its action as the profile spells it
 }
@@ -336,49 +280,49 @@ type syscallRules struct {
 	fallback *profileRule // the unconditional rule
 }
 
-// policy converts prof; see SeccompFromOCI.
-func (prof *profile) policy() (*SeccompPolicy, []string, error) {
+// policy converts prof; see FromOCI.
+func (prof *profile) policy() (*sandbox.SeccompPolicy, []string, error) {
 	native := nativeOCIArch()
 	if native == "" {
-		return nil, nil, &UnsupportedError{Feature: "seccomp", Reason: "no syscall table for " + runtime.GOARCH,
+		return nil, nil, &sandbox.UnsupportedError{Feature: "seccomp", Reason: "no syscall table for " + runtime.GOARCH,
 			Hint: "run on amd64 or arm64"}
 	}
 	if prof.defaultAction == "" {
-		return nil, nil, &ProfileError{Field: "defaultAction", Reason: "is missing"}
+		return nil, nil, &Error{Field: "defaultAction", Reason: "is missing"}
 	}
 	def, err := profileAction("defaultAction", prof.defaultAction, "defaultErrnoRet", prof.defaultErrnoRet)
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &SeccompPolicy{Default: def, Unknown: def}
-	if def.isErrno() || def.isNotify() {
-		p.Unknown = ActNotify(syscall.ENOSYS)
+	p := &sandbox.SeccompPolicy{Default: def, Unknown: def}
+	if def.Errno() != 0 {
+		p.Unknown = sandbox.ActNotify(syscall.ENOSYS)
 	}
 
 	hasNative := len(prof.arches) == 0
 	var listed []string
 	for _, a := range prof.arches {
 		if !slices.Contains(ociArches, specs.Arch(a.value)) {
-			return nil, nil, &ProfileError{Field: a.path, Value: a.value, Reason: "is not an architecture (SCMP_ARCH_X86_64, SCMP_ARCH_AARCH64, ...)"}
+			return nil, nil, &Error{Field: a.path, Value: a.value, Reason: "is not an architecture (SCMP_ARCH_X86_64, SCMP_ARCH_AARCH64, ...)"}
 		}
 		hasNative = hasNative || a.value == string(native)
 		listed = append(listed, a.value)
 	}
 	if !hasNative {
-		return nil, nil, &ProfileError{Field: "architectures", Value: strings.Join(listed, ","),
+		return nil, nil, &Error{Field: "architectures", Value: strings.Join(listed, ","),
 			Reason: "leaves out " + string(native) + ", this host's architecture: the profile is for another machine"}
 	}
 	for _, f := range prof.flags {
 		if !slices.Contains(ociFlags, f.value) {
-			return nil, nil, &ProfileError{Field: f.path, Value: f.value, Reason: "is not a seccomp filter flag the sandbox knows"}
+			return nil, nil, &Error{Field: f.path, Value: f.value, Reason: "is not a seccomp filter flag the sandbox knows"}
 		}
 	}
 	if prof.listenerPath != "" {
-		return nil, nil, &ProfileError{Field: "listenerPath", Value: prof.listenerPath,
+		return nil, nil, &Error{Field: "listenerPath", Value: prof.listenerPath,
 			Reason: "is not supported: the sandbox answers SCMP_ACT_NOTIFY itself (with EPERM) and hands the listener to no agent"}
 	}
 	if prof.listenerMetadata != "" {
-		return nil, nil, &ProfileError{Field: "listenerMetadata", Value: prof.listenerMetadata, Reason: "is set without listenerPath"}
+		return nil, nil, &Error{Field: "listenerMetadata", Value: prof.listenerMetadata, Reason: "is set without listenerPath"}
 	}
 
 	bySyscall := map[string]*syscallRules{}
@@ -394,12 +338,12 @@ func (prof *profile) policy() (*SeccompPolicy, []string, error) {
 			return nil, nil, err
 		}
 		if len(e.names) == 0 {
-			return nil, nil, &ProfileError{Field: e.field + ".names", Reason: "is empty; name at least one syscall"}
+			return nil, nil, &Error{Field: e.field + ".names", Reason: "is empty; name at least one syscall"}
 		}
 		rule := profileRule{action: action, args: args, field: e.field, raw: e.action}
 		for _, name := range e.names {
 			if name.value == "" {
-				return nil, nil, &ProfileError{Field: name.path, Reason: "is empty"}
+				return nil, nil, &Error{Field: name.path, Reason: "is empty"}
 			}
 			if _, ok := seccomp.Number(name.value); !ok {
 				unknown[name.value] = true
@@ -418,7 +362,7 @@ func (prof *profile) policy() (*SeccompPolicy, []string, error) {
 				r := rule
 				s.fallback = &r
 			case s.fallback.action != action:
-				return nil, nil, &ProfileError{Field: e.field + ".action", Value: string(e.action),
+				return nil, nil, &Error{Field: e.field + ".action", Value: string(e.action),
 					Reason: fmt.Sprintf("sets %s to %s unconditionally, and %s set it to %s; one syscall has one unconditional action",
 						name.value, action, s.fallback.field, s.fallback.action)}
 			}
@@ -426,8 +370,8 @@ func (prof *profile) policy() (*SeccompPolicy, []string, error) {
 	}
 
 	// Conditional rules first, then unconditional ones: each syscall's
-	// rules then come in the shape SeccompPolicy requires. Rules with the
-	// same action and arguments share one SyscallRule.
+	// rules then come in the shape sandbox.SeccompPolicy requires. Rules with the
+	// same action and arguments share one sandbox.SyscallRule.
 	var conds, fallbacks ruleGroups
 	for _, name := range order {
 		s := bySyscall[name]
@@ -443,7 +387,7 @@ func (prof *profile) policy() (*SeccompPolicy, []string, error) {
 			if first == nil {
 				first = &s.conds[i]
 			} else if r.action != first.action {
-				return nil, nil, &ProfileError{Field: r.field + ".action", Value: string(r.raw),
+				return nil, nil, &Error{Field: r.field + ".action", Value: string(r.raw),
 					Reason: fmt.Sprintf("sets %s to %s on a condition, and %s set it to %s on another; the conditional rules of one syscall must share one action",
 						name, r.action, first.field, first.action)}
 			}
@@ -468,11 +412,11 @@ func (prof *profile) policy() (*SeccompPolicy, []string, error) {
 // ruleGroups collects rules, one SyscallRule per action and arguments, in
 // the order they first appear.
 type ruleGroups struct {
-	rules []SyscallRule
+	rules []sandbox.SyscallRule
 	index map[string]int
 }
 
-func (g *ruleGroups) add(name string, action SeccompAction, args []ArgCond) {
+func (g *ruleGroups) add(name string, action sandbox.SeccompAction, args []sandbox.ArgCond) {
 	key := fmt.Sprint(uint32(action), args)
 	if g.index == nil {
 		g.index = map[string]int{}
@@ -481,7 +425,7 @@ func (g *ruleGroups) add(name string, action SeccompAction, args []ArgCond) {
 	if !ok {
 		i = len(g.rules)
 		g.index[key] = i
-		g.rules = append(g.rules, SyscallRule{Action: action, Args: slices.Clone(args)})
+		g.rules = append(g.rules, sandbox.SyscallRule{Action: action, Args: slices.Clone(args)})
 	}
 	if !slices.Contains(g.rules[i].Names, name) {
 		g.rules[i].Names = append(g.rules[i].Names, name)
@@ -493,7 +437,7 @@ func (g *ruleGroups) add(name string, action SeccompAction, args []ArgCond) {
 // reading (libcontainer/seccomp: "revert to old behavior, adding each
 // condition as a separate rule"): any of the comparisons holding applies
 // the action.
-func splitArgs(args []ArgCond) [][]ArgCond {
+func splitArgs(args []sandbox.ArgCond) [][]sandbox.ArgCond {
 	var seen [6]bool
 	twice := false
 	for _, c := range args {
@@ -501,75 +445,75 @@ func splitArgs(args []ArgCond) [][]ArgCond {
 		seen[c.Index] = true
 	}
 	if !twice {
-		return [][]ArgCond{args}
+		return [][]sandbox.ArgCond{args}
 	}
-	out := make([][]ArgCond, len(args))
+	out := make([][]sandbox.ArgCond, len(args))
 	for i, c := range args {
-		out[i] = []ArgCond{c}
+		out[i] = []sandbox.ArgCond{c}
 	}
 	return out
 }
 
 // profileAction converts an action and its errnoRet.
-func profileAction(path string, a specs.LinuxSeccompAction, errnoPath string, errnoRet *uint) (SeccompAction, error) {
+func profileAction(path string, a specs.LinuxSeccompAction, errnoPath string, errnoRet *uint) (sandbox.SeccompAction, error) {
 	if errnoRet != nil && a != specs.ActErrno && a != specs.ActTrace {
-		return 0, &ProfileError{Field: errnoPath, Value: strconv.FormatUint(uint64(*errnoRet), 10),
+		return 0, &Error{Field: errnoPath, Value: strconv.FormatUint(uint64(*errnoRet), 10),
 			Reason: "is given with " + string(a) + "; only SCMP_ACT_ERRNO takes an errno"}
 	}
 	switch a {
 	case specs.ActAllow:
-		return ActAllow, nil
+		return sandbox.ActAllow, nil
 	case specs.ActKill, specs.ActKillThread, specs.ActKillProcess:
-		return ActKill, nil
+		return sandbox.ActKill, nil
 	case specs.ActLog:
-		return ActLog, nil
+		return sandbox.ActLog, nil
 	case specs.ActNotify:
-		return ActNotify(syscall.EPERM), nil
+		return sandbox.ActNotify(syscall.EPERM), nil
 	case specs.ActErrno:
 		if errnoRet == nil {
-			return ActNotify(syscall.EPERM), nil
+			return sandbox.ActNotify(syscall.EPERM), nil
 		}
 		switch e := *errnoRet; {
 		case e == 0:
-			return 0, &ProfileError{Field: errnoPath, Value: "0", Reason: "would make the refused syscall appear to succeed; the sandbox does not fake success"}
-		case e > maxErrno:
-			return 0, &ProfileError{Field: errnoPath, Value: strconv.FormatUint(uint64(e), 10), Reason: "is above 4095, the kernel's MAX_ERRNO"}
+			return 0, &Error{Field: errnoPath, Value: "0", Reason: "would make the refused syscall appear to succeed; the sandbox does not fake success"}
+		case e > seccomp.MaxErrno:
+			return 0, &Error{Field: errnoPath, Value: strconv.FormatUint(uint64(e), 10), Reason: "is above 4095, the kernel's MAX_ERRNO"}
 		default:
-			return ActNotify(syscall.Errno(e)), nil
+			return sandbox.ActNotify(syscall.Errno(e)), nil
 		}
 	case specs.ActTrap:
-		return 0, &ProfileError{Field: path, Value: string(a),
+		return 0, &Error{Field: path, Value: string(a),
 			Reason: "is not supported: it sends SIGSYS, which the program may catch and carry on; use SCMP_ACT_ERRNO or SCMP_ACT_KILL"}
 	case specs.ActTrace:
-		return 0, &ProfileError{Field: path, Value: string(a),
+		return 0, &Error{Field: path, Value: string(a),
 			Reason: "is not supported: it needs a ptrace tracer, which the sandbox does not run (without one the kernel fails the syscall with ENOSYS); use SCMP_ACT_ERRNO"}
 	case "":
-		return 0, &ProfileError{Field: path, Reason: "is missing"}
+		return 0, &Error{Field: path, Reason: "is missing"}
 	}
-	return 0, &ProfileError{Field: path, Value: string(a),
+	return 0, &Error{Field: path, Value: string(a),
 		Reason: "is not an action (SCMP_ACT_ALLOW, SCMP_ACT_ERRNO, SCMP_ACT_KILL, SCMP_ACT_KILL_PROCESS, SCMP_ACT_KILL_THREAD, SCMP_ACT_LOG or SCMP_ACT_NOTIFY)"}
 }
 
-var profileOps = map[specs.LinuxSeccompOperator]ArgOp{
-	specs.OpEqualTo: ArgEq, specs.OpNotEqual: ArgNe, specs.OpGreaterThan: ArgGt, specs.OpGreaterEqual: ArgGe,
-	specs.OpLessThan: ArgLt, specs.OpLessEqual: ArgLe, specs.OpMaskedEqual: ArgMaskedEq,
+var profileOps = map[specs.LinuxSeccompOperator]sandbox.ArgOp{
+	specs.OpEqualTo: sandbox.ArgEq, specs.OpNotEqual: sandbox.ArgNe, specs.OpGreaterThan: sandbox.ArgGt, specs.OpGreaterEqual: sandbox.ArgGe,
+	specs.OpLessThan: sandbox.ArgLt, specs.OpLessEqual: sandbox.ArgLe, specs.OpMaskedEqual: sandbox.ArgMaskedEq,
 }
 
 // profileArgs converts the args of the entry at path.
-func profileArgs(path string, args []specs.LinuxSeccompArg) ([]ArgCond, error) {
-	var conds []ArgCond
+func profileArgs(path string, args []specs.LinuxSeccompArg) ([]sandbox.ArgCond, error) {
+	var conds []sandbox.ArgCond
 	for i, a := range args {
 		at := fmt.Sprintf("%s.args[%d]", path, i)
 		if a.Index > 5 {
-			return nil, &ProfileError{Field: at + ".index", Value: strconv.FormatUint(uint64(a.Index), 10), Reason: "is not 0 to 5: a syscall has six arguments"}
+			return nil, &Error{Field: at + ".index", Value: strconv.FormatUint(uint64(a.Index), 10), Reason: "is not 0 to 5: a syscall has six arguments"}
 		}
 		op, ok := profileOps[a.Op]
 		if !ok {
-			return nil, &ProfileError{Field: at + ".op", Value: string(a.Op),
+			return nil, &Error{Field: at + ".op", Value: string(a.Op),
 				Reason: "is not a comparison (SCMP_CMP_EQ, SCMP_CMP_NE, SCMP_CMP_LT, SCMP_CMP_LE, SCMP_CMP_GT, SCMP_CMP_GE or SCMP_CMP_MASKED_EQ)"}
 		}
-		c := ArgCond{Index: int(a.Index), Op: op, Value: a.Value}
-		if op == ArgMaskedEq {
+		c := sandbox.ArgCond{Index: int(a.Index), Op: op, Value: a.Value}
+		if op == sandbox.ArgMaskedEq {
 			c.Mask, c.Value = a.Value, a.ValueTwo&a.Value
 		}
 		conds = append(conds, c)

@@ -1,4 +1,4 @@
-package sandbox
+package seccompprofile
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fumehood/sandbox"
 	"github.com/fumehood/sandbox/internal/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -31,25 +32,62 @@ func withKernel(t testing.TB, release string, err error) {
 	t.Cleanup(func() { kernelRelease = old })
 }
 
-// decider compiles p, checking it as New would, and returns what its
-// program decides for a syscall of this architecture.
-func decider(t testing.TB, p *SeccompPolicy) func(nr uint32, args [6]uint64) seccomp.Action {
+// checked is what New makes of p as Options.Seccomp: nil, or why it
+// refuses the policy.
+func checked(p *sandbox.SeccompPolicy) error {
+	sb := sandbox.New(sandbox.Options{Seccomp: p})
+	defer sb.Close()
+	return sb.Err()
+}
+
+// decider checks p as New would, and returns what p decides for a syscall
+// of this architecture (decide).
+func decider(t testing.TB, p *sandbox.SeccompPolicy) func(nr uint32, args [6]uint64) sandbox.SeccompAction {
 	t.Helper()
-	cf, err := p.compile("profile")
-	if err != nil {
-		t.Fatalf("compile: %v", err)
+	if err := checked(p); err != nil {
+		t.Fatalf("New refuses the policy: %v", err)
 	}
-	ev, err := seccomp.NewEvaluator(cf.prog)
-	if err != nil {
-		t.Fatal(err)
+	return func(nr uint32, args [6]uint64) sandbox.SeccompAction { return decide(p, nr, args) }
+}
+
+// decide is what p decides for syscall nr with args, read as
+// SeccompPolicy's doc says: the first rule naming the syscall whose Args
+// all hold, else Default; Unknown for a number this architecture's table
+// has no name for. That the compiled filter decides the same is the root
+// package's to test.
+func decide(p *sandbox.SeccompPolicy, nr uint32, args [6]uint64) sandbox.SeccompAction {
+	name := seccomp.Name(nr)
+	if _, ok := seccomp.Number(name); !ok {
+		return p.Unknown
 	}
-	return func(nr uint32, args [6]uint64) seccomp.Action {
-		a, err := ev.Decide(seccomp.Data{Nr: nr, Arch: seccomp.NativeArch, Args: args})
-		if err != nil {
-			t.Fatalf("evaluate syscall %d %x: %v", nr, args, err)
+	for _, r := range p.Rules {
+		if slices.Contains(r.Names, name) && !slices.ContainsFunc(r.Args, func(c sandbox.ArgCond) bool { return !holds(c, args) }) {
+			return r.Action
 		}
-		return a
 	}
+	return p.Default
+}
+
+// holds reports whether c holds for args.
+func holds(c sandbox.ArgCond, args [6]uint64) bool {
+	a := args[c.Index]
+	switch c.Op {
+	case sandbox.ArgEq:
+		return a == c.Value
+	case sandbox.ArgNe:
+		return a != c.Value
+	case sandbox.ArgGt:
+		return a > c.Value
+	case sandbox.ArgGe:
+		return a >= c.Value
+	case sandbox.ArgLt:
+		return a < c.Value
+	case sandbox.ArgLe:
+		return a <= c.Value
+	case sandbox.ArgMaskedEq:
+		return a&c.Mask == c.Value
+	}
+	return false // New refuses any other
 }
 
 // argTuples returns argument vectors that reach every boundary of the
@@ -57,7 +95,7 @@ func decider(t testing.TB, p *SeccompPolicy) func(nr uint32, args [6]uint64) sec
 // neighbours, its bits outside the mask set, its masked bits flipped, its
 // high word set, and every argument all ones; all combined when that makes
 // at most limit vectors, else each argument varied alone.
-func argTuples(name string, limit int, ps ...*SeccompPolicy) [][6]uint64 {
+func argTuples(name string, limit int, ps ...*sandbox.SeccompPolicy) [][6]uint64 {
 	var sets [6][]uint64
 	for i := range sets {
 		sets[i] = []uint64{0}
@@ -79,7 +117,7 @@ func argTuples(name string, limit int, ps ...*SeccompPolicy) [][6]uint64 {
 					continue
 				}
 				add(c.Index, ^uint64(0), c.Value, c.Value-1, c.Value+1, c.Value|0xffffffff00000000, c.Mask)
-				if c.Op == ArgMaskedEq {
+				if c.Op == sandbox.ArgMaskedEq {
 					add(c.Index, c.Value|^c.Mask, c.Value^c.Mask, c.Value&c.Mask)
 				}
 			}
@@ -118,7 +156,7 @@ func argTuples(name string, limit int, ps ...*SeccompPolicy) [][6]uint64 {
 // compareDecisions runs want's and got's programs over every syscall number
 // up to MaxNr+16 with argTuples, and reports each decision that differs,
 // with the syscall's name, unless same accepts it.
-func compareDecisions(t testing.TB, want, got *SeccompPolicy, limit int, same func(name string, w, g seccomp.Action) bool) {
+func compareDecisions(t testing.TB, want, got *sandbox.SeccompPolicy, limit int, same func(name string, w, g sandbox.SeccompAction) bool) {
 	t.Helper()
 	wd, gd := decider(t, want), decider(t, got)
 	bad := 0
@@ -127,7 +165,7 @@ func compareDecisions(t testing.TB, want, got *SeccompPolicy, limit int, same fu
 		for _, args := range argTuples(name, limit, want, got) {
 			w, g := wd(nr, args), gd(nr, args)
 			if w != g && (same == nil || !same(name, w, g)) {
-				t.Errorf("%s(%#x): want %s, got %s", name, args, SeccompAction(w), SeccompAction(g))
+				t.Errorf("%s(%#x): want %s, got %s", name, args, w, g)
 				if bad++; bad > 20 {
 					t.Fatal("too many differences")
 				}
@@ -136,22 +174,22 @@ func compareDecisions(t testing.TB, want, got *SeccompPolicy, limit int, same fu
 	}
 }
 
-func TestSeccompOCIRoundTrip(t *testing.T) {
+func TestOCIRoundTrip(t *testing.T) {
 	requireSyscallTable(t)
-	p := DefaultSeccompPolicy()
-	s := p.OCI()
-	q, unknown, err := SeccompFromOCI(s)
+	p := sandbox.DefaultSeccompPolicy()
+	s := ToOCI(p)
+	q, unknown, err := FromOCI(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(unknown) > 0 {
 		t.Errorf("unknown names in an exported policy: %v", unknown)
 	}
-	// ActErrno exports as SCMP_ACT_ERRNO, which imports as ActNotify: the
-	// same errno, now reported. Only clone3 is ActErrno in the default.
+	// sandbox.ActErrno exports as SCMP_ACT_ERRNO, which imports as sandbox.ActNotify: the
+	// same errno, now reported. Only clone3 is sandbox.ActErrno in the default.
 	var reported []string
-	compareDecisions(t, p, q, 1<<14, func(name string, w, g seccomp.Action) bool {
-		if SeccompAction(w).isErrno() && SeccompAction(g) == ActNotify(SeccompAction(w).Errno()) {
+	compareDecisions(t, p, q, 1<<14, func(name string, w, g sandbox.SeccompAction) bool {
+		if w == sandbox.ActErrno(w.Errno()) && g == sandbox.ActNotify(w.Errno()) {
 			if !slices.Contains(reported, name) {
 				reported = append(reported, name)
 			}
@@ -166,16 +204,16 @@ func TestSeccompOCIRoundTrip(t *testing.T) {
 	// A rule put in front of a syscall's unconditional rule overrides it
 	// (the first match decides); the export must not bring the
 	// overridden rule back.
-	o := DefaultSeccompPolicy()
-	o.Rules = append([]SyscallRule{
-		{Names: []string{"chmod", "mount"}, Action: ActNotify(syscall.EROFS)},
+	o := sandbox.DefaultSeccompPolicy()
+	o.Rules = append([]sandbox.SyscallRule{
+		{Names: []string{"chmod", "mount"}, Action: sandbox.ActNotify(syscall.EROFS)},
 	}, o.Rules...)
-	oq, _, err := SeccompFromOCI(o.OCI())
+	oq, _, err := FromOCI(ToOCI(o))
 	if err != nil {
 		t.Fatal(err)
 	}
-	compareDecisions(t, o, oq, 1<<14, func(name string, w, g seccomp.Action) bool {
-		return name == "clone3" && SeccompAction(g) == ActNotify(SeccompAction(w).Errno())
+	compareDecisions(t, o, oq, 1<<14, func(name string, w, g sandbox.SeccompAction) bool {
+		return name == "clone3" && g == sandbox.ActNotify(w.Errno())
 	})
 
 	// The same through JSON and the Docker reader, as the command-line
@@ -184,7 +222,7 @@ func TestSeccompOCIRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, unknown, err := SeccompFromDocker(b)
+	d, unknown, err := FromDocker(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +232,9 @@ func TestSeccompOCIRoundTrip(t *testing.T) {
 	compareDecisions(t, q, d, 1<<14, nil)
 }
 
-func TestSeccompPolicyOCIShape(t *testing.T) {
+func TestToOCIShape(t *testing.T) {
 	requireSyscallTable(t)
-	s := DefaultSeccompPolicy().OCI()
+	s := ToOCI(sandbox.DefaultSeccompPolicy())
 	if s.DefaultAction != specs.ActErrno || s.DefaultErrnoRet == nil || *s.DefaultErrnoRet != uint(syscall.EPERM) {
 		t.Errorf("default %s %v, want SCMP_ACT_ERRNO with errnoRet 1", s.DefaultAction, s.DefaultErrnoRet)
 	}
@@ -227,7 +265,7 @@ func TestSeccompPolicyOCIShape(t *testing.T) {
 			}
 			seen[n] = true
 		}
-		if slices.Equal(e.Names, []string{"ioctl"}) && len(e.Args) == 1 && e.Args[0] == (specs.LinuxSeccompArg{Index: 1, Value: 0xffffffff, ValueTwo: tiocsti, Op: specs.OpMaskedEqual}) {
+		if slices.Equal(e.Names, []string{"ioctl"}) && len(e.Args) == 1 && e.Args[0] == (specs.LinuxSeccompArg{Index: 1, Value: 0xffffffff, ValueTwo: 0x5412, Op: specs.OpMaskedEqual}) {
 			found = e.Action == specs.ActErrno && *e.ErrnoRet == uint(syscall.EPERM)
 		}
 	}
@@ -240,10 +278,10 @@ func TestSeccompPolicyOCIShape(t *testing.T) {
 type dockerCase struct {
 	name string
 	args [6]uint64
-	want SeccompAction
+	want sandbox.SeccompAction
 }
 
-func checkCases(t *testing.T, p *SeccompPolicy, cases []dockerCase) {
+func checkCases(t *testing.T, p *sandbox.SeccompPolicy, cases []dockerCase) {
 	t.Helper()
 	decide := decider(t, p)
 	for _, c := range cases {
@@ -252,7 +290,7 @@ func checkCases(t *testing.T, p *SeccompPolicy, cases []dockerCase) {
 			t.Errorf("%s: not in this table", c.name)
 			continue
 		}
-		if got := SeccompAction(decide(nr, c.args)); got != c.want {
+		if got := (decide(nr, c.args)); got != c.want {
 			t.Errorf("%s(%#x): %s, want %s", c.name, c.args[:2], got, c.want)
 		}
 	}
@@ -260,51 +298,51 @@ func checkCases(t *testing.T, p *SeccompPolicy, cases []dockerCase) {
 
 func readDockerTestdata(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "seccomp", name))
+	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-func TestSeccompFromDockerProfile(t *testing.T) {
+func TestFromDockerProfile(t *testing.T) {
 	requireSyscallTable(t)
 	data := readDockerTestdata(t, "docker.json")
-	eperm, enosys := ActNotify(syscall.EPERM), ActNotify(syscall.ENOSYS)
-	umask := ActAllow // the amd64 rule
+	eperm, enosys := sandbox.ActNotify(syscall.EPERM), sandbox.ActNotify(syscall.ENOSYS)
+	umask := sandbox.ActAllow // the amd64 rule
 	if nativeOCIArch() == specs.ArchAARCH64 {
-		umask = ActNotify(syscall.EACCES)
+		umask = sandbox.ActNotify(syscall.EACCES)
 	}
 	common := []dockerCase{
-		{"read", [6]uint64{}, ActAllow},
-		{"getpid", [6]uint64{}, ActAllow},
-		{"mount", [6]uint64{}, eperm},                      // includes.caps
-		{"clone", [6]uint64{0x11}, ActAllow},               // SIGCHLD
-		{"clone", [6]uint64{0x10000000 | 0x11}, eperm},     // CLONE_NEWUSER
-		{"clone", [6]uint64{0xffffffff00000011}, ActAllow}, // the mask's high word is 0
-		{"clone3", [6]uint64{}, enosys},                    // excludes.caps applies
-		{"umask", [6]uint64{}, umask},                      // includes.arches
-		{"sethostname", [6]uint64{}, eperm},                // excludes.arches
-		{"pidfd_open", [6]uint64{}, ActAllow},              // includes.minKernel 5.3
-		{"ioctl", [6]uint64{1, 0x5412}, eperm},             // TIOCSTI, though eperm is the default
+		{"read", [6]uint64{}, sandbox.ActAllow},
+		{"getpid", [6]uint64{}, sandbox.ActAllow},
+		{"mount", [6]uint64{}, eperm},                              // includes.caps
+		{"clone", [6]uint64{0x11}, sandbox.ActAllow},               // SIGCHLD
+		{"clone", [6]uint64{0x10000000 | 0x11}, eperm},             // CLONE_NEWUSER
+		{"clone", [6]uint64{0xffffffff00000011}, sandbox.ActAllow}, // the mask's high word is 0
+		{"clone3", [6]uint64{}, enosys},                            // excludes.caps applies
+		{"umask", [6]uint64{}, umask},                              // includes.arches
+		{"sethostname", [6]uint64{}, eperm},                        // excludes.arches
+		{"pidfd_open", [6]uint64{}, sandbox.ActAllow},              // includes.minKernel 5.3
+		{"ioctl", [6]uint64{1, 0x5412}, eperm},                     // TIOCSTI, though eperm is the default
 		{"ioctl", [6]uint64{1, 0xffffffff00005412}, eperm},
-		{"ioctl", [6]uint64{1, 0x5401}, ActAllow}, // TCGETS
-		{"socket", [6]uint64{1, 5}, ActAllow},
-		{"socket", [6]uint64{2, 1}, ActAllow},
-		{"socket", [6]uint64{2, 0x80801}, ActAllow}, // SOCK_STREAM|SOCK_NONBLOCK|SOCK_CLOEXEC
+		{"ioctl", [6]uint64{1, 0x5401}, sandbox.ActAllow}, // TCGETS
+		{"socket", [6]uint64{1, 5}, sandbox.ActAllow},
+		{"socket", [6]uint64{2, 1}, sandbox.ActAllow},
+		{"socket", [6]uint64{2, 0x80801}, sandbox.ActAllow}, // SOCK_STREAM|SOCK_NONBLOCK|SOCK_CLOEXEC
 		{"socket", [6]uint64{2, 2}, eperm},
 		{"socket", [6]uint64{10, 1}, eperm},
-		{"kill", [6]uint64{7, 0}, ActAllow},
-		{"kill", [6]uint64{7, 15}, ActAllow},
+		{"kill", [6]uint64{7, 0}, sandbox.ActAllow},
+		{"kill", [6]uint64{7, 15}, sandbox.ActAllow},
 		{"kill", [6]uint64{7, 9}, eperm},
-		{"personality", [6]uint64{}, ActLog},
-		{"reboot", [6]uint64{}, ActKill},
+		{"personality", [6]uint64{}, sandbox.ActLog},
+		{"reboot", [6]uint64{}, sandbox.ActKill},
 		{"ptrace", [6]uint64{}, eperm}, // SCMP_ACT_NOTIFY
 	}
 
 	t.Run("kernel 5.4", func(t *testing.T) {
 		withKernel(t, "5.4.0-150-generic", nil)
-		p, unknown, err := SeccompFromDocker(data)
+		p, unknown, err := FromDocker(data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,91 +353,91 @@ func TestSeccompFromDockerProfile(t *testing.T) {
 			t.Errorf("default %s, unknown %s; want %s, %s", p.Default, p.Unknown, eperm, enosys)
 		}
 		checkCases(t, p, append(common,
-			dockerCase{"pidfd_getfd", [6]uint64{}, eperm}, // includes.minKernel 5.6
-			dockerCase{"uname", [6]uint64{}, ActAllow},    // excludes.minKernel 5.6
+			dockerCase{"pidfd_getfd", [6]uint64{}, eperm},      // includes.minKernel 5.6
+			dockerCase{"uname", [6]uint64{}, sandbox.ActAllow}, // excludes.minKernel 5.6
 		))
 		decide := decider(t, p)
-		if got := SeccompAction(decide(seccomp.MaxNr+1, [6]uint64{})); got != enosys {
+		if got := (decide(seccomp.MaxNr+1, [6]uint64{})); got != enosys {
 			t.Errorf("syscall %d: %s, want %s", seccomp.MaxNr+1, got, enosys)
 		}
 	})
 	t.Run("kernel 6.1", func(t *testing.T) {
 		withKernel(t, "6.1.0", nil)
-		p, _, err := SeccompFromDocker(data)
+		p, _, err := FromDocker(data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkCases(t, p, append(common,
-			dockerCase{"pidfd_getfd", [6]uint64{}, ActAllow},
+			dockerCase{"pidfd_getfd", [6]uint64{}, sandbox.ActAllow},
 			dockerCase{"uname", [6]uint64{}, eperm},
 		))
 	})
 	t.Run("kernel unknown", func(t *testing.T) {
 		withKernel(t, "", errors.New("no /proc"))
-		_, _, err := SeccompFromDocker(data)
-		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "syscalls[8].includes.minKernel") {
-			t.Errorf("err = %v, want ErrNotSupported naming syscalls[8].includes.minKernel", err)
+		_, _, err := FromDocker(data)
+		if !errors.Is(err, sandbox.ErrNotSupported) || !strings.Contains(err.Error(), "syscalls[8].includes.minKernel") {
+			t.Errorf("err = %v, want sandbox.ErrNotSupported naming syscalls[8].includes.minKernel", err)
 		}
 		// A profile without minKernel does not need the version.
-		if _, _, err := SeccompFromDocker([]byte(`{"defaultAction": "SCMP_ACT_ALLOW"}`)); err != nil {
+		if _, _, err := FromDocker([]byte(`{"defaultAction": "SCMP_ACT_ALLOW"}`)); err != nil {
 			t.Error(err)
 		}
 	})
 }
 
-func TestSeccompFromOCIDenylist(t *testing.T) {
+func TestFromOCIDenylist(t *testing.T) {
 	requireSyscallTable(t)
 	var s specs.LinuxSeccomp
 	if err := json.Unmarshal(readDockerTestdata(t, "oci-denylist.json"), &s); err != nil {
 		t.Fatal(err)
 	}
-	p, unknown, err := SeccompFromOCI(&s)
+	p, unknown, err := FromOCI(&s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(unknown, []string{"not_a_syscall"}) {
 		t.Errorf("unknown %v", unknown)
 	}
-	if p.Default != ActAllow || p.Unknown != ActAllow {
+	if p.Default != sandbox.ActAllow || p.Unknown != sandbox.ActAllow {
 		t.Errorf("default %s, unknown %s; want allow for both", p.Default, p.Unknown)
 	}
 	checkCases(t, p, []dockerCase{
-		{"ptrace", [6]uint64{}, ActNotify(syscall.EPERM)},
-		{"userfaultfd", [6]uint64{}, ActNotify(syscall.ENOSYS)},
-		{"reboot", [6]uint64{}, ActKill},
-		{"unshare", [6]uint64{0x10000000 | 0x20000}, ActLog},
-		{"unshare", [6]uint64{0x20000}, ActAllow},
-		{"setns", [6]uint64{3, 0}, ActAllow},
-		{"setns", [6]uint64{3, 0x40000000}, ActNotify(syscall.EPERM)},
-		{"mmap", [6]uint64{0, 4096, 7}, ActKill},
-		{"mmap", [6]uint64{0, 4096, 3}, ActAllow},
+		{"ptrace", [6]uint64{}, sandbox.ActNotify(syscall.EPERM)},
+		{"userfaultfd", [6]uint64{}, sandbox.ActNotify(syscall.ENOSYS)},
+		{"reboot", [6]uint64{}, sandbox.ActKill},
+		{"unshare", [6]uint64{0x10000000 | 0x20000}, sandbox.ActLog},
+		{"unshare", [6]uint64{0x20000}, sandbox.ActAllow},
+		{"setns", [6]uint64{3, 0}, sandbox.ActAllow},
+		{"setns", [6]uint64{3, 0x40000000}, sandbox.ActNotify(syscall.EPERM)},
+		{"mmap", [6]uint64{0, 4096, 7}, sandbox.ActKill},
+		{"mmap", [6]uint64{0, 4096, 3}, sandbox.ActAllow},
 	})
 	decide := decider(t, p)
-	if got := SeccompAction(decide(seccomp.MaxNr+1, [6]uint64{})); got != ActAllow {
+	if got := (decide(seccomp.MaxNr+1, [6]uint64{})); got != sandbox.ActAllow {
 		t.Errorf("syscall %d: %s, want allow", seccomp.MaxNr+1, got)
 	}
 }
 
-func TestSeccompFromOCIUnknownAction(t *testing.T) {
+func TestFromOCIUnknownAction(t *testing.T) {
 	requireSyscallTable(t)
 	errno := func(e uint) *uint { return &e }
 	for _, c := range []struct {
 		action        specs.LinuxSeccompAction
 		errnoRet      *uint
-		deflt, unknow SeccompAction
+		deflt, unknow sandbox.SeccompAction
 	}{
-		{specs.ActAllow, nil, ActAllow, ActAllow},
-		{specs.ActLog, nil, ActLog, ActLog},
-		{specs.ActKill, nil, ActKill, ActKill},
-		{specs.ActKillThread, nil, ActKill, ActKill},
-		{specs.ActKillProcess, nil, ActKill, ActKill},
-		{specs.ActErrno, nil, ActNotify(syscall.EPERM), ActNotify(syscall.ENOSYS)},
-		{specs.ActErrno, errno(13), ActNotify(syscall.EACCES), ActNotify(syscall.ENOSYS)},
-		{specs.ActNotify, nil, ActNotify(syscall.EPERM), ActNotify(syscall.ENOSYS)},
+		{specs.ActAllow, nil, sandbox.ActAllow, sandbox.ActAllow},
+		{specs.ActLog, nil, sandbox.ActLog, sandbox.ActLog},
+		{specs.ActKill, nil, sandbox.ActKill, sandbox.ActKill},
+		{specs.ActKillThread, nil, sandbox.ActKill, sandbox.ActKill},
+		{specs.ActKillProcess, nil, sandbox.ActKill, sandbox.ActKill},
+		{specs.ActErrno, nil, sandbox.ActNotify(syscall.EPERM), sandbox.ActNotify(syscall.ENOSYS)},
+		{specs.ActErrno, errno(13), sandbox.ActNotify(syscall.EACCES), sandbox.ActNotify(syscall.ENOSYS)},
+		{specs.ActNotify, nil, sandbox.ActNotify(syscall.EPERM), sandbox.ActNotify(syscall.ENOSYS)},
 	} {
 		s := &specs.LinuxSeccomp{DefaultAction: c.action, DefaultErrnoRet: c.errnoRet,
 			Syscalls: []specs.LinuxSyscall{{Names: []string{"execve", "execveat", "fcntl", "close", "sendmsg"}, Action: specs.ActAllow}}}
-		p, _, err := SeccompFromOCI(s)
+		p, _, err := FromOCI(s)
 		if err != nil {
 			t.Errorf("%s: %v", c.action, err)
 			continue
@@ -407,16 +445,16 @@ func TestSeccompFromOCIUnknownAction(t *testing.T) {
 		if p.Default != c.deflt || p.Unknown != c.unknow {
 			t.Errorf("%s: default %s, unknown %s; want %s, %s", c.action, p.Default, p.Unknown, c.deflt, c.unknow)
 		}
-		if _, err := p.compile("profile"); err != nil {
+		if err := checked(p); err != nil {
 			t.Errorf("%s: %v", c.action, err)
 		}
 	}
 }
 
-// TestSeccompFromOCINormalize checks the shape rules: conditional rules
+// TestFromOCINormalize checks the shape rules: conditional rules
 // before the unconditional one whatever the profile's order, redundant
 // rules dropped, an argument compared twice split into rules.
-func TestSeccompFromOCINormalize(t *testing.T) {
+func TestFromOCINormalize(t *testing.T) {
 	requireSyscallTable(t)
 	tiocsti := specs.LinuxSeccompArg{Index: 1, Value: 0x5412, Op: specs.OpEqualTo}
 	s := &specs.LinuxSeccomp{
@@ -433,14 +471,14 @@ func TestSeccompFromOCINormalize(t *testing.T) {
 			{Names: []string{"bogus_name", "execve"}, Action: specs.ActAllow},
 		},
 	}
-	p, unknown, err := SeccompFromOCI(s)
+	p, unknown, err := FromOCI(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(unknown, []string{"bogus_name"}) {
 		t.Errorf("unknown %v", unknown)
 	}
-	var ioctl, flock, kill []SyscallRule
+	var ioctl, flock, kill []sandbox.SyscallRule
 	for _, r := range p.Rules {
 		switch {
 		case slices.Contains(r.Names, "ioctl"):
@@ -451,9 +489,9 @@ func TestSeccompFromOCINormalize(t *testing.T) {
 			kill = append(kill, r)
 		}
 	}
-	wantIoctl := []SyscallRule{
-		{Names: []string{"ioctl"}, Action: ActNotify(syscall.EPERM), Args: []ArgCond{{Index: 1, Op: ArgEq, Value: 0x5412}}},
-		{Names: []string{"execve", "execveat", "fcntl", "close", "sendmsg", "ioctl"}, Action: ActAllow},
+	wantIoctl := []sandbox.SyscallRule{
+		{Names: []string{"ioctl"}, Action: sandbox.ActNotify(syscall.EPERM), Args: []sandbox.ArgCond{{Index: 1, Op: sandbox.ArgEq, Value: 0x5412}}},
+		{Names: []string{"execve", "execveat", "fcntl", "close", "sendmsg", "ioctl"}, Action: sandbox.ActAllow},
 	}
 	if !rulesEqual(ioctl, wantIoctl) {
 		t.Errorf("ioctl's rules:\n%+v\nwant\n%+v", ioctl, wantIoctl)
@@ -465,21 +503,21 @@ func TestSeccompFromOCINormalize(t *testing.T) {
 		t.Errorf("kill's rule compares argument 1 twice and should be 3 rules: %+v", kill)
 	}
 	checkCases(t, p, []dockerCase{
-		{"ioctl", [6]uint64{0, 0x5412}, ActNotify(syscall.EPERM)},
-		{"ioctl", [6]uint64{0, 1}, ActAllow},
-		{"kill", [6]uint64{0, 9}, ActNotify(syscall.EPERM)},
-		{"kill", [6]uint64{2, 9}, ActAllow}, // runc's reading: any comparison
-		{"kill", [6]uint64{0, 15}, ActAllow},
+		{"ioctl", [6]uint64{0, 0x5412}, sandbox.ActNotify(syscall.EPERM)},
+		{"ioctl", [6]uint64{0, 1}, sandbox.ActAllow},
+		{"kill", [6]uint64{0, 9}, sandbox.ActNotify(syscall.EPERM)},
+		{"kill", [6]uint64{2, 9}, sandbox.ActAllow}, // runc's reading: any comparison
+		{"kill", [6]uint64{0, 15}, sandbox.ActAllow},
 	})
 }
 
-func rulesEqual(a, b []SyscallRule) bool {
-	return slices.EqualFunc(a, b, func(x, y SyscallRule) bool {
+func rulesEqual(a, b []sandbox.SyscallRule) bool {
+	return slices.EqualFunc(a, b, func(x, y sandbox.SyscallRule) bool {
 		return slices.Equal(x.Names, y.Names) && x.Action == y.Action && slices.Equal(x.Args, y.Args)
 	})
 }
 
-func TestSeccompProfileErrors(t *testing.T) {
+func TestProfileErrors(t *testing.T) {
 	requireSyscallTable(t)
 	withKernel(t, "6.1.0", nil)
 	native := string(nativeOCIArch())
@@ -536,10 +574,10 @@ func TestSeccompProfileErrors(t *testing.T) {
 		{"two conditional actions", entries(`{"names": ["fcntl"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 1, "value": 1, "op": "SCMP_CMP_EQ"}]}, {"names": ["fcntl"], "action": "SCMP_ACT_LOG", "args": [{"index": 1, "value": 2, "op": "SCMP_CMP_EQ"}]}`), "syscalls[1].action"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := SeccompFromDocker([]byte(c.profile))
-			var pe *ProfileError
-			if !errors.Is(err, ErrInvalidProfile) || !errors.As(err, &pe) {
-				t.Fatalf("err = %v, want a *ProfileError", err)
+			_, _, err := FromDocker([]byte(c.profile))
+			var pe *Error
+			if !errors.Is(err, ErrInvalid) || !errors.As(err, &pe) {
+				t.Fatalf("err = %v, want a *Error", err)
 			}
 			if pe.Field != c.field {
 				t.Errorf("Field %q, want %q (%v)", pe.Field, c.field, err)
@@ -554,7 +592,7 @@ func TestSeccompProfileErrors(t *testing.T) {
 		})
 	}
 
-	// What SeccompFromOCI alone can be given.
+	// What FromOCI alone can be given.
 	for _, c := range []struct {
 		name  string
 		s     *specs.LinuxSeccomp
@@ -569,10 +607,10 @@ func TestSeccompProfileErrors(t *testing.T) {
 		{"errno 0 default", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, DefaultErrnoRet: new(uint)}, "defaultErrnoRet"},
 	} {
 		t.Run("OCI "+c.name, func(t *testing.T) {
-			_, _, err := SeccompFromOCI(c.s)
-			var pe *ProfileError
-			if !errors.As(err, &pe) || !errors.Is(err, ErrInvalidProfile) {
-				t.Fatalf("err = %v, want a *ProfileError", err)
+			_, _, err := FromOCI(c.s)
+			var pe *Error
+			if !errors.As(err, &pe) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want a *Error", err)
 			}
 			if pe.Field != c.field {
 				t.Errorf("Field %q, want %q (%v)", pe.Field, c.field, err)
@@ -580,14 +618,14 @@ func TestSeccompProfileErrors(t *testing.T) {
 		})
 	}
 
-	_, _, err := SeccompFromDocker([]byte(entries(`{"names": ["ioctl"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 1, "value": 1, "op": "SCMP_CMP_FOO"}]}`)))
+	_, _, err := FromDocker([]byte(entries(`{"names": ["ioctl"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 1, "value": 1, "op": "SCMP_CMP_FOO"}]}`)))
 	if want := `sandbox: seccomp profile: syscalls[0].args[0].op: "SCMP_CMP_FOO" is not a comparison`; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("message %q, want it to start %q", err, want)
 	}
 }
 
-func FuzzSeccompFromDocker(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("testdata", "seccomp", "*.json"))
+func FuzzFromDocker(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -599,7 +637,7 @@ func FuzzSeccompFromDocker(f *testing.F) {
 		f.Add(b)
 	}
 	if seccomp.NativeArch != 0 {
-		b, err := json.Marshal(DefaultSeccompPolicy().OCI())
+		b, err := json.Marshal(ToOCI(sandbox.DefaultSeccompPolicy()))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -609,30 +647,28 @@ func FuzzSeccompFromDocker(f *testing.F) {
 	f.Add([]byte(`{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["read"], "action": "SCMP_ACT_FOO"}]}`))
 	withKernel(f, "5.10.0", nil)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, unknown, err := SeccompFromDocker(data)
+		p, unknown, err := FromDocker(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidProfile) && !errors.Is(err, ErrNotSupported) {
-				t.Fatalf("error matches neither ErrInvalidProfile nor ErrNotSupported: %v", err)
+			if !errors.Is(err, ErrInvalid) && !errors.Is(err, sandbox.ErrNotSupported) {
+				t.Fatalf("error matches neither ErrInvalid nor sandbox.ErrNotSupported: %v", err)
 			}
 			return
 		}
 		if !slices.IsSorted(unknown) {
 			t.Errorf("unknown names not sorted: %v", unknown)
 		}
-		// What the reader accepts has the shape the model requires.
-		if _, err := p.filter("profile"); err != nil {
-			t.Fatalf("accepted profile fails the policy's checks: %v", err)
-		}
-		// It may still be refused (its filter blocks the init, or is too
-		// long), with an error.
-		if _, err := p.compile("profile"); err != nil {
-			if !errors.Is(err, ErrInvalidOption) {
-				t.Fatalf("compile: %v", err)
+		// What the reader accepts has the shape the model requires: New
+		// may refuse it only as a whole (its filter blocks the init, or is
+		// too long), not for one of its rules or actions.
+		if err := checked(p); err != nil {
+			var oe *sandbox.OptionError
+			if !errors.As(err, &oe) || strings.Contains(oe.Option, ".Rules[") || strings.HasSuffix(oe.Option, ".Default") || strings.HasSuffix(oe.Option, ".Unknown") {
+				t.Fatalf("accepted profile fails the policy's checks: %v", err)
 			}
 			return
 		}
 		// And it exports and imports again to the same decisions.
-		q, unknown, err := SeccompFromOCI(p.OCI())
+		q, unknown, err := FromOCI(ToOCI(p))
 		if err != nil || len(unknown) > 0 {
 			t.Fatalf("re-import: %v (unknown %v)", err, unknown)
 		}
