@@ -12,7 +12,7 @@ import (
 )
 
 // TestEgressRefusesHostAddress serves on all of the host's addresses and
-// has a Egress run ask for an allowed name that resolves to one of
+// has an *Egress run ask for an allowed name that resolves to one of
 // the host's own non-loopback addresses. A CIDR rule for the address's
 // whole network does not open it (the program gets 403, the server sees
 // nothing, the report names an address of this host); a rule for exactly

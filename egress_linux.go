@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The egress proxy of a Egress run. The init, inside the run's
+// The egress proxy of an *Egress run. The init, inside the run's
 // network namespace, listens on ProxyAddr and hands the listening socket
 // to the caller over a channel of its own (internal/wire's proxy.go),
 // then execs the program. The caller serves

@@ -126,7 +126,7 @@ func secretEcho(t *testing.T, cert *tls.Certificate, seen *echoSeen) string {
 	return port
 }
 
-// secretSetup is a Egress setup with two secrets: API_KEY bound to
+// secretSetup is an *Egress setup with two secrets: API_KEY bound to
 // api.secret.test's plain and TLS servers, SECOND_KEY to
 // second.secret.test's; other.test is an allowed host no secret is bound
 // to, plain and over TLS.

@@ -1,6 +1,6 @@
 package wire
 
-// The proxy channel of a Egress run is a socket pair the caller
+// The proxy channel of an *Egress run is a socket pair the caller
 // makes for the run: it keeps one end, and the other goes to the init
 // (through the spawner, untouched), which listens on 127.0.0.1:ProxyPort
 // inside the run's network namespace and sends the listening socket back
