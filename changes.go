@@ -1,6 +1,12 @@
 package sandbox
 
-import "io/fs"
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+)
 
 // MaxChanges is the most entries a list of workspace changes holds
 // (Result.Changes, Sandbox.Changes); past it only a count is kept, so a
@@ -35,6 +41,16 @@ func (k ChangeKind) String() string {
 // MarshalText makes ChangeKind print as its name in JSON.
 func (k ChangeKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
+// UnmarshalText reads the name MarshalText writes.
+func (k *ChangeKind) UnmarshalText(b []byte) error {
+	i := slices.Index(changeKindNames[:], string(b))
+	if i <= 0 {
+		return fmt.Errorf("sandbox: change kind %q: not one of %q", b, changeKindNames[1:])
+	}
+	*k = ChangeKind(i)
+	return nil
+}
+
 // Change is one workspace path that was added, modified or deleted.
 //
 // A renamed entry is its old path deleted and its new one added. A
@@ -47,8 +63,69 @@ func (k ChangeKind) MarshalText() ([]byte, error) { return []byte(k.String()), n
 // with the same bytes, touched, or given another hard link counts, and so
 // does one the layered workspace copied up without a change of content.
 type Change struct {
-	Path string // relative to /workspace, slash-separated, e.g. "src/a.py"
-	Kind ChangeKind
-	Size int64       // bytes of a regular file, a symlink's target length; for ChangeDeleted, what it had
-	Mode fs.FileMode // type and permission bits; for ChangeDeleted, what it had
+	Path string      `json:"path"`       // relative to /workspace, slash-separated, e.g. "src/a.py"
+	Kind ChangeKind  `json:"kind"`       // its name, e.g. "added"
+	Size int64       `json:"size_bytes"` // bytes of a regular file, a symlink's target length; for ChangeDeleted, what it had
+	Mode fs.FileMode `json:"mode"`       // type and permission bits, as fs.FileMode.String writes them, e.g. "-rw-r--r--"; for ChangeDeleted, what it had
+}
+
+// changeJSON is a Change with its Mode as text.
+type changeJSON struct {
+	plainChange
+	Mode string `json:"mode"`
+}
+
+// plainChange is a Change without its methods, for changeJSON.
+type plainChange Change
+
+// MarshalJSON writes c with its mode as text.
+func (c Change) MarshalJSON() ([]byte, error) {
+	return json.Marshal(changeJSON{plainChange(c), c.Mode.String()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *Change) UnmarshalJSON(b []byte) error {
+	var j changeJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	mode, err := parseMode(j.Mode)
+	if err != nil {
+		return err
+	}
+	*c = Change(j.plainChange)
+	c.Mode = mode
+	return nil
+}
+
+// modeTypes are the letters fs.FileMode.String writes for its bits from
+// the highest down, before the nine permission letters.
+const modeTypes = "dalTLDpSugct?"
+
+// parseMode reads what fs.FileMode.String writes.
+func parseMode(s string) (fs.FileMode, error) {
+	if len(s) < 10 {
+		return 0, fmt.Errorf("sandbox: mode %q: want its type letters and nine permission letters, e.g. -rw-r--r--", s)
+	}
+	types, perm := s[:len(s)-9], s[len(s)-9:]
+	var m fs.FileMode
+	if types != "-" {
+		for _, c := range types {
+			i := strings.IndexRune(modeTypes, c)
+			if i < 0 {
+				return 0, fmt.Errorf("sandbox: mode %q: %q is not a type letter of %q", s, c, modeTypes)
+			}
+			m |= 1 << (31 - i)
+		}
+	}
+	for i, c := range perm {
+		switch c {
+		case rune("rwxrwxrwx"[i]):
+			m |= 1 << (8 - i)
+		case '-':
+		default:
+			return 0, fmt.Errorf("sandbox: mode %q: permission letter %d is %q, want %q or '-'", s, i+1, c, "rwxrwxrwx"[i])
+		}
+	}
+	return m, nil
 }

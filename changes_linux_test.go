@@ -256,7 +256,7 @@ func TestChangesOptions(t *testing.T) {
 	f := New(Options{Workspace: FreshWorkspace{}})
 	defer f.Close()
 	if _, _, err := f.Changes(nil); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("Changes with Options.FreshWorkspace: %v, want ErrInvalidOption", err)
+		t.Errorf("Changes with a FreshWorkspace: %v, want ErrInvalidOption", err)
 	}
 }
 

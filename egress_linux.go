@@ -119,7 +119,7 @@ func (p *runProxy) stop() ([]Connection, int) {
 		if p.served != nil {
 			<-p.served
 		}
-		p.report, p.dropped = connectionsOf(p.proxy.Report()), p.proxy.Dropped()
+		p.report, p.dropped = p.proxy.Report(), p.proxy.Dropped()
 	}
 	return p.report, p.dropped
 }

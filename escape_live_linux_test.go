@@ -199,7 +199,7 @@ func TestEscapeLivePidsFull(t *testing.T) {
 	for range 5 {
 		_, err := s.Run(context.Background(), Command("true"))
 		if err == nil || !errors.Is(err, syscall.EAGAIN) || !strings.Contains(err.Error(), "Options.Limits.Pids") {
-			t.Fatalf("an entrant at the full pids limit: %v, want EAGAIN naming Options.Pids", err)
+			t.Fatalf("an entrant at the full pids limit: %v, want EAGAIN naming Options.Limits.Pids", err)
 		}
 	}
 	if after := len(ownProcesses(m)); after != before {

@@ -74,7 +74,7 @@ func TestImagePullTimeout(t *testing.T) {
 	_, err := s.Run(ctx, Command("/bin/sh", "-c", "true"))
 	if !errors.Is(err, ErrImageTimeout) || !errors.Is(err, context.DeadlineExceeded) ||
 		!strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "Image.PullTimeout (500ms)") {
-		t.Errorf("Run: %v; want ErrImageTimeout naming %s and Options.Image.PullTimeout", err, ref)
+		t.Errorf("Run: %v; want ErrImageTimeout naming %s and Image.PullTimeout", err, ref)
 	}
 	t.Log(err)
 	s.Close() // waits for a pool's pull too
@@ -141,7 +141,7 @@ func TestImagePullPolicy(t *testing.T) {
 		t.Errorf("run with PullNever and nothing stored: %v; want ErrImageNotFound naming the image and the policy", err)
 	}
 	if err := New(Options{Root: &Image{Ref: ref, Pull: PullNever + 1}}).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.Root (Image.Pull)") {
-		t.Errorf("New with an unknown pull policy: %v, want ErrInvalidOption naming Options.Image.Pull", err)
+		t.Errorf("New with an unknown pull policy: %v, want ErrInvalidOption naming Options.Root (Image.Pull)", err)
 	}
 }
 

@@ -59,7 +59,7 @@ func TestImageDefaultStore(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(private, "cache"))
 	_, err = newTest(t, Options{Root: &Image{Ref: ref}}).Run(ctx, Command("/bin/sh", "-c", "true"))
 	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "chmod o+x "+private) ||
-		!strings.Contains(err.Error(), "Image.Store") || strings.Contains(err.Error(), "Options.Rootfs") {
+		!strings.Contains(err.Error(), "Image.Store") || strings.Contains(err.Error(), "RootDir") {
 		t.Errorf("run with the store beneath %s (mode 0700): %v; want ErrPermission naming the image, the directory and what to do", private, err)
 	}
 }

@@ -184,7 +184,7 @@ func TestMemoryBelowMinimum(t *testing.T) {
 	err := New(Options{Limits: Limits{Memory: 200000}}).Err()
 	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(fmt.Sprint(err), "Options.Limits.Memory") ||
 		!strings.Contains(fmt.Sprint(err), fmt.Sprint(MinMemory)) {
-		t.Errorf("Memory 200000: New: %v, want an OptionError naming Options.Memory and the minimum %d", err, MinMemory)
+		t.Errorf("Memory 200000: New: %v, want an OptionError naming Options.Limits.Memory and the minimum %d", err, MinMemory)
 	}
 	for _, inProcess := range []bool{false, true} {
 		res := run(t, Options{Limits: Limits{Memory: MinMemory}, Start: inProcessIf(inProcess)}, Command("/bin/sh", "-c", "echo ran"))

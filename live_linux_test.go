@@ -220,7 +220,7 @@ func TestLiveExpiry(t *testing.T) {
 		}
 		_, err := s.Run(context.Background(), Command("true"))
 		if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "IdleTimeout") {
-			t.Errorf("a call after the idle timeout: %v, want ErrExpired and ErrClosed naming Options.IdleTimeout", err)
+			t.Errorf("a call after the idle timeout: %v, want ErrExpired and ErrClosed naming Options.Live.IdleTimeout", err)
 		}
 		requireNothingLeft(t, m)
 	})
@@ -231,7 +231,7 @@ func TestLiveExpiry(t *testing.T) {
 			t.Errorf("a call running at the maximum lifetime: %v, %+v; want it killed", err, res)
 		}
 		if _, err := s.Processes(context.Background()); !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "MaxLifetime") {
-			t.Errorf("Processes after the lifetime: %v, want ErrExpired naming Options.MaxLifetime", err)
+			t.Errorf("Processes after the lifetime: %v, want ErrExpired naming Options.Live.MaxLifetime", err)
 		}
 		requireNothingLeft(t, m)
 	})

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"time"
 
 	"github.com/fumehood/sandbox/internal/egress"
+	"github.com/fumehood/sandbox/internal/report"
 )
 
 // Network is what a run can reach over the network, Options.Network:
@@ -117,35 +117,10 @@ type Resolver interface {
 }
 
 // Connection is one attempt of an *Egress run to reach a host through
-// the egress proxy: one CONNECT, or one plain HTTP request.
-type Connection struct {
-	Host    string // as requested, lower case: a name or an IP address; "" if the request was unreadable
-	Port    int    // as requested (80 for an http:// URL without one)
-	Method  string // "CONNECT" or the plain HTTP request's method; "" if unreadable or none was sent
-	Allowed bool   // the allowlist allowed the host and at least one of its addresses
-	Reason  string // the rule that allowed it, or why it was refused
-	Addr    string // the address dialed, "ip:port"; "" if none was
-	Status  int    // status sent to the program: 200 an open tunnel, 403 refused, 502/504 upstream failed, else the upstream's
-	Error   string // what failed after the decision (resolving, dialing, relaying); "" if nothing
-
-	// BytesUp counts what the program sent for this attempt (request,
-	// body, tunnel data); BytesDown what it was sent.
-	BytesUp, BytesDown int64
-
-	Start    time.Time     // when the request's first byte arrived (with no request: when the connection was accepted)
-	Duration time.Duration // until the attempt ended (a tunnel: until it closed)
-}
-
-// connectionsOf converts the proxy's report.
-func connectionsOf(report []egress.Connection) []Connection {
-	var cs []Connection
-	for _, c := range report {
-		cs = append(cs, Connection{Host: c.Host, Port: c.Port, Method: c.Method, Allowed: c.Allowed, Reason: c.Reason,
-			Addr: c.Addr, Status: c.Status, Error: c.Error, BytesUp: c.BytesUp, BytesDown: c.BytesDown,
-			Start: c.Start, Duration: c.Duration})
-	}
-	return cs
-}
+// the egress proxy: one CONNECT, or one plain HTTP request, or a
+// connection to it that sent no request. It is the proxy's own record,
+// handed on as it is; its fields say what each holds.
+type Connection = report.Connection
 
 // checkNetwork parses an *Egress's allowlist; nil without one.
 func (o *resolved) checkNetwork() (*egress.Rules, error) {

@@ -287,12 +287,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 	}
 	res.CgroupCPU, res.MemoryPeak = time.Duration(exit.CgroupCPUNS), exit.MemoryPeak
 	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills+exit.OOMKillsBefore), exit.PidsMax > 0
-	for _, l := range exit.Limits {
-		res.Limits = append(res.Limits, Limit(l))
-	}
-	for _, d := range exit.Denials {
-		res.Denials = append(res.Denials, Denial{Syscall: d.Syscall, Errno: syscall.Errno(d.Errno), Count: d.Count})
-	}
+	res.Limits, res.Denials = exit.Limits, exit.Denials
 	res.Violation = exit.Violation
 	r.audited = runFacts{auditExec: s.cfg.AuditExec, execs: exit.Execs}
 	if px != nil {
@@ -301,6 +296,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 	if r.changes != nil {
 		res.Changes, res.ChangesDropped = r.changes()
 	}
+	res.lists()
 	if r.proxyErr != nil {
 		return nil, r.proxyErr
 	}
@@ -628,7 +624,7 @@ func (st *stdio) waitAfterExit(grace time.Duration) {
 
 func (st *stdio) result() *Result {
 	r := &Result{}
-	outs := []*[]byte{&r.Stdout, &r.Stderr}
+	outs := []*Output{&r.Stdout, &r.Stderr}
 	truncs := []*bool{&r.StdoutTruncated, &r.StderrTruncated}
 	counts := []*int64{&r.StdoutBytes, &r.StderrBytes}
 	for i := range 2 {

@@ -159,7 +159,7 @@ func TestMCPHTTPAPIKey(t *testing.T) {
 	}
 	var run runOutput
 	callOK(t, alice, "run", map[string]any{"argv": []string{"echo", "hi"}}, &run)
-	if run.Stdout != "hi\n" {
+	if string(run.Stdout) != "hi\n" {
 		t.Errorf("run echo hi: %+v", run)
 	}
 	callOK(t, alice, "write_file", map[string]any{"path": "a.txt", "content": "alice's"}, nil)

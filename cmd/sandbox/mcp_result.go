@@ -2,116 +2,129 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
+	"reflect"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fumehood/sandbox"
+	"github.com/google/jsonschema-go/jsonschema"
 	"golang.org/x/sys/unix"
 )
 
-// runOutput is a run's sandbox.Result as the run and run_code tools return
-// it, in structured content; summary is the same for models that read text.
+// runOutput is what the run and run_code tools return in structured
+// content: the run's sandbox.Result as it serialises itself, and what the
+// server adds; summary is the same for models that read text.
 type runOutput struct {
-	Outcome            string           `json:"outcome" jsonschema:"how the run ended: exited, signaled, timeout, canceled, out of memory or seccomp kill"`
-	ExitCode           int              `json:"exit_code" jsonschema:"the exit status if outcome is exited, else -1"`
-	Signal             string           `json:"signal,omitempty" jsonschema:"the signal that ended it, e.g. SIGKILL"`
-	Stdout             string           `json:"stdout"`
-	Stderr             string           `json:"stderr"`
-	StdoutTruncated    bool             `json:"stdout_truncated" jsonschema:"stdout was longer than the server keeps: its middle was dropped"`
-	StderrTruncated    bool             `json:"stderr_truncated"`
-	StdoutBytes        int64            `json:"stdout_bytes" jsonschema:"every byte it wrote to stdout, the dropped ones too"`
-	StderrBytes        int64            `json:"stderr_bytes"`
-	DurationMS         int64            `json:"duration_ms"`
-	Denials            []jsonDenial     `json:"denials" jsonschema:"syscalls the sandbox's seccomp policy refused, and how often"`
-	Violation          string           `json:"violation,omitempty" jsonschema:"the refused syscall that ended the run, with outcome seccomp kill"`
-	Connections        []jsonConnection `json:"connections" jsonschema:"its attempts to reach the network through the egress proxy, allowed and refused"`
-	ConnectionsDropped int              `json:"connections_dropped,omitempty"`
-	ChangesTracked     bool             `json:"changes_tracked" jsonschema:"whether changes lists the files the run changed (not on a live session)"`
-	Changes            []changeInfo     `json:"changes" jsonschema:"workspace paths the run added, modified or deleted"`
-	ChangesDropped     int              `json:"changes_dropped,omitempty" jsonschema:"changes past the listed ones; -1 if they could not be listed"`
-	Error              string           `json:"error,omitempty"`
+	*sandbox.Result // nil when the run could not be made; Error says why
+
+	ChangesTracked bool   `json:"changes_tracked" jsonschema:"whether changes lists the files the run changed (not on a live session)"`
+	Error          string `json:"error,omitempty"`
 
 	timeout time.Duration // the call's, for the summary
 	memory  int64         // the session's memory limit, for the summary; 0 if none
 }
 
-// changeInfo is a sandbox.Change.
-type changeInfo struct {
-	Path string `json:"path" jsonschema:"relative to /workspace"`
-	Kind string `json:"kind" jsonschema:"added, modified or deleted"`
-	Size int64  `json:"size" jsonschema:"bytes of a file (for deleted: what it had)"`
-	Mode string `json:"mode" jsonschema:"type and permission bits, e.g. -rw-r--r--"`
-}
-
 // newRunOutput makes the output of res, a run of a call with timeout; live
 // says that the session is live, where changes are not tracked.
 func newRunOutput(res *sandbox.Result, timeout time.Duration, live bool) *runOutput {
-	out := &runOutput{
-		Outcome: res.Outcome.String(), ExitCode: res.ExitCode,
-		Stdout: string(res.Stdout), Stderr: string(res.Stderr),
-		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
-		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
-		DurationMS:         res.WallTime.Milliseconds(),
-		Denials:            []jsonDenial{},
-		Violation:          res.Violation,
-		Connections:        jsonConnections(res.Connections),
-		ConnectionsDropped: res.ConnectionsDropped,
-		ChangesTracked:     !live,
-		Changes:            []changeInfo{},
-		ChangesDropped:     res.ChangesDropped,
-		timeout:            timeout,
+	return &runOutput{Result: res, ChangesTracked: !live, timeout: timeout}
+}
+
+// runDescriptions describe the Result's fields to a model that reads the
+// run tools' output schema.
+var runDescriptions = map[string]string{
+	"outcome":          "how the run ended: exited, signaled, timeout, canceled, out of memory or seccomp kill",
+	"exit_code":        "the exit status if outcome is exited, else -1",
+	"signal":           "the number of the signal that ended it, e.g. 9 for SIGKILL; 0 if none",
+	"stdout_truncated": "stdout was longer than the server keeps: its middle was dropped",
+	"stdout_bytes":     "every byte it wrote to stdout, the dropped ones too",
+	"wall_time_ns":     "how long it ran, in nanoseconds",
+	"denials":          "syscalls the sandbox's seccomp policy refused, and how often",
+	"violation":        "the refused syscall that ended the run, with outcome seccomp kill",
+	"connections":      "its attempts to reach the network through the egress proxy, allowed and refused",
+	"changes":          "workspace paths the run added, modified or deleted",
+	"changes_dropped":  "changes past the listed ones; -1 if they could not be listed",
+}
+
+// outputSchemas returns the options that make the tools' output schemas
+// say what is sent: the types that serialise themselves otherwise than
+// their Go kind, and runOutput's own schema, whose Result fields are
+// absent when the run could not be made.
+func outputSchemas() (*jsonschema.ForOptions, error) {
+	var outcomes, kinds []any
+	for o := sandbox.Exited; o <= sandbox.SeccompKilled; o++ {
+		outcomes = append(outcomes, o.String())
 	}
-	if res.Signal != 0 {
-		out.Signal = unix.SignalName(res.Signal)
+	for k := sandbox.ChangeAdded; k <= sandbox.ChangeDeleted; k++ {
+		kinds = append(kinds, k.String())
 	}
-	for _, d := range res.Denials {
-		out.Denials = append(out.Denials, jsonDenial{Syscall: d.Syscall, Errno: unix.ErrnoName(d.Errno), Count: d.Count})
+	opts := &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[sandbox.Outcome]():    {Type: "string", Enum: outcomes},
+		reflect.TypeFor[sandbox.ChangeKind](): {Type: "string", Enum: kinds},
+		reflect.TypeFor[sandbox.Output]():     {Type: "string"},
+		reflect.TypeFor[syscall.Errno]():      {Type: "string", Description: "its name, e.g. EPERM"},
+		reflect.TypeFor[fs.FileMode]():        {Type: "string", Description: "type and permission bits, e.g. -rw-r--r--"},
+	}}
+	run, err := jsonschema.For[runOutput](opts)
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range res.Changes {
-		out.Changes = append(out.Changes, changeInfo{Path: c.Path, Kind: c.Kind.String(), Size: c.Size, Mode: c.Mode.String()})
+	for name, desc := range runDescriptions {
+		if p := run.Properties[name]; p != nil {
+			p.Description = desc
+		}
 	}
-	return out
+	run.Description = "how the run ended and what it printed; durations in nanoseconds (_ns), sizes in bytes (_bytes); " +
+		"only changes_tracked and error when the run could not be made"
+	run.Required = []string{"changes_tracked"}
+	opts.TypeSchemas[reflect.TypeFor[runOutput]()] = run
+	return opts, nil
 }
 
 // ending says in a few words how the run ended.
 func (o *runOutput) ending() string {
+	if o.Result == nil {
+		return "failed: " + o.Error
+	}
 	switch o.Outcome {
-	case sandbox.Exited.String():
+	case sandbox.Exited:
 		return fmt.Sprintf("exited with code %d", o.ExitCode)
-	case sandbox.Signaled.String():
-		return "killed by " + o.Signal
-	case sandbox.Timeout.String():
+	case sandbox.Signaled:
+		return "killed by " + unix.SignalName(o.Signal)
+	case sandbox.Timeout:
 		if o.timeout > 0 {
 			return fmt.Sprintf("killed after its %s timeout", o.timeout)
 		}
 		return "killed at its timeout"
-	case sandbox.Canceled.String():
+	case sandbox.Canceled:
 		return "killed: the call was canceled"
-	case sandbox.OutOfMemory.String():
+	case sandbox.OutOfMemory:
 		if o.memory > 0 {
 			return fmt.Sprintf("killed: out of memory at the sandbox's %s limit", formatSize(o.memory))
 		}
 		return "killed: out of memory at the sandbox's limit"
-	case sandbox.SeccompKilled.String():
+	case sandbox.SeccompKilled:
 		return fmt.Sprintf("killed at syscall %s, which the sandbox's seccomp policy refuses", o.Violation)
 	}
-	if o.Error != "" {
-		return "failed: " + o.Error
-	}
-	return o.Outcome
+	return o.Outcome.String()
 }
 
 // summary is the output as text: how the run ended, its output, and what
 // else it did.
 func (o *runOutput) summary(cfg *mcpConfig) string {
+	if o.Result == nil {
+		return o.ending() + "\n"
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s after %s\n", o.ending(), time.Duration(o.DurationMS)*time.Millisecond)
+	fmt.Fprintf(&b, "%s after %s\n", o.ending(), o.WallTime.Round(time.Millisecond))
 	for _, s := range []struct {
 		name      string
 		text      string
 		truncated bool
 		total     int64
-	}{{"stdout", o.Stdout, o.StdoutTruncated, o.StdoutBytes}, {"stderr", o.Stderr, o.StderrTruncated, o.StderrBytes}} {
+	}{{"stdout", string(o.Stdout), o.StdoutTruncated, o.StdoutBytes}, {"stderr", string(o.Stderr), o.StderrTruncated, o.StderrBytes}} {
 		if s.total == 0 {
 			continue
 		}
@@ -139,7 +152,7 @@ func (o *runOutput) summary(cfg *mcpConfig) string {
 	if len(o.Denials) > 0 {
 		parts := make([]string, len(o.Denials))
 		for i, d := range o.Denials {
-			parts[i] = fmt.Sprintf("%s (%s) x%d", d.Syscall, d.Errno, d.Count)
+			parts[i] = fmt.Sprintf("%s (%s) x%d", d.Syscall, unix.ErrnoName(d.Errno), d.Count)
 		}
 		fmt.Fprintf(&b, "--- syscalls the sandbox refused ---\n%s\n", strings.Join(parts, ", "))
 	}

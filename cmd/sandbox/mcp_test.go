@@ -19,9 +19,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fumehood/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -217,7 +219,7 @@ func exerciseTools(t *testing.T, cs *mcp.ClientSession) {
 	}
 	var run runOutput
 	res := callOK(t, cs, "run", map[string]any{"argv": []string{"cat", "/workspace/src/hello.txt"}}, &run)
-	if run.Stdout != "hello, sandbox\n" || run.Outcome != "exited" || run.ExitCode != 0 || !run.ChangesTracked || len(run.Changes) != 0 {
+	if string(run.Stdout) != "hello, sandbox\n" || run.Outcome != sandbox.Exited || run.ExitCode != 0 || !run.ChangesTracked || len(run.Changes) != 0 {
 		t.Errorf("run cat: %+v, want the file's content and no change", run)
 	}
 	if !strings.Contains(textOf(res), "exited with code 0") || !strings.Contains(textOf(res), "hello, sandbox") {
@@ -226,7 +228,7 @@ func exerciseTools(t *testing.T, cs *mcp.ClientSession) {
 
 	// A program's changes are listed, and another tool sees them.
 	callOK(t, cs, "run", map[string]any{"shell": "echo made > made.txt && chmod +x made.txt && rm src/hello.txt"}, &run)
-	want := []changeInfo{{Path: "made.txt", Kind: "added", Size: 5, Mode: "-rwxr-xr-x"}, {Path: "src/hello.txt", Kind: "deleted", Size: 15, Mode: "-rw-r--r--"}}
+	want := []sandbox.Change{{Path: "made.txt", Kind: sandbox.ChangeAdded, Size: 5, Mode: 0o755}, {Path: "src/hello.txt", Kind: sandbox.ChangeDeleted, Size: 15, Mode: 0o644}}
 	if !slices.Equal(run.Changes, want) {
 		t.Errorf("run's changes %+v, want %+v", run.Changes, want)
 	}
@@ -239,7 +241,7 @@ func exerciseTools(t *testing.T, cs *mcp.ClientSession) {
 	// Binary content goes both ways as base64.
 	callOK(t, cs, "write_file", map[string]any{"path": "bin.dat", "content": "AP+A", "encoding": "base64"}, nil)
 	callOK(t, cs, "run", map[string]any{"shell": "od -An -tx1 bin.dat"}, &run)
-	if strings.TrimSpace(run.Stdout) != "00 ff 80" {
+	if strings.TrimSpace(string(run.Stdout)) != "00 ff 80" {
 		t.Errorf("od of a file written as base64 AP+A: %q, want 00 ff 80", run.Stdout)
 	}
 	callOK(t, cs, "read_file", map[string]any{"path": "bin.dat"}, &file)
@@ -262,7 +264,7 @@ func exerciseTools(t *testing.T, cs *mcp.ClientSession) {
 	}
 	callOK(t, cs, "reset", nil, nil)
 	callOK(t, cs, "run", map[string]any{"shell": "ls -A /workspace | wc -l"}, &run)
-	if strings.TrimSpace(run.Stdout) != "0" {
+	if strings.TrimSpace(string(run.Stdout)) != "0" {
 		t.Errorf("files in /workspace after reset: %s, want 0", run.Stdout)
 	}
 	callErr(t, cs, "restore", map[string]any{"snapshot": "nope"}, `no snapshot "nope": this session has "before"`)
@@ -274,7 +276,7 @@ func exerciseTools(t *testing.T, cs *mcp.ClientSession) {
 		"shell":  "read n; echo $((n * 6))",
 	} {
 		callOK(t, cs, "run_code", map[string]any{"language": lang, "code": code, "stdin": "7\n"}, &run)
-		if run.Stdout != "42\n" {
+		if string(run.Stdout) != "42\n" {
 			t.Errorf("run_code %s: stdout %q, stderr %q; want 42", lang, run.Stdout, run.Stderr)
 		}
 	}
@@ -462,7 +464,7 @@ func exerciseLive(t *testing.T, cs *mcp.ClientSession, marker string) {
 	// A process a run leaves in the background lives on too.
 	var run runOutput
 	callOK(t, cs, "run", map[string]any{"shell": "sleep " + marker + ".5 >/dev/null 2>&1 & echo $!"}, &run)
-	bgPid, _ := strconv.Atoi(strings.TrimSpace(run.Stdout))
+	bgPid, _ := strconv.Atoi(strings.TrimSpace(string(run.Stdout)))
 	if run.ChangesTracked {
 		t.Errorf("run on a live session says changes are tracked")
 	}
@@ -497,7 +499,7 @@ func exerciseLive(t *testing.T, cs *mcp.ClientSession, marker string) {
 	}
 	if !waitList(func(ps processesOutput) bool {
 		return !hasPid(ps, start.Pid, marker) && len(ps.Background) == 1 && !ps.Background[0].Running &&
-			ps.Background[0].Result != nil && ps.Background[0].Result.Signal == "SIGTERM"
+			ps.Background[0].Result != nil && ps.Background[0].Result.Result != nil && ps.Background[0].Result.Signal == syscall.SIGTERM
 	}) {
 		t.Errorf("list_processes after SIGTERM: %+v, want pid %d gone, ended by SIGTERM", ps, start.Pid)
 	}
@@ -640,7 +642,7 @@ func TestMCPHTTPSessions(t *testing.T) {
 	}
 	var run runOutput
 	callOK(t, second, "run", map[string]any{"argv": []string{"echo", "ok"}}, &run)
-	if run.Stdout != "ok\n" {
+	if string(run.Stdout) != "ok\n" {
 		t.Errorf("run in the new session: %+v", run)
 	}
 }
@@ -961,7 +963,7 @@ func TestMCPSessionFlags(t *testing.T) {
 	cs, stderr, _ := connectStdio(t, bin, "--env", "GREETING=hello", "--env", "PATH=/nowhere", "--output-limit", "1K")
 	var run runOutput
 	callOK(t, cs, "run", map[string]any{"argv": []string{"/bin/sh", "-c", "echo $GREETING from $PATH"}}, &run)
-	if run.Stdout != "hello from /nowhere\n" {
+	if string(run.Stdout) != "hello from /nowhere\n" {
 		t.Errorf("--env: stdout %q, want hello from /nowhere", run.Stdout)
 	}
 	callErr(t, cs, "run_code", map[string]any{"language": "python", "code": "print(1)"},
@@ -969,7 +971,7 @@ func TestMCPSessionFlags(t *testing.T) {
 	callErr(t, cs, "run_code", map[string]any{"language": "node", "code": "1"}, "language node needs node")
 
 	callOK(t, cs, "run", map[string]any{"argv": []string{"/bin/sh", "-c", "/usr/bin/head -c 5000 /dev/zero | /usr/bin/tr '\\0' x; /usr/bin/head -c 5000 /dev/zero > big"}}, &run)
-	if !run.StdoutTruncated || run.StdoutBytes != 5000 || len(run.Stdout) > 1100 || !strings.HasPrefix(run.Stdout, "xxx") || !strings.HasSuffix(run.Stdout, "xxx") {
+	if !run.StdoutTruncated || run.StdoutBytes != 5000 || len(run.Stdout) > 1100 || !strings.HasPrefix(string(run.Stdout), "xxx") || !strings.HasSuffix(string(run.Stdout), "xxx") {
 		t.Errorf("5000 bytes of output with --output-limit 1K: truncated %v, %d bytes written, %d kept; want 1K kept of 5000",
 			run.StdoutTruncated, run.StdoutBytes, len(run.Stdout))
 	}
@@ -1007,7 +1009,7 @@ try: u.urlopen("http://evil.example.net/")
 except Exception as e: print(e)`, web.URL)
 	var run runOutput
 	res := callOK(t, cs, "run_code", map[string]any{"language": "python", "code": code}, &run)
-	if run.Stdout != "hello from the host\nHTTP Error 403: Forbidden\n" {
+	if string(run.Stdout) != "hello from the host\nHTTP Error 403: Forbidden\n" {
 		t.Errorf("stdout %q, stderr %q; want the page and a refusal", run.Stdout, run.Stderr)
 	}
 	if len(run.Connections) != 2 ||
@@ -1037,14 +1039,14 @@ func TestMCPRunEndings(t *testing.T) {
 		"code": "import ctypes; ctypes.CDLL(None).unshare(0x10000000); print('not reached')"},
 		"killed at syscall unshare, which the sandbox's seccomp policy refuses")
 	decode(t, res, &run)
-	if run.Outcome != "seccomp kill" || run.Violation != "unshare" || run.Stdout != "" {
+	if run.Outcome != sandbox.SeccompKilled || run.Violation != "unshare" || string(run.Stdout) != "" {
 		t.Errorf("seccomp kill: %+v, want outcome seccomp kill at unshare", run)
 	}
 	if canCreateCgroups() {
 		res = callErr(t, cs, "run_code", map[string]any{"language": "python", "code": "b = bytearray(256 << 20); print('not reached')"},
 			"killed: out of memory at the sandbox's 48M limit")
 		decode(t, res, &run)
-		if run.Outcome != "out of memory" {
+		if run.Outcome != sandbox.OutOfMemory {
 			t.Errorf("a run past --memory: %+v, want outcome out of memory", run)
 		}
 	}

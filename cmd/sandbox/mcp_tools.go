@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -209,7 +210,8 @@ func (srv *mcpServer) addTools() {
 		withSession(srv, srv.signalProcessTool), nil)
 }
 
-// addTool adds a tool whose input schema is In's, changed by edit.
+// addTool adds a tool whose input schema is In's, changed by edit, and
+// whose output schema is Out's as it serialises (outputSchemas).
 func addTool[In, Out any](srv *mcpServer, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], edit func(*jsonschema.Schema)) {
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
@@ -222,6 +224,22 @@ func addTool[In, Out any](srv *mcpServer, t *mcp.Tool, h mcp.ToolHandlerFor[In, 
 		edit(schema)
 	}
 	t.InputSchema = schema
+	out := reflect.TypeFor[Out]()
+	if out.Kind() == reflect.Pointer {
+		out = out.Elem()
+	}
+	if out.Kind() == reflect.Struct {
+		opts, err := outputSchemas()
+		if err == nil {
+			t.OutputSchema, err = jsonschema.ForType(out, opts)
+		}
+		if err != nil {
+			if srv.err == nil {
+				srv.err = fmt.Errorf("tool %s: output schema: %w", t.Name, err)
+			}
+			return
+		}
+	}
 	mcp.AddTool(srv.server, t, h)
 }
 
@@ -480,7 +498,7 @@ func (srv *mcpServer) listProcessesTool(ctx context.Context, s *mcpSession, in e
 			info.Result = newRunOutput(b.res, 0, true)
 		}
 		if b.ended && b.err != nil {
-			info.Result = &runOutput{Error: b.err.Error(), Denials: []jsonDenial{}, Connections: []jsonConnection{}, Changes: []changeInfo{}}
+			info.Result = &runOutput{Error: b.err.Error()}
 		}
 		b.mu.Unlock()
 		state := "running"

@@ -70,27 +70,3 @@ func printConnections(w io.Writer, prog string, res *sandbox.Result) {
 		fmt.Fprintf(w, "sandbox: %s: %d more egress attempts not reported\n", prog, res.ConnectionsDropped)
 	}
 }
-
-// jsonConnection is a sandbox.Connection as --json prints it.
-type jsonConnection struct {
-	Host       string `json:"host"`
-	Port       int    `json:"port"`
-	Method     string `json:"method"`
-	Allowed    bool   `json:"allowed"`
-	Reason     string `json:"reason"`
-	Addr       string `json:"addr,omitempty"`
-	Status     int    `json:"status"`
-	Error      string `json:"error,omitempty"`
-	BytesUp    int64  `json:"bytes_up"`
-	BytesDown  int64  `json:"bytes_down"`
-	DurationNS int64  `json:"duration_ns"`
-}
-
-func jsonConnections(cs []sandbox.Connection) []jsonConnection {
-	out := []jsonConnection{}
-	for _, c := range cs {
-		out = append(out, jsonConnection{Host: c.Host, Port: c.Port, Method: c.Method, Allowed: c.Allowed, Reason: c.Reason,
-			Addr: c.Addr, Status: c.Status, Error: c.Error, BytesUp: c.BytesUp, BytesDown: c.BytesDown, DurationNS: int64(c.Duration)})
-	}
-	return out
-}

@@ -370,7 +370,7 @@ func runMain(args []string, s streams) int {
 	}
 	status := exitStatus(res, err, caught())
 	if cfg.json {
-		out := jsonOutput{jsonResult: newJSONResult(res)}
+		out := jsonOutput{Result: res}
 		if err != nil {
 			out.Error = err.Error()
 		}
@@ -612,88 +612,9 @@ func (e *flagError) Error() string {
 // Unwrap returns the library's error, which matches sandbox.ErrInvalidOption.
 func (e *flagError) Unwrap() error { return e.err }
 
-// jsonResult is a sandbox.Result as --json prints it.
-type jsonResult struct {
-	Outcome         sandbox.Outcome  `json:"outcome"` // its name, e.g. "exited"
-	ExitCode        int              `json:"exit_code"`
-	Signal          int              `json:"signal"`
-	Stdout          string           `json:"stdout"`
-	Stderr          string           `json:"stderr"`
-	StdoutTruncated bool             `json:"stdout_truncated"`
-	StderrTruncated bool             `json:"stderr_truncated"`
-	StdoutBytes     int64            `json:"stdout_bytes"`
-	StderrBytes     int64            `json:"stderr_bytes"`
-	WallTimeNS      int64            `json:"wall_time_ns"`
-	UserTimeNS      int64            `json:"user_time_ns"`
-	SystemTimeNS    int64            `json:"system_time_ns"`
-	MaxRSS          int64            `json:"max_rss_bytes"`
-	CPUTimeNS       int64            `json:"cpu_time_ns"`       // the cgroup's count if there was one, else user + system
-	CgroupCPUNS     int64            `json:"cgroup_cpu_ns"`     // 0 without a cgroup
-	MemoryPeak      int64            `json:"memory_peak_bytes"` // 0 without a cgroup, or if the kernel does not say
-	OOMKills        int              `json:"oom_kills"`
-	PidsLimitHit    bool             `json:"pids_limit_hit"`
-	Limits          []jsonLimit      `json:"limits"`  // never null
-	Denials         []jsonDenial     `json:"denials"` // never null
-	Violation       string           `json:"violation,omitempty"`
-	Connections     []jsonConnection `json:"connections"` // never null; --net allow's proxy report
-}
-
-// jsonDenial is a sandbox.Denial as --json prints it.
-type jsonDenial struct {
-	Syscall string `json:"syscall"`
-	Errno   string `json:"errno"` // its name, e.g. "EPERM"
-	Count   int    `json:"count"`
-}
-
-// jsonLimit is a sandbox.Limit as --json prints it.
-type jsonLimit struct {
-	Name     string `json:"name"`
-	Value    string `json:"value"`
-	Enforced bool   `json:"enforced"`
-	By       string `json:"by"`
-}
-
 // jsonOutput is the object --json prints: the result's fields, when there
 // is a Result, and the error Run returned, if any.
 type jsonOutput struct {
-	*jsonResult
+	*sandbox.Result
 	Error string `json:"error,omitempty"`
-}
-
-func newJSONResult(r *sandbox.Result) *jsonResult {
-	if r == nil {
-		return nil
-	}
-	limits := []jsonLimit{}
-	for _, l := range r.Limits {
-		limits = append(limits, jsonLimit{Name: l.Name, Value: l.Value, Enforced: l.Enforced, By: l.By})
-	}
-	denials := []jsonDenial{}
-	for _, d := range r.Denials {
-		denials = append(denials, jsonDenial{Syscall: d.Syscall, Errno: unix.ErrnoName(d.Errno), Count: d.Count})
-	}
-	return &jsonResult{
-		Denials:         denials,
-		Violation:       r.Violation,
-		Connections:     jsonConnections(r.Connections),
-		Outcome:         r.Outcome,
-		ExitCode:        r.ExitCode,
-		Signal:          int(r.Signal),
-		Stdout:          string(r.Stdout),
-		Stderr:          string(r.Stderr),
-		StdoutTruncated: r.StdoutTruncated,
-		StderrTruncated: r.StderrTruncated,
-		StdoutBytes:     r.StdoutBytes,
-		StderrBytes:     r.StderrBytes,
-		WallTimeNS:      r.WallTime.Nanoseconds(),
-		UserTimeNS:      r.UserTime.Nanoseconds(),
-		SystemTimeNS:    r.SystemTime.Nanoseconds(),
-		MaxRSS:          r.MaxRSS,
-		CPUTimeNS:       r.CPUTime().Nanoseconds(),
-		CgroupCPUNS:     r.CgroupCPU.Nanoseconds(),
-		MemoryPeak:      r.MemoryPeak,
-		OOMKills:        r.OOMKills,
-		PidsLimitHit:    r.PidsLimitHit,
-		Limits:          limits,
-	}
 }

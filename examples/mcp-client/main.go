@@ -32,9 +32,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 var sandboxPath = flag.String("sandbox", "", "the sandbox CLI to serve the tools; empty builds it from this module with the go command")
@@ -239,7 +241,7 @@ type (
 		Pid     int  `json:"pid"`
 		Running bool `json:"running"`
 		Result  *struct {
-			Signal string `json:"signal"`
+			Signal syscall.Signal `json:"signal"` // its number
 		} `json:"result"`
 	}
 )
@@ -358,7 +360,7 @@ func (a *agent) background() error {
 		// process that ended between the two is in both.
 		listed := slices.ContainsFunc(ps.Processes, func(p processInfo) bool { return p.Pid == start.Pid })
 		if i := slices.IndexFunc(ps.Background, func(b backgroundInfo) bool { return b.Pid == start.Pid }); i >= 0 && !listed && !ps.Background[i].Running && ps.Background[i].Result != nil {
-			fmt.Fprintf(a.w, "\n== list_processes: pid %d ended by %s; %d processes left in the sandbox\n", start.Pid, ps.Background[i].Result.Signal, len(ps.Processes))
+			fmt.Fprintf(a.w, "\n== list_processes: pid %d ended by %s; %d processes left in the sandbox\n", start.Pid, unix.SignalName(ps.Background[i].Result.Signal), len(ps.Processes))
 			return nil
 		}
 		select {

@@ -1,6 +1,6 @@
 // Toolserver is the smallest useful service that embeds the library: POST
-// a shell command's text and get back how it ended and what it printed, as
-// JSON. Each request gets a fresh sandbox with no network and the default
+// a shell command's text and get back how it ended and what it printed:
+// the run's sandbox.Result, as JSON. Each request gets a fresh sandbox with no network and the default
 // limits, and waits at most ten seconds.
 //
 //	go run ./examples/toolserver
@@ -56,11 +56,9 @@ func handler(sb *sandbox.Sandbox) http.Handler {
 			http.Error(w, err.Error(), status)
 			return
 		}
+		// The Result serialises itself, as "sandbox run --json" prints it.
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{
-			"outcome": res.Outcome.String(), "exit_code": res.ExitCode,
-			"stdout": string(res.Stdout), "stderr": string(res.Stderr), "wall_time": res.WallTime.String(),
-		})
+		json.NewEncoder(w).Encode(res)
 	})
 	return mux
 }

@@ -26,15 +26,11 @@ func TestToolserver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var got struct {
-		Outcome  string `json:"outcome"`
-		ExitCode int    `json:"exit_code"`
-		Stdout   string `json:"stdout"`
-	}
+	var got sandbox.Result
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d, decode: %v", resp.StatusCode, err)
 	}
-	if got.ExitCode != 3 || got.Stdout != "sandbox\n1\n" {
-		t.Errorf("got %+v, want exit code 3 and stdout \"sandbox\\n1\\n\" (the sandbox's hostname and pid)", got)
+	if got.Outcome != sandbox.Exited || got.ExitCode != 3 || string(got.Stdout) != "sandbox\n1\n" || got.WallTime <= 0 || len(got.Limits) == 0 {
+		t.Errorf("got %+v, want exit code 3, stdout \"sandbox\\n1\\n\" (the sandbox's hostname and pid), a wall time and the limits", got)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fumehood/sandbox/internal/report"
 )
 
 // Defaults for the Proxy's zero fields.
@@ -163,29 +165,9 @@ type Proxy struct {
 }
 
 // Connection is one attempt by the sandbox to reach a host through the
-// proxy: one CONNECT, or one plain HTTP request (several may share one
-// kept-alive client connection), or a connection that ended before it
-// sent a request (Method "", Reason says how it ended).
-type Connection struct {
-	Host    string // host as requested, lower case: a name or an IP address; "" if the request was unreadable
-	Port    int    // port as requested (80 for an http:// URL without one)
-	Method  string // "CONNECT", or the method of a plain HTTP request; "" if unreadable
-	Allowed bool   // the rules allowed the host and at least one of its addresses
-	Reason  string // which rule allowed it, or why it was refused
-	Addr    string // the address dialed, "ip:port"; "" if none was
-	Status  int    // status the sandbox was sent: 200 for an open tunnel, 403 refused, 502/504 upstream failed, the upstream's status for plain HTTP; 0 if none
-	Error   string // what failed after the decision (resolving, dialing, relaying); "" if nothing
-
-	// BytesUp is every byte the sandbox sent for this attempt, as the
-	// proxy read it: the request line and headers, the body, and for a
-	// tunnel everything sent through it. BytesDown is every byte the
-	// proxy wrote to the sandbox for it: the proxy's own responses, the
-	// forwarded response, the tunnel's data.
-	BytesUp, BytesDown int64
-
-	Start    time.Time     // when the first byte of the request arrived; for a connection that sent none, when it was accepted
-	Duration time.Duration // until the attempt ended (a tunnel: until it closed)
-}
+// proxy, as the proxy's Report lists it; the sandbox's Result holds the
+// same values.
+type Connection = report.Connection
 
 func (p *Proxy) init() {
 	p.once.Do(func() {

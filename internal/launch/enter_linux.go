@@ -13,6 +13,7 @@ import (
 	"github.com/fumehood/sandbox/internal/cgroup"
 	"github.com/fumehood/sandbox/internal/forkplan"
 	"github.com/fumehood/sandbox/internal/recipe"
+	"github.com/fumehood/sandbox/internal/report"
 	"github.com/fumehood/sandbox/internal/seccomp"
 	"github.com/fumehood/sandbox/internal/sysutil"
 	"github.com/fumehood/sandbox/internal/wire"
@@ -42,8 +43,8 @@ type liveInit struct {
 	pid   int          // the init's, while pidfd is open
 	grp   cgroup.Group
 
-	hostNetwork bool         // the sandbox has the host's network namespace
-	limits      []wire.Limit // what its cgroup enforces, for every entrant's Exit
+	hostNetwork bool           // the sandbox has the host's network namespace
+	limits      []report.Limit // what its cgroup enforces, for every entrant's Exit
 
 	// Counts of its cgroup's OOM kills: oomTold, the count entrants'
 	// Exits have reported, so that a kill of a background process

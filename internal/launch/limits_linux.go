@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/report"
 	"github.com/fumehood/sandbox/internal/sysutil"
 
 	"github.com/fumehood/sandbox/internal/cgroup"
@@ -27,7 +28,7 @@ var sweepStale sync.Once
 // cgroup exists it fails, unless cfg allows best effort: then it sets the
 // rlimit stand-ins in cfg for the init. It returns the cgroup (nil when
 // there is none) and what was enforced, and how.
-func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError) {
+func applyLimits(cfg *wire.Config) (cgroup.Group, []report.Limit, *wire.SetupError) {
 	var disks []cgroup.Device
 	if cfg.IOReadBPS > 0 || cfg.IOWriteBPS > 0 {
 		paths := []string{cfg.Workspace}
@@ -38,7 +39,7 @@ func applyLimits(cfg *wire.Config) (cgroup.Group, []wire.Limit, *wire.SetupError
 		}
 		disks = cgroup.BlockDevices(paths...)
 	}
-	wanted := []wire.Limit{
+	wanted := []report.Limit{
 		{Name: "memory", Value: fmt.Sprintf("%d bytes", cfg.Memory), Enforced: cfg.Memory > 0},
 		{Name: "cpu", Value: fmt.Sprintf("%d/%d µs", cfg.CPUQuota, cfg.CPUPeriod), Enforced: cfg.CPUQuota > 0},
 		{Name: "pids", Value: fmt.Sprint(cfg.Pids), Enforced: cfg.Pids > 0},

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fumehood/sandbox/internal/report"
 	"github.com/fumehood/sandbox/internal/seccomp"
 	"github.com/fumehood/sandbox/internal/wire"
 	"golang.org/x/sys/unix"
@@ -50,7 +51,7 @@ type supervisor struct {
 	events chan<- wire.Event // nil without Spec.SeccompEvents
 
 	mu        sync.Mutex
-	counts    map[uint32]*wire.Denial
+	counts    map[uint32]*report.Denial
 	violation string
 	execs     int  // execs of the program
 	shim      bool // the first exec, the init's of the exec shim, was seen
@@ -67,7 +68,7 @@ const eventsBuffer = 256
 // supervise serves l until the run ends and stop is called; events, if
 // set, hears of each refusal and exec.
 func supervise(l *seccomp.Listener, prog []byte, kill func(), events chan<- wire.Event) *supervisor {
-	s := &supervisor{l: l, prog: prog, kill: kill, events: events, counts: map[uint32]*wire.Denial{}, done: make(chan struct{})}
+	s := &supervisor{l: l, prog: prog, kill: kill, events: events, counts: map[uint32]*report.Denial{}, done: make(chan struct{})}
 	go s.serve()
 	return s
 }
@@ -225,7 +226,7 @@ func (s *supervisor) count(n seccomp.Notification, errno syscall.Errno, pid int,
 	s.mu.Lock()
 	d := s.counts[nr]
 	if d == nil {
-		d = &wire.Denial{Syscall: seccomp.Name(nr), Errno: int(errno)}
+		d = &report.Denial{Syscall: seccomp.Name(nr), Errno: errno}
 		s.counts[nr] = d
 	}
 	d.Count++

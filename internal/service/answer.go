@@ -26,7 +26,7 @@ func writeAnswer(w http.ResponseWriter, status int, resp *runResponse, stdout, s
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	rest := head.Bytes()
-	if resp.result == nil {
+	if resp.Result == nil {
 		w.Write(rest)
 		return
 	}

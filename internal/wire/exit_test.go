@@ -5,22 +5,26 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/fumehood/sandbox/internal/report"
 )
 
 // TestRepliesFit: the caller reads each of the spawner's replies into
 // MaxReply bytes. An Exit at its bounds (450 distinct syscalls refused, of
-// long names) fits, and so do events up to EventsPerReply by their Size,
-// whatever bytes the program put in their paths.
+// long names, each with one of the longest errno names) fits, and so do
+// events up to EventsPerReply by their Size, whatever bytes the program
+// put in their paths.
 func TestRepliesFit(t *testing.T) {
 	e := Exit{Status: math.MaxUint32, UserNS: math.MaxInt64, SysNS: math.MaxInt64, MaxRSSKiB: math.MaxInt64,
 		CgroupCPUNS: math.MaxInt64, MemoryPeak: math.MaxInt64, OOMKills: math.MaxUint64, PidsMax: math.MaxUint64,
 		DefaultSignal: 64, Pooled: true, Violation: strings.Repeat("v", 24), Execs: math.MaxInt, EventsUnsent: math.MaxInt}
 	for range 4 {
-		e.Limits = append(e.Limits, Limit{Name: "memory", Value: strings.Repeat("9", 40) + " bytes", Enforced: true, By: strings.Repeat("b", 64)})
+		e.Limits = append(e.Limits, report.Limit{Name: "memory", Value: strings.Repeat("9", 40) + " bytes", Enforced: true, By: strings.Repeat("b", 64)})
 	}
 	for i := range 450 {
-		e.Denials = append(e.Denials, Denial{Syscall: fmt.Sprintf("syscall_%016d", i), Errno: 4095, Count: math.MaxInt})
+		e.Denials = append(e.Denials, report.Denial{Syscall: fmt.Sprintf("syscall_%016d", i), Errno: syscall.EPROTONOSUPPORT, Count: math.MaxInt})
 	}
 	fits(t, "an Exit at its bounds", Reply{ID: math.MaxUint64, Kind: Exited, Exit: &e})
 

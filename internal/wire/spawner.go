@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/fumehood/sandbox/internal/report"
 )
 
 // The caller and its spawner talk over a SOCK_SEQPACKET socket pair, one
@@ -73,7 +75,7 @@ import (
 // The only fd the spawner sends is the master of a run's pty (made in the
 // sandbox: TerminalMark) and a Dial's connected socket; the caller keeps
 // the read ends of the output pipes and the write end of stdin. The proxy
-// channel of a NetworkAllow run is passed on to its init, which answers
+// channel of an *Egress run is passed on to its init, which answers
 // the caller on it directly (ProxyMark).
 
 // RequestKind is what a Request asks of the spawner. Its zero value is no
@@ -237,13 +239,14 @@ type Exit struct {
 	// Pooled says the run took a sandbox prepared ahead.
 	Pooled bool `json:",omitempty"`
 
-	// Limits says what was enforced, and how.
-	Limits []Limit
+	// Limits says what was enforced, and how; the caller hands them
+	// on as they are, in its Result.
+	Limits []report.Limit
 
 	// Denials counts the syscalls the filter refused and reported;
 	// Violation names the one that ended the run under SeccompKill.
-	Denials   []Denial `json:",omitempty"`
-	Violation string   `json:",omitempty"`
+	Denials   []report.Denial `json:",omitempty"`
+	Violation string          `json:",omitempty"`
 
 	// Execs counts the programs executed that the supervisor was told
 	// of (Spec.SeccompEvents with an audited exec; an attempt whose path
@@ -284,21 +287,6 @@ func (e *Event) Size() int { return 160 + 6*(len(e.Syscall)+len(e.Path)) }
 // EventsPerReply bounds the Size of the events one Events reply carries,
 // so that with its envelope it stays below MaxReply.
 const EventsPerReply = MaxReply - 1024
-
-// Denial is one refused syscall and how often it was refused.
-type Denial struct {
-	Syscall string
-	Errno   int
-	Count   int
-}
-
-// Limit is one resource limit as it was put in place.
-type Limit struct {
-	Name     string // "memory", "cpu", "pids"
-	Value    string // the limit as set, e.g. "536870912 bytes"
-	Enforced bool
-	By       string // "cgroup v2", "cgroup v1", "RLIMIT_DATA", or why not
-}
 
 // MaxMessage is the largest message on the spawner's socket.
 const MaxMessage = 1 << 20
