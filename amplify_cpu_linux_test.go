@@ -130,7 +130,7 @@ const (
 	attackTime = 6 * time.Second
 )
 
-// TestAmplifyCPU has NetworkAllow runs limited to attackCPUs make the
+// TestAmplifyCPU has Egress runs limited to attackCPUs make the
 // egress proxy work as hard as they can, and checks the caller's CPU time
 // across each run (the proxy's, which runs in the caller, plus the run's
 // own bookkeeping) against the bound in the egress package's
@@ -148,8 +148,7 @@ func TestAmplifyCPU(t *testing.T) {
 	}
 	port := startUpstream(t)
 	resolver := &fakeResolver{addrs: map[string][]string{"up.allowed.test": {"127.0.0.1"}}}
-	s := newTest(t, Options{Network: NetworkAllow, EgressResolver: resolver, CPUs: attackCPUs,
-		Egress: []string{"up.allowed.test:" + port, "127.0.0.1:" + port}})
+	s := newTest(t, Options{Network: &Egress{Allow: []string{"up.allowed.test:" + port, "127.0.0.1:" + port}, Resolver: resolver}, Limits: Limits{CPUs: attackCPUs}})
 	for _, tc := range []struct{ name, mode, target string }{
 		{"idle", "idle", "-"},
 		{"header allowed", "header", "up.allowed.test:" + port},

@@ -169,7 +169,7 @@ print("opened", len(socks), "sent", sent, flush=True)
 time.sleep(hold)
 `
 
-// amplifyProxy runs runs NetworkAllow sandboxes at once, each attacking
+// amplifyProxy runs runs Egress sandboxes at once, each attacking
 // the proxy with conns connections in mode, and checks the caller's memory,
 // descriptors and goroutines during and after. It returns each run's result.
 func amplifyProxy(t *testing.T, runs, conns int, mode string) []*Result {

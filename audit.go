@@ -59,6 +59,35 @@ const (
 // shorten to reach its bound with few events.
 var auditQueueLen = AuditQueue
 
+// Audit is a Sandbox's audit trail, Options.Audit.
+type Audit struct {
+	// Handler receives every event of the trail, in order, as slog
+	// records at slog.LevelInfo: each run's start and end, each
+	// connection of its egress proxy, each syscall its filter refused,
+	// each workspace change (with SessionWorkspace.TrackChanges), each
+	// program executed (with Exec), and a live sandbox's start and end;
+	// "Audit trail" in the package documentation lists the events and
+	// their attributes. For JSON lines, give it slog.NewJSONHandler(w,
+	// nil). The handler is called from one goroutine of the Sandbox's
+	// own, never from a run's path: a slow one costs queued events
+	// (AuditQueue), which are counted, not the run's time. New refuses a
+	// nil handler, and one not enabled at Info.
+	Handler slog.Handler
+	// Exec adds to the trail each program a run executes (every execve
+	// and execveat, of the program and what it starts), with its path and
+	// pid: the filter hands each exec to the supervisor, which records it
+	// and lets it run. The path is read from the process's memory before
+	// the exec, so a hostile multi-threaded program can make the record
+	// name another path than what ran (see "Audit trail" in the package
+	// documentation). It costs each exec a round trip to the supervisor,
+	// about 0.3 ms here, a third more than a shell's fork and exec of
+	// /bin/true (BenchmarkAuditExec): so it is off by default. It needs a
+	// filter (not Unconfined), and a policy that allows execve and
+	// execveat whatever their arguments, as the default does; New reports
+	// an *OptionError otherwise.
+	Exec bool
+}
+
 // auditor is a Sandbox's audit trail: a bounded queue of records that one
 // goroutine of its own hands to the handler, in the order they came.
 type auditor struct {
@@ -84,12 +113,12 @@ type auditor struct {
 
 // newAuditor starts the audit trail of o, or returns nil without
 // Options.Audit.
-func newAuditor(o *Options, log *slog.Logger) (*auditor, error) {
+func newAuditor(o *resolved, log *slog.Logger) (*auditor, error) {
 	if o.Audit == nil {
 		return nil, nil
 	}
 	if !o.Audit.Enabled(context.Background(), slog.LevelInfo) {
-		return nil, optionErr("Options.Audit", "a handler", "is not enabled at slog.LevelInfo, the level of every audit event; a trail must take all of them")
+		return nil, optionErr("Options.Audit.Handler", "a handler", "is not enabled at slog.LevelInfo, the level of every audit event; a trail must take all of them")
 	}
 	var b [8]byte
 	rand.Read(b[:])
@@ -238,7 +267,7 @@ type runAudit struct {
 // beginRun queues the start of run id of cmd under o, within ctx: a run
 // start event, or for a live sandbox's init a live start. Nil without an
 // audit trail, and after close.
-func (a *auditor) beginRun(ctx context.Context, id uint64, cmd *Cmd, o *Options) *runAudit {
+func (a *auditor) beginRun(ctx context.Context, id uint64, cmd *Cmd, o *resolved, root *rootView) *runAudit {
 	if a == nil {
 		return nil
 	}
@@ -262,7 +291,7 @@ func (a *auditor) beginRun(ctx context.Context, id uint64, cmd *Cmd, o *Options)
 		if len(args) == 0 {
 			args = []string{cmd.Path}
 		}
-		attrs = append([]slog.Attr{slog.String("path", cmd.Path), slog.Any("argv", args), slog.String("dir", orDefault(cmd.Dir, o.imageDir()))}, attrs...)
+		attrs = append([]slog.Attr{slog.String("path", cmd.Path), slog.Any("argv", args), slog.String("dir", orDefault(cmd.Dir, root.workDir))}, attrs...)
 		if d, ok := ctx.Deadline(); ok {
 			attrs = append(attrs, slog.Duration("timeout", time.Until(d)))
 		}

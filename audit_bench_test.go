@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// BenchmarkAuditExec measures what Options.AuditExec adds to each exec: a
+// BenchmarkAuditExec measures what Options.Audit.Exec adds to each exec: a
 // shell loop that runs /bin/true 1,000 times, in a Sandbox with an audit
 // trail (to a handler that drops what it gets) with and without AuditExec,
 // and without a trail. The figure is µs/exec, the run's wall time over the
@@ -21,8 +21,7 @@ func BenchmarkAuditExec(b *testing.B) {
 		b.Run("trail="+mode, func(b *testing.B) {
 			opts := Options{}
 			if mode != "none" {
-				opts.Audit = countingHandler{}
-				opts.AuditExec = mode == "audit+exec"
+				opts.Audit = &Audit{Handler: countingHandler{}, Exec: mode == "audit+exec"}
 			}
 			s := newTest(b, opts)
 			var wall time.Duration

@@ -2,7 +2,7 @@ package sandbox
 
 import "github.com/fumehood/sandbox/internal/seccomp"
 
-// Programs executed (Options.AuditExec): the filter hands every execve and
+// Programs executed (Options.Audit.Exec): the filter hands every execve and
 // execveat to the supervisor, which records the path and lets it run. A
 // policy that refuses an exec, or decides one by its arguments, keeps its
 // meaning only if the audit does not replace its rule; so the audit needs
@@ -24,14 +24,14 @@ func auditExecs(f *seccomp.Filter, option string) error {
 				continue
 			}
 			if len(r.Conds) > 0 || r.Action != seccomp.Allow {
-				return optionErr("Options.AuditExec", "true", "needs %s to allow %s whatever its arguments, and one of its rules for it decides otherwise",
+				return optionErr("Options.Audit.Exec", "true", "needs %s to allow %s whatever its arguments, and one of its rules for it decides otherwise",
 					option, name)
 			}
 			r.Action, found = seccomp.NotifyContinue(), true
 		}
 		if !found {
 			if f.Default != seccomp.Allow {
-				return optionErr("Options.AuditExec", "true", "needs %s to allow %s, which its Default (%s) decides", option, name, SeccompAction(f.Default))
+				return optionErr("Options.Audit.Exec", "true", "needs %s to allow %s, which its Default (%s) decides", option, name, SeccompAction(f.Default))
 			}
 			f.Rules = append(f.Rules, seccomp.Rule{Nr: nr, Action: seccomp.NotifyContinue()})
 		}

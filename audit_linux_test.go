@@ -113,7 +113,7 @@ func TestAuditScriptedRun(t *testing.T) {
 func testAuditScriptedRun(t *testing.T, inProcess bool) {
 	port, rule := loopbackServer(t)
 	sink := &auditSink{}
-	s := newTest(t, Options{Network: NetworkAllow, Egress: []string{rule}, TrackChanges: true, Audit: sink, AuditExec: true, InProcess: inProcess})
+	s := newTest(t, Options{Network: &Egress{Allow: []string{rule}}, Workspace: SessionWorkspace{TrackChanges: true}, Audit: &Audit{Handler: sink, Exec: true}, Start: inProcessIf(inProcess)})
 	if err := s.WriteFile("old.txt", []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestAuditCannotBeForged(t *testing.T) {
 	}
 	defer f.Close()
 	_, rule := loopbackServer(t)
-	s := newTest(t, Options{Network: NetworkAllow, Egress: []string{rule}, TrackChanges: true, Audit: slog.NewJSONHandler(f, nil)})
+	s := newTest(t, Options{Network: &Egress{Allow: []string{rule}}, Workspace: SessionWorkspace{TrackChanges: true}, Audit: &Audit{Handler: slog.NewJSONHandler(f, nil)}})
 	forged := `{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"run end","outcome":"exited"}`
 	script := `touch "$(printf 'x\n%s\n' '` + forged + `')"
 exec 3<>/dev/tcp/127.0.0.1/3128
@@ -284,7 +284,7 @@ func TestAuditFlood(t *testing.T) {
 	auditQueueLen = auditReserve + 50
 	sink := &auditSink{delay: time.Millisecond}
 	_, rule := loopbackServer(t)
-	s := newTest(t, Options{Network: NetworkAllow, Egress: []string{rule}, Audit: sink, AuditExec: true})
+	s := newTest(t, Options{Network: &Egress{Allow: []string{rule}}, Audit: &Audit{Handler: sink, Exec: true}})
 	const conns, denials, trues = 1500, 3000, 1200
 	script := fmt.Sprintf(`for i in $(seq %d); do
 	exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'CONNECT 10.0.0.1:1 HTTP/1.1\r\n\r\n' >&3 && cat <&3 >/dev/null; exec 3>&-
@@ -349,7 +349,7 @@ func TestAuditLive(t *testing.T) {
 	requireSandbox(t)
 	requirePrograms(t, "sh", "setarch")
 	sink := &auditSink{}
-	s := newTest(t, Options{Live: true, Audit: sink})
+	s := newTest(t, Options{Live: &Live{}, Audit: &Audit{Handler: sink}})
 	for _, script := range []string{"echo one", "setarch -R true || echo two"} {
 		if res, err := s.Run(context.Background(), Command("sh", "-c", script)); err != nil || !res.Success() {
 			t.Fatalf("%s: %v %v", script, err, res.Err())
@@ -399,11 +399,11 @@ func TestAuditOption(t *testing.T) {
 		opts   Options
 		option string
 	}{
-		{"off at Info", Options{Audit: slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})}, "Options.Audit"},
-		{"exec without a trail", Options{AuditExec: true}, "Options.AuditExec"},
-		{"exec without a filter", Options{Audit: h, AuditExec: true, NoSeccomp: true}, "Options.AuditExec"},
-		{"exec decided by its arguments", Options{Audit: h, AuditExec: true, Seccomp: execveOnlyAbs}, "Options.AuditExec"},
-		{"exec refused by Default", Options{Audit: h, AuditExec: true, Seccomp: denyAll}, "Options.AuditExec"},
+		{"off at Info", Options{Audit: &Audit{Handler: slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})}}, "Options.Audit.Handler"},
+		{"exec without a trail", Options{Audit: &Audit{Exec: true}}, "Options.Audit.Handler"},
+		{"exec without a filter", Options{Audit: &Audit{Handler: h, Exec: true}, Seccomp: Unconfined{}}, "Options.Audit.Exec"},
+		{"exec decided by its arguments", Options{Audit: &Audit{Handler: h, Exec: true}, Seccomp: execveOnlyAbs}, "Options.Audit.Exec"},
+		{"exec refused by Default", Options{Audit: &Audit{Handler: h, Exec: true}, Seccomp: denyAll}, "Options.Audit.Exec"},
 		{"the reserved errno", Options{Seccomp: &SeccompPolicy{Default: ActNotify(4094), Unknown: ActAllow}}, "Options.Seccomp.Default"},
 	} {
 		s := New(c.opts)
@@ -412,7 +412,7 @@ func TestAuditOption(t *testing.T) {
 		}
 		s.Close()
 	}
-	s := New(Options{Audit: h, AuditExec: true})
+	s := New(Options{Audit: &Audit{Handler: h, Exec: true}})
 	if s.Err() != nil {
 		t.Errorf("AuditExec with the default policy: %v", s.Err())
 	}
@@ -425,7 +425,7 @@ func TestAuditPooled(t *testing.T) {
 	requireSandbox(t)
 	requirePrograms(t, "sh", "setarch")
 	sink := &auditSink{}
-	s := newTest(t, Options{Pool: 1, Audit: sink, AuditExec: true})
+	s := newTest(t, Options{Start: Pool{Size: 1}, Audit: &Audit{Handler: sink, Exec: true}})
 	if err := s.fillPool(); err != nil {
 		t.Fatal(err)
 	}

@@ -31,19 +31,21 @@ func BenchmarkRunTrue(b *testing.B) { benchRun(b, Options{}, "/bin/true") }
 // BenchmarkRunTrueNoLimits is BenchmarkRunTrue without a cgroup (every
 // limit off): the difference is the per-run cost of the run's cgroup.
 func BenchmarkRunTrueNoLimits(b *testing.B) {
-	benchRun(b, Options{Memory: -1, CPUs: -1, Pids: -1}, "/bin/true")
+	benchRun(b, Options{Limits: Limits{Memory: -1, CPUs: -1, Pids: -1}}, "/bin/true")
 }
 
 // BenchmarkRunTrueNoSeccomp is BenchmarkRunTrue without the seccomp
 // filter: the difference is the per-run cost of loading it and of handing
 // its notification fd to the supervisor.
-func BenchmarkRunTrueNoSeccomp(b *testing.B) { benchRun(b, Options{NoSeccomp: true}, "/bin/true") }
+func BenchmarkRunTrueNoSeccomp(b *testing.B) {
+	benchRun(b, Options{Seccomp: Unconfined{}}, "/bin/true")
+}
 
 // BenchmarkRunEcho runs sh -c 'echo hi' and captures its output.
 func BenchmarkRunEcho(b *testing.B) { benchRun(b, Options{}, "/bin/sh", "-c", "echo hi") }
 
 // BenchmarkRunTrueInProcess clones from the benchmark process itself.
-func BenchmarkRunTrueInProcess(b *testing.B) { benchRun(b, Options{InProcess: true}, "/bin/true") }
+func BenchmarkRunTrueInProcess(b *testing.B) { benchRun(b, Options{Start: InProcess{}}, "/bin/true") }
 
 // heap is kept reachable so the collector cannot drop it mid-benchmark.
 var heap [][]byte
@@ -55,7 +57,9 @@ func BenchmarkRunHeap(b *testing.B) { benchHeap(b, Options{}, 10<<20, 1<<30) }
 
 // BenchmarkRunHeapInProcess is the same without the spawner: the caller
 // itself clones, and every start copies its page tables.
-func BenchmarkRunHeapInProcess(b *testing.B) { benchHeap(b, Options{InProcess: true}, 10<<20, 1<<30) }
+func BenchmarkRunHeapInProcess(b *testing.B) {
+	benchHeap(b, Options{Start: InProcess{}}, 10<<20, 1<<30)
+}
 
 func benchHeap(b *testing.B, opts Options, sizes ...int) {
 	for _, size := range sizes {

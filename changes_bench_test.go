@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// BenchmarkChangesRun is the cost of Options.TrackChanges per Run: a Run
+// BenchmarkChangesRun is the cost of SessionWorkspace.TrackChanges per Run: a Run
 // of true in a session workspace of n files, without it and with it, the
 // files in the layer that takes changes ("upper") or beneath a snapshot
 // ("snapshot"), in the layered and the flat workspace.
@@ -19,7 +19,7 @@ func BenchmarkChangesRun(b *testing.B) {
 				layout := map[bool]string{false: "layered", true: "flat"}[flat]
 				b.Run(fmt.Sprintf("%s/files=%d/track=%s", layout, n, mode), func(b *testing.B) {
 					requireSandbox(b)
-					s := newTest(b, Options{TrackChanges: mode != "off", Pool: 1, WorkspaceSize: 1 << 30})
+					s := newTest(b, Options{Workspace: SessionWorkspace{Size: 1 << 30, TrackChanges: mode != "off"}, Start: Pool{Size: 1}})
 					if flat {
 						keepFlat(s)
 					}
@@ -47,19 +47,19 @@ func BenchmarkChangesRun(b *testing.B) {
 }
 
 // BenchmarkChangesMark is the keeper's share alone: recording the
-// workspace and comparing it, as a Run with Options.TrackChanges does,
+// workspace and comparing it, as a Run with SessionWorkspace.TrackChanges does,
 // without the Run.
 func BenchmarkChangesMark(b *testing.B) {
 	for _, n := range []int{0, 1000, 10000} {
 		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
 			requireSandbox(b)
-			s := newTest(b, Options{TrackChanges: true, WorkspaceSize: 1 << 30})
+			s := newTest(b, Options{Workspace: SessionWorkspace{Size: 1 << 30, TrackChanges: true}})
 			for i := range n {
 				if err := s.WriteFile(fmt.Sprintf("d%02d/f%04d", i%100, i), []byte("0123456789"), 0o644); err != nil {
 					b.Fatal(err)
 				}
 			}
-			kc, err := s.ws.keeper(&s.opts)
+			kc, err := s.ws.keeper(&s.cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

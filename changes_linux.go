@@ -16,29 +16,29 @@ import (
 // Changes lists the workspace paths that differ between snapshot since and
 // now, sorted by path, at most MaxChanges of them, and how many more
 // there were. A nil since means the workspace's initial content: empty,
-// or Options.WorkspaceFrom's copy, as the session began or its last
+// or SessionWorkspace.From's copy, as the session began or its last
 // Reset left it.
 //
 // It compares content, not history: a file changed and changed back is
 // not listed. Entries are compared by type and mode, symlinks by target,
 // regular files by size and modification time and, when those are equal,
-// by reading both (so it reads up to twice Options.WorkspaceSize). It
+// by reading both (so it reads up to twice SessionWorkspace.Size). It
 // holds a small record per entry of the snapshot and the workspace, in
 // the session's keeper process, while it runs: a workspace whose record
 // would pass 32 MiB (see Sessions in the package documentation) gets an
 // error instead.
 //
 // With Options.Workspace (a host directory, which has no snapshots) it
-// returns an error matching ErrNotSupported; with Options.FreshWorkspace,
+// returns an error matching ErrNotSupported; with FreshWorkspace,
 // an *OptionError.
 func (s *Sandbox) Changes(since *Snapshot) ([]Change, int, error) {
 	if since != nil && since.s != s {
 		return nil, 0, fmt.Errorf("sandbox: changes: %w", optionErr("snapshot", fmt.Sprint(since), "was not taken by this Sandbox"))
 	}
-	if s.opts.Workspace != "" {
+	if s.cfg.Workspace != "" {
 		return nil, 0, fmt.Errorf("sandbox: changes: %w", &UnsupportedError{Feature: "changes",
-			Reason: "the workspace is the host directory Options.Workspace " + s.opts.Workspace + ", which has no snapshots to compare with",
-			Hint:   "leave Options.Workspace empty for a session workspace (seed it with Options.WorkspaceFrom)"})
+			Reason: "the workspace is the host directory " + s.cfg.Workspace + " (Options.Workspace, a HostWorkspace), which has no snapshots to compare with",
+			Hint:   "leave Options.Workspace nil for a session workspace (seed it with SessionWorkspace.From)"})
 	}
 	id := 0
 	if since != nil {
@@ -65,10 +65,10 @@ func (s *Sandbox) withKeeper(op string, fn func(kc *keeperClient) error) error {
 	switch {
 	case ss.closed:
 		return fmt.Errorf("sandbox: %s: %w", op, ErrClosed)
-	case s.opts.FreshWorkspace:
-		return fmt.Errorf("sandbox: %s: %w", op, optionErr("Options.FreshWorkspace", "true", "each Run has a workspace of its own; there is none to list %s of", op))
+	case s.cfg.FreshWorkspace:
+		return fmt.Errorf("sandbox: %s: %w", op, optionErr("Options.Workspace (FreshWorkspace)", "set", "each Run has a workspace of its own; there is none to list %s of", op))
 	}
-	kc, err := ss.keeper(&s.opts)
+	kc, err := ss.keeper(&s.cfg)
 	if err != nil {
 		return fmt.Errorf("sandbox: %s: %w", op, err)
 	}
@@ -114,7 +114,7 @@ func readChanges(f *os.File) ([]Change, int, error) {
 	return out, kcs.Dropped, nil
 }
 
-// runChanges records the workspace as a Run with Options.TrackChanges
+// runChanges records the workspace as a Run with SessionWorkspace.TrackChanges
 // finds it, and returns what lists the Run's changes once it is over and
 // what forgets the record if it was never listed. The session is
 // read-locked until then. A record that fails (a workspace too large to

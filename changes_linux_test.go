@@ -72,7 +72,7 @@ func TestChangesRun(t *testing.T) {
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
 		for _, snapshot := range []bool{false, true} {
 			t.Run(fmt.Sprintf("snapshot=%v", snapshot), func(t *testing.T) {
-				s := newSession(Options{TrackChanges: true})
+				s := newSession(Options{Workspace: SessionWorkspace{TrackChanges: true}})
 				seedChanges(t, s)
 				if snapshot {
 					if _, err := s.Snapshot(); err != nil {
@@ -134,10 +134,10 @@ func TestChangesRun(t *testing.T) {
 // TestChangesRunNothing: a Run that reads the workspace and changes
 // nothing lists nothing, though its files were written just before it
 // (within the clock tick that makes a ctime ambiguous); a Run without
-// Options.TrackChanges lists nothing either.
+// SessionWorkspace.TrackChanges lists nothing either.
 func TestChangesRunNothing(t *testing.T) {
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
-		s := newSession(Options{TrackChanges: true})
+		s := newSession(Options{Workspace: SessionWorkspace{TrackChanges: true}})
 		seedChanges(t, s)
 		res := runChanges(t, s, `cd /workspace && cat keep.txt mod.txt >/dev/null && ls -R >/dev/null && echo tmp > /tmp/x`)
 		if len(res.Changes) != 0 || res.ChangesDropped != 0 {
@@ -157,7 +157,7 @@ func TestChangesRunNothing(t *testing.T) {
 // not, and after Restore nothing differs.
 func TestChangesSince(t *testing.T) {
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
-		s := newSession(Options{WorkspaceFrom: seedDir(t)})
+		s := newSession(Options{Workspace: SessionWorkspace{From: seedDir(t)}})
 		turn(t, s, `cd /workspace && printf AAA > same && touch -d @1000000000 same && echo x > back && echo k > kept`)
 		snap, err := s.Snapshot()
 		if err != nil {
@@ -219,7 +219,7 @@ func TestChangesSince(t *testing.T) {
 func TestChangesCap(t *testing.T) {
 	requirePrograms(t, "python3")
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
-		s := newSession(Options{TrackChanges: true})
+		s := newSession(Options{Workspace: SessionWorkspace{TrackChanges: true}})
 		const files = 3000
 		res, err := s.Run(context.Background(), Command("python3", "-c", fmt.Sprintf(
 			"for i in range(%d): open('/workspace/f%%05d' %% i, 'w').close()", files)))
@@ -243,20 +243,20 @@ func TestChangesCap(t *testing.T) {
 // with an error that says so.
 func TestChangesOptions(t *testing.T) {
 	dir := sharedTempDir(t)
-	for _, o := range []Options{{TrackChanges: true, Workspace: dir}, {TrackChanges: true, FreshWorkspace: true}, {TrackChanges: true, Live: true}} {
+	for _, o := range []Options{{Workspace: SessionWorkspace{TrackChanges: true}, Live: &Live{}}} {
 		if err := New(o).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "TrackChanges") {
 			t.Errorf("New(%+v): %v, want an OptionError naming TrackChanges", o, err)
 		}
 	}
-	s := New(Options{Workspace: dir})
+	s := New(Options{Workspace: HostWorkspace{Dir: dir}})
 	defer s.Close()
 	if _, _, err := s.Changes(nil); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("Changes with Options.Workspace: %v, want ErrNotSupported", err)
 	}
-	f := New(Options{FreshWorkspace: true})
+	f := New(Options{Workspace: FreshWorkspace{}})
 	defer f.Close()
 	if _, _, err := f.Changes(nil); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("Changes with Options.FreshWorkspace: %v, want ErrInvalidOption", err)
+		t.Errorf("Changes with a FreshWorkspace: %v, want ErrInvalidOption", err)
 	}
 }
 
@@ -267,7 +267,7 @@ func TestChangesOptions(t *testing.T) {
 // started in neither.
 func TestChangesConcurrent(t *testing.T) {
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
-		s := newSession(Options{TrackChanges: true})
+		s := newSession(Options{Workspace: SessionWorkspace{TrackChanges: true}})
 		if err := s.WriteFile("before.txt", []byte("b"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +303,7 @@ func TestChangesConcurrent(t *testing.T) {
 func TestChangesTooLarge(t *testing.T) {
 	requirePrograms(t, "python3")
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
-		s := newSession(Options{TrackChanges: true})
+		s := newSession(Options{Workspace: SessionWorkspace{TrackChanges: true}})
 		res, err := s.Run(context.Background(), Command("python3", "-c", `
 import os
 os.chdir("/workspace")

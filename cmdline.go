@@ -38,8 +38,8 @@ func checkStrings(field string, ss []string) (int, error) {
 
 // checkCommandLine checks cmd's argv and environment under o against
 // MaxArgString and MaxCommandLine, naming the field with the most of it.
-func checkCommandLine(o *Options, cmd *Cmd) error {
-	env := o.config(cmd, nil).Env
+func checkCommandLine(o *resolved, cmd *Cmd, root *rootView) error {
+	env := o.program(cmd, root).Env
 	args := cmd.Args
 	if len(args) == 0 {
 		args = []string{cmd.Path}

@@ -12,11 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// commandLineOf is a Cmd whose argv and environment under o take exactly
+// commandLineOf is a Cmd whose argv and environment under s take exactly
 // size bytes as execve counts them: sh, told to print the number of its
 // arguments, the bytes in them, and the length of $BIG, fills the rest
 // with arguments (when env is false) or with BIG and more variables.
-func commandLineOf(t *testing.T, o *Options, size int, env bool) (c *Cmd, args, argBytes, big int) {
+func commandLineOf(t *testing.T, s *Sandbox, size int, env bool) (c *Cmd, args, argBytes, big int) {
 	t.Helper()
 	script := `n=0; for a; do n=$((n+${#a})); done; echo $# $n ${#BIG}`
 	c = Command("/bin/sh", "-c", script, "sh")
@@ -24,7 +24,7 @@ func commandLineOf(t *testing.T, o *Options, size int, env bool) (c *Cmd, args, 
 	for _, a := range c.Args {
 		used += len(a) + 1
 	}
-	for _, kv := range o.config(c, nil).Env {
+	for _, kv := range s.cfg.program(c, s.root()).Env {
 		used += len(kv) + 1
 	}
 	rest := size - used
@@ -68,9 +68,9 @@ func TestCommandLineLimits(t *testing.T) {
 		name string
 		o    Options
 	}{
-		{"cold", Options{FreshWorkspace: true}},
-		{"pooled", Options{Pool: 1}},
-		{"InProcess", Options{InProcess: true, FreshWorkspace: true}},
+		{"cold", Options{Workspace: FreshWorkspace{}}},
+		{"pooled", Options{Start: Pool{Size: 1}}},
+		{"InProcess", Options{Start: InProcess{}, Workspace: FreshWorkspace{}}},
 		{"session", Options{}},
 	}
 	for _, k := range kinds {
@@ -85,7 +85,7 @@ func TestCommandLineLimits(t *testing.T) {
 				if env {
 					field = "Cmd.Env"
 				}
-				c, args, argBytes, big := commandLineOf(t, &s.opts, MaxCommandLine, env)
+				c, args, argBytes, big := commandLineOf(t, s, MaxCommandLine, env)
 				res, err := s.Run(context.Background(), c)
 				if err != nil {
 					t.Fatalf("%s: a command line of MaxCommandLine bytes: %v", field, err)
@@ -96,7 +96,7 @@ func TestCommandLineLimits(t *testing.T) {
 				}
 
 				before, _ := runsOf(s)
-				c, _, _, _ = commandLineOf(t, &s.opts, MaxCommandLine+1, env)
+				c, _, _, _ = commandLineOf(t, s, MaxCommandLine+1, env)
 				_, err = s.Run(context.Background(), c)
 				var oe *OptionError
 				if !errors.Is(err, ErrInvalidOption) || !errors.As(err, &oe) || oe.Option != field {
@@ -120,7 +120,7 @@ func TestCommandLineLimits(t *testing.T) {
 func TestCommandLineStringLimit(t *testing.T) {
 	requireSandbox(t)
 	long := strings.Repeat("x", MaxArgString)
-	s := newColdTest(t, Options{FreshWorkspace: true})
+	s := newColdTest(t, Options{Workspace: FreshWorkspace{}})
 	for _, env := range []bool{false, true} {
 		c := Command("/bin/sh", "-c", `echo $((${#1}+${#L}))`, "sh", long)
 		if env {
@@ -192,13 +192,13 @@ func TestSpawnerSocketCarriesCommandLine(t *testing.T) {
 		}
 	}
 
-	s := New(Options{FreshWorkspace: true})
+	s := New(Options{Workspace: FreshWorkspace{}})
 	defer s.Close()
 	if s.Err() != nil {
 		t.Fatal(s.Err())
 	}
-	c, _, _, _ := commandLineOf(t, &s.opts, MaxCommandLine, false)
-	cfg := s.opts.config(c, s.filter)
+	c, _, _, _ := commandLineOf(t, s, MaxCommandLine, false)
+	cfg := s.cfg.config(c, s.filter, s.root())
 	msg, err := json.Marshal(wire.Request{ID: 1 << 60, Kind: wire.Start, Spec: &cfg.Spec, Program: &cfg.Program, Owner: "x", Pool: maxPool})
 	if err != nil {
 		t.Fatal(err)

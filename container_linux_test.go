@@ -37,7 +37,7 @@ func init() {
 	both := func(opts Options, script string) {
 		for _, inProcess := range []bool{false, true} {
 			o := opts
-			o.InProcess = inProcess
+			o.Start = inProcessIf(inProcess)
 			res, err := New(o).Run(context.Background(), Command("/bin/sh", "-c", script))
 			switch {
 			case err != nil:
@@ -50,15 +50,15 @@ func init() {
 	helpers["groupzero"] = func([]string) int {
 		uid, gid := (&Options{}).HostIDs()
 		fmt.Printf("caller %d:%d hostids %d:%d\n", os.Getuid(), os.Getgid(), uid, gid)
-		both(Options{LimitPolicy: BestEffortLimits}, "echo hi; cat /proc/self/uid_map /proc/self/gid_map")
+		both(Options{Limits: Limits{Policy: BestEffortLimits}}, "echo hi; cat /proc/self/uid_map /proc/self/gid_map")
 		return 0
 	}
 	// Also what deploy/validate's TestDockerContainer runs in a container.
 	helpers["echo"] = func([]string) int {
-		both(Options{LimitPolicy: BestEffortLimits}, "echo hi")
+		both(Options{Limits: Limits{Policy: BestEffortLimits}}, "echo hi")
 		// A session's workspace, which its keeper holds: files in
 		// from the caller, changed by a run, read back.
-		sb := New(Options{LimitPolicy: BestEffortLimits})
+		sb := New(Options{Limits: Limits{Policy: BestEffortLimits}})
 		defer sb.Close()
 		err := sb.WriteFile("in", []byte("from the caller\n"), 0o644)
 		var res *Result
@@ -88,13 +88,13 @@ func init() {
 			return 1
 		}
 		fmt.Println("masked")
-		both(Options{LimitPolicy: BestEffortLimits}, "echo hi")
+		both(Options{Limits: Limits{Policy: BestEffortLimits}}, "echo hi")
 		if err := unix.Unmount(masked, 0); err != nil {
 			fmt.Println("unmask", masked+":", err)
 			return 1
 		}
 		fmt.Println("unmasked")
-		both(Options{LimitPolicy: BestEffortLimits}, "echo hi")
+		both(Options{Limits: Limits{Policy: BestEffortLimits}}, "echo hi")
 		return 0
 	}
 }

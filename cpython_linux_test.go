@@ -68,7 +68,7 @@ var cpythonKnownDifferences = []struct{ pattern, symptom, reason string }{
 	{"test.test_uuid.*.test_ifconfig_getnode", "requires ifconfig",
 		"the sandbox's only network interface is loopback, whose MAC address is zero: `ifconfig` shows no MAC for uuid to use"},
 	{"test.test_resource.ResourceTest.test_fsize_ismax", "AssertionError: -1 != ",
-		"the sandbox sets a hard RLIMIT_FSIZE (Options.MaxFileSize) and the test expects it unlimited"},
+		"the sandbox sets a hard RLIMIT_FSIZE (Options.Limits.FileSize) and the test expects it unlimited"},
 }
 
 // cpythonJobs is the test runner's worker count on each side: most of
@@ -195,16 +195,18 @@ func TestCPythonRegressionTests(t *testing.T) {
 // runner's workers and the files they make.
 func cpythonOptions() Options {
 	return Options{
-		// The parallel run peaked at about 400 MiB here.
-		Memory: 1 << 30,
-		// The runner's workers, and the threads and children of their
-		// tests.
-		Pids: 1024,
-		CPUs: cpythonJobs,
-		// test_mmap's LargeMmapTests write sparse files of up to 6 GiB
-		// (a few bytes of data each) in /tmp; Memory still bounds what
-		// the files really hold.
-		TmpSize: 8 << 30,
+		Limits: Limits{
+			// The parallel run peaked at about 400 MiB here.
+			Memory: 1 << 30,
+			// The runner's workers, and the threads and children of their
+			// tests.
+			Pids: 1024,
+			CPUs: cpythonJobs,
+			// test_mmap's LargeMmapTests write sparse files of up to 6 GiB
+			// (a few bytes of data each) in /tmp; Memory still bounds what
+			// the files really hold.
+			TmpSize: 8 << 30,
+		},
 	}
 }
 

@@ -10,7 +10,7 @@
 // which the Sandbox's Runs share (see Sessions). Close a Sandbox when done. [Command] and [Cmd] mirror os/exec; a
 // Cmd cannot be reused. A non-zero exit is data, not an error: the [Result]
 // says how the run ended (an [Outcome]), with the exit code or signal, the
-// captured output (capped at [Options.OutputLimit] per stream, with the
+// captured output (capped at [Limits.Output] per stream, with the
 // middle elided) and the time and memory used; a run that ctx's deadline
 // or cancellation ended is a Result too, with Outcome [Timeout] or
 // [Canceled] and the output written until then. Run returns an error only
@@ -35,15 +35,15 @@
 // Every program sees: its own user, PID, mount, network (loopback only),
 // IPC, UTS (hostname [DefaultHostname]) and cgroup namespaces; a root that
 // is a read-only tmpfs holding read-only binds of the host's /usr, /bin,
-// /sbin and /lib* (or of [Options.Rootfs], or of a container image's files
-// with [Options.Image]: see Images), a generated /etc (see The
+// /sbin and /lib* (or of [RootDir], or of a container image's files
+// with [Image] (as [Options.Root]): see Images), a generated /etc (see The
 // sandbox's /etc), a new /proc with the sensitive paths masked as runc masks
 // them, a minimal /dev (null, zero, full, random, urandom, tty, and a devpts
 // of its own, so programs can open ptys through /dev/ptmx, 64 at most at
 // once; the host's ptys are not in it), and
 // size-capped tmpfs /tmp and /workspace (the working directory). It runs as
 // uid/gid [SandboxUID] ("sandbox" in /etc/passwd) with no capabilities,
-// no_new_privs set and RLIMIT_NOFILE of [Options.MaxOpenFiles]. Nothing of
+// no_new_privs set and RLIMIT_NOFILE of [Limits.OpenFiles]. Nothing of
 // the host's environment is passed on.
 //
 // [Sandbox.Start] starts a program and returns a [Process] to wait for,
@@ -71,7 +71,7 @@
 // break out; the seccomp filter (below) narrows that surface but does not
 // remove it. It does not keep the caller from exposing
 // host files through [Options.Binds], [Options.Workspace] or
-// [Options.Rootfs], nor protect the program from the host.
+// [RootDir], nor protect the program from the host.
 //
 // # How it works
 //
@@ -88,7 +88,7 @@
 // SCM_RIGHTS) to start one sandbox; it serves concurrent Runs
 // concurrently, and one that dies is replaced by the next Run (the Runs
 // it was serving fail with [ErrSpawner]; their sandboxes die with it).
-// [Options.InProcess] skips the spawner for short-lived callers such as
+// [InProcess] skips the spawner for short-lived callers such as
 // the command-line tool.
 //
 // The spawner (or the InProcess caller) compiles the sandbox's recipe, for
@@ -114,7 +114,7 @@
 // its own, holds a session's /workspace between its runs (see Sessions
 // below).
 //
-// Warm starts: with [Options.Pool] the spawner keeps sandboxes prepared
+// Warm starts: with [Pool] the spawner keeps sandboxes prepared
 // ahead (namespaces, cgroup, root, everything but the program) and a Run
 // hands one its program and stdio; each serves one Run and is destroyed
 // with it, and the pool refills in the background. Teardown the caller
@@ -129,7 +129,7 @@
 // mount_setattr): every host source is opened first, then the tree is
 // assembled on a tmpfs and pivot_root'ed into, and the old root is
 // detached. It sets the hostname, brings up loopback (and, for
-// [NetworkAllow], listens on [ProxyAddr]), sets rlimits, drops every
+// [Egress], listens on [ProxyAddr]), sets rlimits, drops every
 // capability, sets no_new_privs, loads the filter and finally execs the
 // program in its own place, through the exec shim, so the program is
 // pid 1 of the new PID namespace. When it exits, the kernel
@@ -139,8 +139,8 @@
 //
 // # Images
 //
-// [Options.Image] names a container image whose files take the place of
-// the host's /usr, /bin and /lib*, exactly as [Options.Rootfs] does:
+// [Image] (as [Options.Root]) names a container image whose files take the place of
+// the host's /usr, /bin and /lib*, exactly as [RootDir] does:
 // read-only, with the sandbox's own /proc, /dev, /tmp, /workspace, the
 // generated /etc (whose system files and trust store are the image's) and
 // [Options.TrustedCAs] added to the image's bundles. References are a
@@ -174,8 +174,8 @@
 // /etc is made for each sandbox. It holds files the sandbox writes itself:
 // passwd and group (root, sandbox and nobody), hosts (loopback and
 // [Options.Hostname]), hostname, nsswitch.conf (files only), and, with
-// [NetworkHostUnsafe] alone, the host's resolv.conf. Of the host's /etc (or
-// the rootfs's, with [Options.Rootfs]) it brings in, read-only and where
+// [HostNetworkUnsafe] alone, the host's resolv.conf. Of the host's /etc (or
+// the rootfs's, with [RootDir]) it brings in, read-only and where
 // they exist, the files that describe the system and hold nothing of the
 // host's identity or secrets:
 //
@@ -241,10 +241,10 @@
 // count. The policy's [ActNotify] actions make the kernel stop the syscall
 // and queue it on the filter's notification fd, which the init hands to
 // the process that started it (the spawner, or the caller with
-// [Options.InProcess]); a supervisor there answers each with the policy's
+// [InProcess]); a supervisor there answers each with the policy's
 // errno. It never lets a syscall run and never reads the program's
 // memory: the answer comes from running the filter itself over the number
-// and arguments the kernel copied. With [Options.SeccompKill] the first
+// and arguments the kernel copied. With [SeccompPolicy.KillOnRefusal] the first
 // refusal kills the run instead ([SeccompKilled], [Result.Violation]).
 //
 // The policy compiles to classic BPF in pure Go (internal/seccomp: the
@@ -255,23 +255,21 @@
 // policy is compiled once per process, a caller's once per [New].
 // [github.com/fumehood/sandbox/seccompprofile] builds a policy from a
 // runtime-spec value or a Docker profile, and exports one.
-// [Options.NoSeccomp] runs without a filter.
+// [Unconfined] runs without a filter.
 //
 // # Network
 //
-// [Options.Network] chooses what a run can reach. [NetworkNone], the
-// default, gives it a network namespace holding only loopback, up: its
+// [Options.Network] chooses what a run can reach. Nil, the default, gives it a network namespace holding only loopback, up: its
 // programs can talk to each other on 127.0.0.1, nothing leaves, and there
 // is no DNS (/etc has no resolv.conf and nsswitch.conf names only files).
 // Loopback addresses and abstract Unix sockets are the run's own, so a
 // service listening on the host's 127.0.0.1 is out of reach.
 //
-// [NetworkAllow] adds one way out, an HTTP proxy at [ProxyAddr] that
-// reaches only the hosts [Options.Egress] allows:
+// An [*Egress] adds one way out, an HTTP proxy at [ProxyAddr] that
+// reaches only the hosts [Egress.Allow] allows:
 //
 //	sb := sandbox.New(sandbox.Options{
-//		Network: sandbox.NetworkAllow,
-//		Egress:  []string{"pypi.org", "files.pythonhosted.org"},
+//		Network: &sandbox.Egress{Allow: []string{"pypi.org", "files.pythonhosted.org"}},
 //	})
 //	res, err := sb.Run(ctx, sandbox.Command("pip", "download", "requests"))
 //	for _, c := range res.Connections { ... } // every attempt, allowed or not
@@ -294,22 +292,21 @@
 // run opened that never sent a request. If the proxy fails, its listener closes: the
 // run loses its way out and gains no other.
 //
-// [NetworkHostUnsafe] shares the host's network namespace, loopback
+// [HostNetworkUnsafe] shares the host's network namespace, loopback
 // services, metadata service and abstract sockets included; it is for
 // trusted code only.
 //
 // # Secrets
 //
-// [Options.Secrets] keeps API keys and tokens out of the sandbox: the
+// [Egress.Secrets] keeps API keys and tokens out of the sandbox: the
 // program holds a placeholder, and the egress proxy, in the caller's
 // process, puts the real value in its place on the way out, only to the
 // hosts the secret names:
 //
-//	sb := sandbox.New(sandbox.Options{
-//		Network: sandbox.NetworkAllow,
-//		Egress:  []string{"api.example.com"},
+//	sb := sandbox.New(sandbox.Options{Network: &sandbox.Egress{
+//		Allow:   []string{"api.example.com"},
 //		Secrets: []sandbox.Secret{{Name: "API_KEY", Value: key, Hosts: []string{"api.example.com"}}},
-//	})
+//	}})
 //	// inside: curl -H "Authorization: Bearer $API_KEY" https://api.example.com/v1/...
 //
 // With the first run each secret gets a placeholder, "sandbox-secret-",
@@ -321,7 +318,7 @@
 // answered with TLS of the proxy's own (HTTP/1.1 by ALPN, one request per
 // tunnel, which Result.Connections lists after the CONNECT), signed by a certificate authority made for the Sandbox at its
 // first run (ECDSA P-256, in the caller's memory only, valid for 7 days,
-// or a live sandbox's Options.MaxLifetime where that is longer; a Sandbox
+// or a live sandbox's Options.Live.MaxLifetime where that is longer; a Sandbox
 // that is not live makes a new one a day before it ends), and the proxy
 // makes its own TLS connection to the real server, verified against the
 // system's roots and [Options.TrustedCAs] as any client would. The
@@ -364,7 +361,7 @@
 //
 // A Sandbox is a session: successive Runs share its /workspace, and
 // nothing else. By default that workspace is a tmpfs capped at
-// [Options.WorkspaceSize] for all turns together, held by a small keeper
+// [SessionWorkspace.Size] for all turns together, held by a small keeper
 // process the session starts at its first Run or file operation: the
 // binary re-executed into a mount namespace of its own (and, for a caller
 // that is not root, a user namespace mapping only the caller's ids). Each
@@ -395,12 +392,12 @@
 // entry name longer than [MaxTarPath] bytes (it stops with an error
 // matching syscall.ENAMETOOLONG: a chain of n directories would otherwise
 // be a tar of n² bytes), and no more file content than
-// [Options.WorkspaceSize]. Snapshot layers count against
-// [Options.WorkspaceSize]: a full workspace stays full however many
+// [SessionWorkspace.Size]. Snapshot layers count against
+// [SessionWorkspace.Size]: a full workspace stays full however many
 // snapshots are taken.
 //
 // [Sandbox.Snapshot], [Sandbox.Restore] and [Sandbox.Reset] (back to empty,
-// or to a copy of [Options.WorkspaceFrom]) copy nothing: the workspace is
+// or to a copy of [SessionWorkspace.From]) copy nothing: the workspace is
 // an overlay of read-only layers under a layer that takes the changes, each
 // a tmpfs; a snapshot freezes the changes as a layer, a restore puts a
 // fresh layer on a snapshot's stack. Restoring a 100 MB, 10,000-file
@@ -410,7 +407,7 @@
 // about a second per 100 MB. They wait for Runs in flight; a Run sees one
 // workspace from start to end.
 //
-// What a run changed: with [Options.TrackChanges] each Run's
+// What a run changed: with [SessionWorkspace.TrackChanges] each Run's
 // [Result.Changes] lists the workspace paths it added, modified and
 // deleted, sorted by path, at most [MaxChanges] of them (the rest counted
 // in ChangesDropped), and [Sandbox.Changes] lists what differs between a
@@ -436,8 +433,8 @@
 //
 // [Options.Workspace] makes the workspace a host directory instead, kept
 // after Close (the command-line tool's --workspace); it has no size cap
-// but [Options.MaxFileSize] per file ([DefaultMaxFileSize] unless set),
-// and no snapshots. [Options.FreshWorkspace]
+// but [Limits.FileSize] per file ([DefaultMaxFileSize] unless set),
+// and no snapshots. [FreshWorkspace]
 // gives each Run an empty workspace of its own and starts no keeper, for
 // unrelated programs run through one Sandbox.
 //
@@ -446,7 +443,7 @@
 // With [Options.Live], the Runs of a Sandbox share more than the
 // workspace: one running sandbox, its namespaces, root, /tmp, /workspace
 // and processes, from the first call to [Sandbox.Close],
-// [Options.IdleTimeout] or [Options.MaxLifetime]. A process a call leaves
+// [Live.IdleTimeout] or [Live.MaxLifetime]. A process a call leaves
 // running (a server started in the background, a Python kernel started
 // with [Sandbox.Start]) keeps running; Run returns when the process it
 // started ends, and its Result is that process's. [Sandbox.Processes]
@@ -455,7 +452,7 @@
 // sandbox's own network namespace (its loopback, or a Unix socket in it):
 // nothing of the sandbox is exposed on the host's network.
 //
-//	sb := sandbox.New(sandbox.Options{Live: true})
+//	sb := sandbox.New(sandbox.Options{Live: &sandbox.Live{}})
 //	defer sb.Close()
 //	sb.Run(ctx, sandbox.Command("sh", "-c", "python3 -m http.server 8000 >/tmp/log 2>&1 &"))
 //	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -500,7 +497,7 @@
 // no descriptor, secret or privilege the code lacks, and at worst ends
 // the sandbox. And a process an earlier call left running can read a later call's environment, [Cmd.Env]
 // included, in /proc/PID/environ once that call's program has exec'd:
-// credentials belong in [Options.Secrets], which the egress proxy adds to
+// credentials belong in [Egress.Secrets], which the egress proxy adds to
 // requests and the sandbox never holds, not in the Env of a live call.
 //
 // A call's output is read until its process has ended and, for what it
@@ -539,10 +536,10 @@
 //	"denial"         the filter refused a syscall with   syscall, errno, error (its text), pid (inside
 //	                 ActNotify (see Seccomp)             the sandbox; 0 if it was gone)
 //	"exec"           a process of the run executed a     path (as the process's memory held it),
-//	                 program (Options.AuditExec)         pid (inside the sandbox), syscall ("execve"
+//	                 program (Options.Audit.Exec)         pid (inside the sandbox), syscall ("execve"
 //	                                                     or "execveat"), dirfd (execveat's)
 //	"change"         the run changed a workspace path    path, change ("added", "modified",
-//	                 (Options.TrackChanges)              "deleted"), size, mode
+//	                 (SessionWorkspace.TrackChanges)              "deleted"), size, mode
 //	"run end"        the run is over (or failed to       started, duration, outcome, exit_code,
 //	                 start: then error alone)            signal, violation, wall, user, system,
 //	                                                     memory_peak, pooled, limits.NAME.value,
@@ -570,7 +567,7 @@
 // when it happened, puts them in order. Changes are listed when the run
 // has ended, just before its run end event.
 //
-// Programs executed are recorded only with [Options.AuditExec]: the
+// Programs executed are recorded only with [Audit.Exec]: the
 // filter hands each execve and execveat to the supervisor, which reads
 // the path from the process's memory, checks that the call still waits
 // (so that the pid it read from was the caller's), and lets it run
@@ -622,20 +619,20 @@
 // calls), and each of those is bounded by a constant, whatever the
 // program does:
 //
-//   - The egress proxy of a [NetworkAllow] run holds at most about 9 MiB
+//   - The egress proxy of a [Egress] run holds at most about 9 MiB
 //     (egress.MaxProxyMemory: 64 connections at once, each at most 96 KiB,
 //     2 MiB of read buffers shared among them, a report of at most 1,000
 //     attempts of about 1 KiB each) and 129 descriptors, with two
 //     goroutines a connection. Request and response headers are limited to
 //     32 KiB and 128 fields, checked before anything is parsed. Its CPU
 //     time for the run is at most about 0.5 s plus 10% of the run's CPU
-//     limit ([Options.CPUs]) over the run's wall time: past that, it reads
+//     limit ([Limits.CPUs]) over the run's wall time: past that, it reads
 //     from the run only as fast as that allows (a 1-CPU run's tunnel then
 //     moves about 28 MB/s). Everything it held is released when the run
-//     ends. With [Options.Secrets], a tunnel it terminates holds at most
+//     ends. With [Egress.Secrets], a tunnel it terminates holds at most
 //     160 KiB more, about 19 MiB in all (egress.MaxSecretsProxyMemory),
 //     and its handshakes are charged to the same CPU time.
-//   - Output: at most [Options.OutputLimit] bytes a stream
+//   - Output: at most [Limits.Output] bytes a stream
 //     ([DefaultOutputLimit]).
 //   - The workspace calls: a bounded number of descriptors at any depth,
 //     memory for one path, and no more tar than the workspace holds
@@ -646,7 +643,7 @@
 // The spawner and the keeper are the caller's too: the spawner holds a
 // run's messages (each bounded by the socket that carries them), and the
 // keeper holds the workspace's tmpfs layers, capped by
-// [Options.WorkspaceSize] together with its snapshots (where snapshots
+// [SessionWorkspace.Size] together with its snapshots (where snapshots
 // are copies, each copy has that cap of its own, and the caller decides
 // how many to take).
 //
@@ -667,7 +664,7 @@
 //     caller that is not root maps its own ids, gid 0 too where that is
 //     its group. A root caller needs CAP_SETUID, CAP_SETGID and
 //     CAP_SETFCAP (a container's root has them by default).
-//   - [Options.Memory] of at least [MinMemory], what the sandbox's own
+//   - [Limits.Memory] of at least [MinMemory], what the sandbox's own
 //     init needs to build it.
 //   - In a container: a seccomp profile that allows creating namespaces
 //     and mounting (docker --security-opt seccomp=unconfined), and an
@@ -693,10 +690,10 @@
 //
 //   - Resource limits need a cgroup this process may write: root, or a
 //     delegated cgroup v2 subtree. On a cgroup v1 host an unprivileged
-//     caller has none; Run then refuses unless [Options.LimitPolicy] is
+//     caller has none; Run then refuses unless [Limits.Policy] is
 //     [BestEffortLimits], where rlimits stand in and the CPU share is not
 //     limited ([Result.Limits] says so).
-//   - RLIMIT_FSIZE ([Options.MaxFileSize]) bounds each file a run writes in
+//   - RLIMIT_FSIZE ([Limits.FileSize]) bounds each file a run writes in
 //     a host Workspace or writable Bind, not their total; a quota on the
 //     host filesystem bounds that. The program starts with SIGXFSZ
 //     ignored, so a write past the bound fails with EFBIG.
@@ -740,7 +737,7 @@
 // program's when it execs. The caller needs no
 // care: namespaces are created by cloning a new process, never by changing
 // a thread of the caller, so Run may be called from any goroutine without
-// runtime.LockOSThread. (With [Options.InProcess], as with os/exec's
+// runtime.LockOSThread. (With [InProcess], as with os/exec's
 // Pdeathsig, not from a goroutine that locked its thread and then returns:
 // the thread's exit kills the sandbox.) A [Sandbox] is safe for
 // concurrent use by many goroutines; each Run has its own namespaces,

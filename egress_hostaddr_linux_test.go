@@ -12,7 +12,7 @@ import (
 )
 
 // TestEgressRefusesHostAddress serves on all of the host's addresses and
-// has a NetworkAllow run ask for an allowed name that resolves to one of
+// has an *Egress run ask for an allowed name that resolves to one of
 // the host's own non-loopback addresses. A CIDR rule for the address's
 // whole network does not open it (the program gets 403, the server sees
 // nothing, the report names an address of this host); a rule for exactly
@@ -60,8 +60,7 @@ func TestEgressRefusesHostAddress(t *testing.T) {
 		return Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://own.allowed.test:"+port+"/")
 	}
 
-	res := run(t, Options{Network: NetworkAllow, EgressResolver: resolver,
-		Egress: []string{"own.allowed.test:" + port, wider + ":" + port}}, curl())
+	res := run(t, Options{Network: &Egress{Allow: []string{"own.allowed.test:" + port, wider + ":" + port}, Resolver: resolver}}, curl())
 	if got := strings.TrimSpace(string(res.Stdout)); got != "403" {
 		t.Errorf("with rule %s, curl to a name for %s got %q, want 403", wider, own, got)
 	}
@@ -72,8 +71,7 @@ func TestEgressRefusesHostAddress(t *testing.T) {
 		t.Errorf("connections %+v, want one refused as an address of this host", res.Connections)
 	}
 
-	res = run(t, Options{Network: NetworkAllow, EgressResolver: resolver,
-		Egress: []string{"own.allowed.test:" + port, own.String() + ":" + port}}, curl())
+	res = run(t, Options{Network: &Egress{Allow: []string{"own.allowed.test:" + port, own.String() + ":" + port}, Resolver: resolver}}, curl())
 	if got := strings.TrimSpace(string(res.Stdout)); got != "200" {
 		t.Errorf("with a rule for exactly %s, curl got %q, want 200 (stderr %s)", own, got, res.Stderr)
 	}

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The egress proxy of a NetworkAllow run. The init, inside the run's
+// The egress proxy of an *Egress run. The init, inside the run's
 // network namespace, listens on ProxyAddr and hands the listening socket
 // to the caller over a channel of its own (internal/wire's proxy.go),
 // then execs the program. The caller serves
@@ -46,9 +46,9 @@ type runProxy struct {
 }
 
 // proxyCPUs is the CPU limit the proxy's work budget is a share of:
-// Options.CPUs, and for a run without a CPU limit the host's CPUs, all of
+// Options.Limits.CPUs, and for a run without a CPU limit the host's CPUs, all of
 // which it may use.
-func proxyCPUs(o *Options) float64 {
+func proxyCPUs(o *resolved) float64 {
 	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
 		return cpus
 	}

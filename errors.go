@@ -26,7 +26,7 @@ var ErrNotFound = exec.ErrNotFound
 
 // ErrNoCgroup is matched, along with ErrNotSupported, when Run refuses
 // because no cgroup this process may write exists for the run's limits
-// (see Options.LimitPolicy).
+// (see Options.Limits.Policy).
 var ErrNoCgroup = errors.New("no writable cgroup")
 
 // ErrSpawner is matched when the helper process that starts sandboxes died or
@@ -144,6 +144,6 @@ func (e *ExitError) Is(target error) bool {
 var ErrNotLive = errors.New("not a live sandbox (Options.Live)")
 
 // ErrExpired is matched by the error of every call on a Sandbox whose live
-// sandbox ended at its Options.IdleTimeout or MaxLifetime; the error
+// sandbox ended at its Options.Live.IdleTimeout or MaxLifetime; the error
 // matches ErrClosed too.
 var ErrExpired = errors.New("live sandbox expired")

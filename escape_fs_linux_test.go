@@ -101,7 +101,7 @@ func TestEscapeExeOverwrite(t *testing.T) {
 	for _, inProcess := range []bool{false, true} {
 		t.Run(fmt.Sprintf("InProcess=%v", inProcess), func(t *testing.T) {
 			forEachRoot(t, func(t *testing.T, root escapeRoot) {
-				s := newTest(t, attackOpts(t, root, Options{InProcess: inProcess}))
+				s := newTest(t, attackOpts(t, root, Options{Start: inProcessIf(inProcess)}))
 				// A first run starts the spawner, whose copy is then listed too.
 				if _, err := s.Run(context.Background(), Command("true")); err != nil {
 					t.Fatal(err)
@@ -162,7 +162,7 @@ func TestEscapeLeakedFds(t *testing.T) {
 	forEachRoot(t, func(t *testing.T, root escapeRoot) {
 		for _, inProcess := range []bool{false, true} {
 			t.Run(fmt.Sprintf("InProcess=%v", inProcess), func(t *testing.T) {
-				_, rep := mustReport(t, root, Options{InProcess: inProcess}, "fds")
+				_, rep := mustReport(t, root, Options{Start: inProcessIf(inProcess)}, "fds")
 				// The leaked-fd attempts count as worked; no other attempt
 				// may have been needed to fail this.
 				requireBlocked(t, rep, 4)
@@ -504,7 +504,7 @@ func TestEscapeCgroup(t *testing.T) {
 	forEachRoot(t, func(t *testing.T, root escapeRoot) {
 		agents := releaseAgents()
 		const memory, pids = 128 << 20, 64
-		s := newTest(t, attackOpts(t, root, Options{Memory: memory, Pids: pids}))
+		s := newTest(t, attackOpts(t, root, Options{Limits: Limits{Memory: memory, Pids: pids}}))
 		mark := fmt.Sprintf("sbxtest-cgroup-%d", time.Now().UnixNano())
 		stdin, hold, err := os.Pipe()
 		if err != nil {
@@ -699,11 +699,11 @@ func TestEscapeTIOCSTI(t *testing.T) {
 		}
 
 		t.Run("NoSeccomp", func(t *testing.T) {
-			_, rep, arrived := tiocstiRun(t, root, Options{NoSeccomp: true}, marker+"\n", false)
+			_, rep, arrived := tiocstiRun(t, root, Options{Seccomp: Unconfined{}}, marker+"\n", false)
 			if a, _ := rep.Find("TIOCSTI on fd 0"); a.Worked || rep.Seen["fd 0 is a terminal"] != "ENOTTY" || strings.Contains(arrived, marker) {
 				t.Errorf("with pipes the program found a terminal: attempt %+v, seen %v, the caller's terminal got %q", a, rep.Seen, arrived)
 			}
-			res, rep, arrived := tiocstiRun(t, root, Options{NoSeccomp: true}, marker+"\n", true)
+			res, rep, arrived := tiocstiRun(t, root, Options{Seccomp: Unconfined{}}, marker+"\n", true)
 			a, _ := rep.Find("TIOCSTI on fd 0")
 			switch {
 			case strings.Contains(arrived, marker):

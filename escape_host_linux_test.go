@@ -134,7 +134,7 @@ func TestEscapeSecrets(t *testing.T) {
 			}
 		}
 		// The dump is up to 4 MiB: keep all of it.
-		opts := Options{OutputLimit: 16 << 20, Env: []string{"SBXTEST_VISIBLE=" + visible}}
+		opts := Options{Limits: Limits{Output: 16 << 20}, Env: []string{"SBXTEST_VISIBLE=" + visible}}
 		res, rep := mustReport(t, root, opts, "secrets", private, shared)
 		requireBlocked(t, rep, 30)
 		if bytes.Contains(res.Stdout, []byte(token)) || bytes.Contains(res.Stderr, []byte(token)) {
@@ -452,7 +452,7 @@ func TestEscapeExhaustion(t *testing.T) {
 	t.Run("forkbomb", func(t *testing.T) {
 		forEachRoot(t, func(t *testing.T, root escapeRoot) {
 			m := randomToken(t, "sbxfork-")
-			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Pids: 64})))
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Limits: Limits{Pids: 64}})))
 			res, rep, err := runFor(t, s, 30*time.Second, "exhaust", "forkbomb", m)
 			if err != nil || rep == nil {
 				t.Fatalf("fork bomb did not end by itself with a report: %v %+v\n%s", err, res, res.Stderr)
@@ -470,7 +470,7 @@ func TestEscapeExhaustion(t *testing.T) {
 	t.Run("execbomb", func(t *testing.T) {
 		forEachRoot(t, func(t *testing.T, root escapeRoot) {
 			m := randomToken(t, "sbxexec-")
-			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Pids: 64})))
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Limits: Limits{Pids: 64}})))
 			res, _, err := runFor(t, s, 30*time.Second, "exhaust", "execbomb", m)
 			if err != nil || res.Outcome == Timeout {
 				t.Fatalf("exec bomb did not end by itself: %v %v", err, res.Outcome)
@@ -490,7 +490,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		forEachRoot(t, func(t *testing.T, root escapeRoot) {
 			limit := memLimit
 			m := randomToken(t, "sbxmem-")
-			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Memory: limit})))
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Limits: Limits{Memory: limit}})))
 			res, rep, err := runFor(t, s, 60*time.Second, "exhaust", "membomb", m)
 			if err != nil {
 				t.Fatal(err)
@@ -522,7 +522,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		forEachRoot(t, func(t *testing.T, root escapeRoot) {
 			const size = 8 << 20
 			m := randomToken(t, "sbxdisk-")
-			s := newTest(t, attackOpts(t, root, Options{TmpSize: size, WorkspaceSize: size}))
+			s := newTest(t, attackOpts(t, root, Options{Limits: Limits{TmpSize: size}, Workspace: SessionWorkspace{Size: size}}))
 			_, rep, err := runFor(t, s, 60*time.Second, "exhaust", "diskfill", m)
 			if err != nil || rep == nil {
 				t.Fatalf("no report: %v", err)
@@ -545,7 +545,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		forEachRoot(t, func(t *testing.T, root escapeRoot) {
 			const size = 32 << 20
 			m := randomToken(t, "sbxinodes-")
-			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Memory: memLimit, TmpSize: size})))
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Limits: Limits{Memory: memLimit, TmpSize: size}})))
 			res, rep, err := runFor(t, s, 60*time.Second, "exhaust", "inodes", m)
 			if err != nil || rep == nil {
 				t.Fatalf("no report: %v, %v\n%s", err, res.Err(), tail(res.Stderr))
@@ -562,7 +562,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		forEachRoot(t, func(t *testing.T, root escapeRoot) {
 			const size = 16 << 20
 			m := randomToken(t, "sbxinodes-")
-			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Memory: memLimit, WorkspaceSize: size})))
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Limits: Limits{Memory: memLimit}, Workspace: SessionWorkspace{Size: size}})))
 			var counts []int
 			for range 3 {
 				if _, _, err := runFor(t, s, 60*time.Second, "exhaust", "inodes", m, "/workspace"); err != nil {
@@ -584,7 +584,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		forEachRoot(t, func(t *testing.T, root escapeRoot) {
 			const nofile = 200
 			m := randomToken(t, "sbxfd-")
-			s := newTest(t, attackOpts(t, root, Options{MaxOpenFiles: nofile}))
+			s := newTest(t, attackOpts(t, root, Options{Limits: Limits{OpenFiles: nofile}}))
 			_, rep, err := runFor(t, s, 30*time.Second, "exhaust", "fdexhaust", m)
 			if err != nil || rep == nil {
 				t.Fatalf("no report: %v", err)
@@ -601,7 +601,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		forEachRoot(t, func(t *testing.T, root escapeRoot) {
 			const limit = 64 << 10
 			m := randomToken(t, "sbxflood-")
-			s := newTest(t, attackOpts(t, root, Options{OutputLimit: limit}))
+			s := newTest(t, attackOpts(t, root, Options{Limits: Limits{Output: limit}}))
 			res, _, err := runFor(t, s, 2*time.Second, "exhaust", "flood", m)
 			if err != nil || res.Outcome != Timeout {
 				t.Fatalf("an endless flood: err %v, outcome %v; want the deadline to end it", err, res.Outcome)
@@ -619,7 +619,7 @@ func TestEscapeExhaustion(t *testing.T) {
 	t.Run("spin", func(t *testing.T) {
 		forEachRoot(t, func(t *testing.T, root escapeRoot) {
 			m := randomToken(t, "sbxspin-")
-			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{CPUs: 0.5})))
+			s := newTest(t, limitOpts(t, attackOpts(t, root, Options{Limits: Limits{CPUs: 0.5}})))
 			res, _, err := runFor(t, s, 2*time.Second, "exhaust", "spin", m)
 			if err != nil || res.Outcome != Timeout {
 				t.Fatalf("an endless spin: err %v, outcome %v; want the deadline to end it", err, res.Outcome)

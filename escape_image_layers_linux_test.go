@@ -147,7 +147,7 @@ func TestEscapeImageLayers(t *testing.T) {
 			// overlayfs's form), and in the hard-linked root.
 			for _, hardLinked := range []bool{false, true} {
 				hardLinkedRootOnly.Store(hardLinked)
-				s := newTest(t, Options{Image: &Image{Ref: ref, Store: store}})
+				s := newTest(t, Options{Root: &Image{Ref: ref, Store: store}})
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				res, err := s.Run(ctx, Command("/bin/sh", "-c", probe+"\n"+tc.check))
 				cancel()

@@ -63,7 +63,7 @@ func TestEscapeImage(t *testing.T) {
 	))
 	ref := imagetest.WriteLayout(t, filepath.Join(dir, "layout"), hostile, "v1")
 	store := imageStore(t)
-	s := newTest(t, Options{Image: &Image{Ref: ref, Store: store}})
+	s := newTest(t, Options{Root: &Image{Ref: ref, Store: store}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := s.Run(ctx, Command("/bin/sh", "-c", `
@@ -131,7 +131,7 @@ func TestEscapeImage(t *testing.T) {
 			img := imagetest.Image(t, "", v1.Config{}, imagetest.Layer(t, "", e))
 			ref := imagetest.WriteLayout(t, filepath.Join(d, "layout"), img, "v1")
 			store := imageStore(t)
-			s := newTest(t, Options{Image: &Image{Ref: ref, Store: store}})
+			s := newTest(t, Options{Root: &Image{Ref: ref, Store: store}})
 			_, err := s.Run(ctx, Command("/bin/sh", "-c", "true"))
 			if !errors.Is(err, ErrBadImage) {
 				t.Errorf("Run: %v, want an error matching ErrBadImage", err)

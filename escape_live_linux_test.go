@@ -193,13 +193,13 @@ func TestEscapeLivePidsFull(t *testing.T) {
 	if cgroupErr() != nil {
 		t.Skipf("needs cgroup limits: %v", cgroupErr())
 	}
-	s, m := liveTest(t, Options{Pids: 16})
+	s, m := liveTest(t, Options{Limits: Limits{Pids: 16}})
 	fillPids(t, s)
 	before := len(ownProcesses(m))
 	for range 5 {
 		_, err := s.Run(context.Background(), Command("true"))
-		if err == nil || !errors.Is(err, syscall.EAGAIN) || !strings.Contains(err.Error(), "Options.Pids") {
-			t.Fatalf("an entrant at the full pids limit: %v, want EAGAIN naming Options.Pids", err)
+		if err == nil || !errors.Is(err, syscall.EAGAIN) || !strings.Contains(err.Error(), "Options.Limits.Pids") {
+			t.Fatalf("an entrant at the full pids limit: %v, want EAGAIN naming Options.Limits.Pids", err)
 		}
 	}
 	if after := len(ownProcesses(m)); after != before {

@@ -24,7 +24,7 @@ import (
 
 // escapeRoot is a root filesystem the escape suite's attacks run in.
 type escapeRoot struct {
-	// image is Options.Image for the root; nil is the host's /usr.
+	// image is Options.Root for the root; nil is the host's /usr.
 	image *Image
 }
 
@@ -38,7 +38,9 @@ func forEachRoot(t *testing.T, f func(t *testing.T, root escapeRoot)) {
 
 // with is opts with the sandbox's root set to r.
 func (r escapeRoot) with(opts Options) Options {
-	opts.Image = r.image
+	if r.image != nil {
+		opts.Root = r.image
+	}
 	return opts
 }
 
@@ -141,7 +143,7 @@ const escapeImageMarker = "the escape suite's image"
 func requireRan(t *testing.T, s *Sandbox, rep *attack.Report) {
 	t.Helper()
 	want := ""
-	if s.opts.Image != nil {
+	if s.cfg.Image != nil {
 		want = escapeImageMarker
 	}
 	if got := rep.Seen["root marker"]; got != want {

@@ -83,7 +83,7 @@ func TestEscapeSelfExeInterpreter(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		opts Options
-	}{{"cold", Options{}}, {"pooled", Options{Pool: 1}}, {"in process", Options{InProcess: true}}, {"egress proxy", Options{Network: NetworkAllow, Egress: []string{"example.test"}}}} {
+	}{{"cold", Options{}}, {"pooled", Options{Start: Pool{Size: 1}}}, {"in process", Options{Start: InProcess{}}}, {"egress proxy", Options{Network: &Egress{Allow: []string{"example.test"}}}}} {
 		t.Run(mode.name, func(t *testing.T) {
 			forEachRoot(t, func(t *testing.T, root escapeRoot) {
 				opts := mode.opts

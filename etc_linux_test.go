@@ -117,8 +117,8 @@ func TestEtcBinds(t *testing.T) {
 	// The files the sandbox generates stay its own, and the refusal names
 	// the option that shapes each.
 	for target, option := range map[string]string{"/etc/passwd": "Options.Env", "/etc/group": "Options.HostGID",
-		"/etc/hosts": "Options.Egress", "/etc/hostname": "Options.Hostname", "/etc/resolv.conf": "Options.Network",
-		"/etc/nsswitch.conf": "Options.Network", "/etc": "/etc", "/etc/hosts/x": "Options.Egress"} {
+		"/etc/hosts": "*Egress", "/etc/hostname": "Options.Hostname", "/etc/resolv.conf": "Options.Network",
+		"/etc/nsswitch.conf": "Options.Network", "/etc": "/etc", "/etc/hosts/x": "*Egress"} {
 		for _, writable := range []bool{false, true} {
 			err := New(Options{Binds: []Bind{{Source: data, Target: target, Writable: writable}}}).Err()
 			oe, ok := errors.AsType[*OptionError](err)

@@ -25,8 +25,8 @@ import (
 // where the process may make a cgroup, the limits are the cgroup's as
 // always; where it may not (an unprivileged user without a delegated
 // cgroup), rlimits stand in instead of Run refusing. A service should leave
-// Options.LimitPolicy at its default, EnforceLimits.
-var anywhere = sandbox.Options{LimitPolicy: sandbox.BestEffortLimits}
+// Options.Limits.Policy at its default, EnforceLimits.
+var anywhere = sandbox.Options{Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}}
 
 func ExampleCommand() {
 	// The name is looked up in the sandbox's PATH, not the host's.
@@ -133,7 +133,7 @@ func ExampleSandbox_Start() {
 
 func ExampleNew() {
 	// The zero Options are the safe default; set only what differs.
-	sb := sandbox.New(sandbox.Options{Hostname: "box", TmpSize: 16 << 20})
+	sb := sandbox.New(sandbox.Options{Hostname: "box", Limits: sandbox.Limits{TmpSize: 16 << 20}})
 	fmt.Println(sb.Err())
 
 	// New checks the Options at once. A wrong one is an error naming the
@@ -170,7 +170,7 @@ func ExampleResult_Err() {
 
 func ExampleResult_limits() {
 	opts := anywhere
-	opts.Memory, opts.CPUs, opts.Pids = 256<<20, 0.5, 64
+	opts.Limits.Memory, opts.Limits.CPUs, opts.Limits.Pids = 256<<20, 0.5, 64
 	sb := sandbox.New(opts)
 	defer sb.Close() // ends the session: its workspace goes
 	res, err := sb.Run(context.Background(), sandbox.Command("true"))
@@ -218,7 +218,8 @@ func ExampleSeccompPolicy() {
 		{Names: []string{"chmod", "fchmodat", "fchmodat2"}, Action: sandbox.ActErrno(syscall.EROFS)},
 	}, policy.Rules...)
 	opts := anywhere
-	opts.Seccomp, opts.SeccompKill = policy, true
+	policy.KillOnRefusal = true
+	opts.Seccomp = policy
 	sb := sandbox.New(opts)
 	defer sb.Close()
 
@@ -245,8 +246,7 @@ func ExampleNetwork() {
 	// The run reaches pypi.org through a proxy, and nothing else. Off the
 	// list, the proxy refuses without resolving the name.
 	opts := anywhere
-	opts.Network = sandbox.NetworkAllow
-	opts.Egress = []string{"pypi.org", "files.pythonhosted.org"}
+	opts.Network = &sandbox.Egress{Allow: []string{"pypi.org", "files.pythonhosted.org"}}
 	cmd := sandbox.Command("sh", "-c", "wget -q -O /dev/null http://example.org/ || echo fetch failed")
 	sb := sandbox.New(opts)
 	defer sb.Close() // ends the session: its workspace goes
@@ -302,11 +302,11 @@ func ExampleSandbox_Snapshot() {
 	// <nil>
 }
 
-// With Options.TrackChanges each Result lists what the run changed in the
+// With SessionWorkspace.TrackChanges each Result lists what the run changed in the
 // workspace; Sandbox.Changes lists what differs from a snapshot.
 func ExampleResult_changes() {
 	opts := anywhere
-	opts.TrackChanges = true
+	opts.Workspace = sandbox.SessionWorkspace{TrackChanges: true}
 	sb := sandbox.New(opts)
 	defer sb.Close()
 	if err := sb.WriteFile("old.txt", []byte("old\n"), 0o644); err != nil {
@@ -372,7 +372,7 @@ func ExampleOptions_logger() {
 
 func ExampleOptions_live() {
 	opts := anywhere
-	opts.Live = true // one running sandbox for every call, until Close
+	opts.Live = &sandbox.Live{} // one running sandbox for every call, until Close
 	sb := sandbox.New(opts)
 	defer sb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -406,7 +406,7 @@ func ExampleOptions_live() {
 
 func ExampleSandbox_DialContext() {
 	opts := anywhere
-	opts.Live = true
+	opts.Live = &sandbox.Live{}
 	sb := sandbox.New(opts)
 	defer sb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -444,7 +444,7 @@ while True:
 }
 
 // loopbackResolver resolves every name to 127.0.0.1, where ExampleSecret's
-// server listens; a real program leaves Options.EgressResolver nil.
+// server listens; a real program leaves Egress.Resolver nil.
 type loopbackResolver struct{}
 
 func (loopbackResolver) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
@@ -462,11 +462,12 @@ func ExampleSecret() {
 	_, port, _ := net.SplitHostPort(api.Listener.Addr().String())
 
 	opts := anywhere
-	opts.Network = sandbox.NetworkAllow
-	// The name, and the loopback address it resolves to here.
-	opts.Egress = []string{"api.example.test:" + port, "127.0.0.1:" + port}
-	opts.EgressResolver = loopbackResolver{}
-	opts.Secrets = []sandbox.Secret{{Name: "API_KEY", Value: "sk-the-real-key", Hosts: []string{"api.example.test:" + port}}}
+	opts.Network = &sandbox.Egress{
+		// The name, and the loopback address it resolves to here.
+		Allow:    []string{"api.example.test:" + port, "127.0.0.1:" + port},
+		Resolver: loopbackResolver{},
+		Secrets:  []sandbox.Secret{{Name: "API_KEY", Value: "sk-the-real-key", Hosts: []string{"api.example.test:" + port}}},
+	}
 	sb := sandbox.New(opts)
 	defer sb.Close()
 	// The program holds only the placeholder, and sees only it, even in
@@ -492,15 +493,15 @@ func ExampleOptions_audit() {
 	keep := map[string]bool{slog.MessageKey: true, "argv": true, "path": true, "change": true,
 		"outcome": true, "exit_code": true, "changes": true, "audit_dropped": true}
 	opts := anywhere
-	opts.TrackChanges = true
-	opts.Audit = slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{
+	opts.Workspace = sandbox.SessionWorkspace{TrackChanges: true}
+	opts.Audit = &sandbox.Audit{Handler: slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) > 0 || !keep[a.Key] {
 				return slog.Attr{}
 			}
 			return a
 		},
-	})
+	})}
 	sb := sandbox.New(opts)
 	sb.Run(context.Background(), sandbox.Command("sh", "-c", "echo hello > greeting.txt"))
 	sb.Close() // hands the handler every event still queued
@@ -516,8 +517,8 @@ func ExampleOptions_audit() {
 // is compiled with the tests all the same.
 func ExampleImage() {
 	sb := sandbox.New(sandbox.Options{
-		LimitPolicy: anywhere.LimitPolicy,
-		Image: &sandbox.Image{
+		Limits: anywhere.Limits,
+		Root: &sandbox.Image{
 			Ref: "docker.io/library/python:3.12-slim",
 			Progress: func(p sandbox.ImageProgress) {
 				fmt.Fprintf(os.Stderr, "layer %d/%d: %d of %d bytes\n", p.Index+1, p.Count, p.Done, p.Total)

@@ -56,7 +56,7 @@ func alive(pid int) bool {
 // spawner and everything in its temp directory; the mounts it could have
 // made on the host (testMounts) are as before. An InProcess caller's run
 // cgroups go when the next process on the host starts a sandbox
-// (Options.InProcess says so).
+// (InProcess says so).
 func TestCallerKilledAtRandom(t *testing.T) {
 	requireSandbox(t)
 	mounts := readMountInfo(t, "/proc/self/mountinfo")

@@ -16,18 +16,31 @@ func FuzzOptions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rootfs, workspace, from, bindSrc, bindDst, env, hostname, egress string,
 		memory, wsSize int64, cpus float64, pids int64, network uint8, fresh bool) {
 		o := Options{
-			Rootfs: rootfs, Workspace: workspace, WorkspaceFrom: from, FreshWorkspace: fresh,
-			Binds:         []Bind{{Source: bindSrc, Target: bindDst}},
-			Env:           []string{env},
-			Hostname:      hostname,
-			Memory:        memory,
-			WorkspaceSize: wsSize,
-			CPUs:          cpus,
-			Pids:          pids,
-			Network:       Network(network % 4),
+			Binds:    []Bind{{Source: bindSrc, Target: bindDst}},
+			Env:      []string{env},
+			Hostname: hostname,
+			Limits:   Limits{Memory: memory, CPUs: cpus, Pids: pids},
 		}
-		if egress != "" {
-			o.Egress = []string{egress}
+		if rootfs != "" {
+			o.Root = RootDir(rootfs)
+		}
+		switch {
+		case workspace != "":
+			o.Workspace = HostWorkspace{Dir: workspace}
+		case fresh:
+			o.Workspace = FreshWorkspace{Size: wsSize}
+		default:
+			o.Workspace = SessionWorkspace{Size: wsSize, From: from}
+		}
+		switch network % 4 {
+		case 1:
+			var allow []string
+			if egress != "" {
+				allow = []string{egress}
+			}
+			o.Network = &Egress{Allow: allow}
+		case 2:
+			o.Network = HostNetworkUnsafe{}
 		}
 		s := New(o)
 		defer s.Close()

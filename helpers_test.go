@@ -70,7 +70,7 @@ var helpers = map[string]func(args []string) int{
 		}
 		// Best effort: no cgroup is writable here, and the missing user
 		// namespace is what this case is about.
-		_, err := New(Options{LimitPolicy: BestEffortLimits}).Run(context.Background(), Command("true"))
+		_, err := New(Options{Limits: Limits{Policy: BestEffortLimits}}).Run(context.Background(), Command("true"))
 		fmt.Printf("notsupported=%v\n%v\n", errors.Is(err, ErrNotSupported), err)
 		r, err := Probe()
 		if err != nil {
@@ -162,7 +162,7 @@ var helpers = map[string]func(args []string) int{
 	// be killed at a random point of a run's setup, run or teardown.
 	// With args[1] "inprocess" it builds sandboxes without the spawner.
 	"runloop": func(args []string) int {
-		s := New(testOpts(Options{InProcess: len(args) > 1 && args[1] == "inprocess"}))
+		s := New(testOpts(Options{Start: inProcessIf(len(args) > 1 && args[1] == "inprocess")}))
 		var once sync.Once
 		for g := range 4 {
 			go func() {
@@ -182,7 +182,7 @@ var helpers = map[string]func(args []string) int{
 	// once runs one sandbox in process and exits: a new process on the
 	// host, which removes the run cgroups of killed callers.
 	"once": func([]string) int {
-		_, err := New(testOpts(Options{InProcess: true, FreshWorkspace: true})).Run(context.Background(), Command("true"))
+		_, err := New(testOpts(Options{Start: InProcess{}, Workspace: FreshWorkspace{}})).Run(context.Background(), Command("true"))
 		if err != nil {
 			fmt.Println("Run:", err)
 			return 1
@@ -200,7 +200,7 @@ var helpers = map[string]func(args []string) int{
 			fmt.Println("skip:", err)
 			return 0
 		}
-		s := New(testOpts(Options{Live: true}))
+		s := New(testOpts(Options{Live: &Live{}}))
 		defer s.Close()
 		res, err := s.Run(context.Background(), Command("cat", "/proc/self/oom_score_adj"))
 		if err != nil {
@@ -217,7 +217,7 @@ var helpers = map[string]func(args []string) int{
 		if len(args) > 1 {
 			mode = args[1]
 		}
-		s := New(testOpts(Options{InProcess: mode == "inprocess", Live: mode == "live"}))
+		s := New(testOpts(Options{Start: inProcessIf(mode == "inprocess"), Live: liveIf(mode == "live", Live{})}))
 		marker := args[0] + ".25"
 		go func() {
 			cmd := Command("/bin/sleep", marker)
@@ -420,12 +420,12 @@ func cgroupErr() error {
 // not about limits run everywhere.
 func testOpts(o Options) Options {
 	if cgroupErr() != nil {
-		o.LimitPolicy = BestEffortLimits
+		o.Limits.Policy = BestEffortLimits
 	}
 	return o
 }
 
-// testPool, from SANDBOX_TEST_POOL, is the Options.Pool that newTest gives
+// testPool, from SANDBOX_TEST_POOL, is the Pool.Size that newTest gives
 // every Sandbox that can have one: make test runs the core and escape
 // tests so too, to show that a pooled run is as isolated as a cold one.
 var testPool, _ = strconv.Atoi(os.Getenv("SANDBOX_TEST_POOL"))
@@ -476,9 +476,10 @@ func newColdTest(t testing.TB, o Options) *Sandbox {
 // none of its Runs took a prepared sandbox.
 func newTest(t testing.TB, o Options) *Sandbox {
 	o = testOpts(o)
-	pooled := testPool > 0 && o.Pool == 0 && !o.InProcess && o.Network != NetworkAllow && !o.bindsInWorkspace()
+	r := resolve(o)
+	pooled := testPool > 0 && o.Start == nil && r.Network != netAllow && !r.bindsInWorkspace()
 	if pooled {
-		o.Pool = testPool
+		o.Start = Pool{Size: testPool}
 	}
 	s := New(o)
 	filled := false
@@ -494,7 +495,7 @@ func newTest(t testing.TB, o Options) *Sandbox {
 		notePoolTest(t, filled)
 	}
 	t.Cleanup(func() {
-		if o.Live {
+		if o.Live != nil {
 			// A live sandbox's init, a run that took a prepared
 			// sandbox, is counted when it ends.
 			s.Close()

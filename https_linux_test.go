@@ -184,10 +184,8 @@ func TestHTTPSWithTrustedCAs(t *testing.T) {
 	roguePort := tlsServer(t, rogue.serverCert(t, rogueName), repo)
 	resolver := &fakeResolver{addrs: map[string][]string{name: {"127.0.0.2"}, rogueName: {"127.0.0.2"}}}
 	opts := Options{
-		Network:        NetworkAllow,
-		Egress:         []string{name + ":" + port, rogueName + ":" + roguePort, "127.0.0.2:1-65535"},
-		EgressResolver: resolver,
-		TrustedCAs:     ca.pem,
+		Network:    &Egress{Allow: []string{name + ":" + port, rogueName + ":" + roguePort, "127.0.0.2:1-65535"}, Resolver: resolver},
+		TrustedCAs: ca.pem,
 	}
 	url := func(host, port, client string) string { return "https://" + host + ":" + port + "/" + client }
 
@@ -362,7 +360,7 @@ func TestPackageRegistries(t *testing.T) {
 		if why != "" {
 			t.Skip(why)
 		}
-		res := run(t, Options{Network: NetworkAllow, Egress: rules, Memory: 1 << 30},
+		res := run(t, Options{Network: &Egress{Allow: rules}, Limits: Limits{Memory: 1 << 30}},
 			Command("/bin/sh", "-c", "npm install --no-audit --no-fund --no-update-notifier --registry "+strings.TrimSpace(string(reg))+
 				" is-number@7.0.0 && cat node_modules/is-number/package.json | grep '\"version\"'"))
 		if !res.Success() || !strings.Contains(string(res.Stdout), `"version": "7.0.0"`) {
@@ -404,7 +402,7 @@ func TestPackageRegistries(t *testing.T) {
 				t.Logf("checksum database: %s", why)
 			}
 		}
-		res := run(t, Options{Network: NetworkAllow, Egress: rules, Memory: 1 << 30},
+		res := run(t, Options{Network: &Egress{Allow: rules}, Limits: Limits{Memory: 1 << 30}},
 			Command(goTool, "mod", "download", "-json", "rsc.io/quote@v1.5.2"))
 		if !res.Success() || !strings.Contains(string(res.Stdout), `"Sum": "h1:w5fcysjrx7yqtD/aO+QwRjYZOKnaM9Uh2b40tElTs3Y="`) {
 			t.Errorf("go mod download: %v\nstdout: %s\nstderr: %s\nconnections: %+v", res.Err(), res.Stdout, res.Stderr, res.Connections)

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -14,12 +13,12 @@ import (
 )
 
 // Image names a container image whose filesystem is the sandbox's root
-// (Options.Image), and says how to fetch it. The image is pulled into a
+// (Options.Root), and says how to fetch it. The image is pulled into a
 // store on the host once, at the Sandbox's first Run (or when its pool is
 // first filled), and used from there; later Sandboxes find it stored.
 //
 // The root is the image's files, read-only, in place of the host's /usr,
-// /bin, /lib*, exactly as with Options.Rootfs: /proc, /dev, /tmp,
+// /bin, /lib*, exactly as with a RootDir: /proc, /dev, /tmp,
 // /workspace and the generated /etc files are the sandbox's own, and the
 // trust store is the image's. The image's config supplies:
 //
@@ -128,7 +127,7 @@ type ImageProgress struct {
 	Done, Total int64
 }
 
-// Errors a pull of Options.Image wraps, for errors.Is; each error also
+// Errors a pull of an *Image root wraps, for errors.Is; each error also
 // names the image and the problem. They are distinct from ErrNotFound
 // (the program to run) and ErrInvalidOption (a wrong field): a missing
 // image is a fact about the registry or the disk, not a wrong option.
@@ -202,6 +201,7 @@ func (im *Image) pullOptions() image.PullOptions {
 type imageRoot struct {
 	mu     sync.Mutex
 	img    *image.Image
+	view   *rootView // what runs need of img, found once it is pulled
 	lease  *image.Lease
 	closed bool
 	// ctx is the pool's pulls' context (fillPool has no caller's):
@@ -216,11 +216,11 @@ func newImageRoot() *imageRoot {
 	return r
 }
 
-// resolveImage pulls (or finds) Options.Image on the first call and takes
+// resolveImage pulls (or finds) the *Image root on the first call and takes
 // a lease on its root; later calls return at once. A failed pull is not
 // remembered: the next call tries again, as a registry may be back.
 func (s *Sandbox) resolveImage(ctx context.Context) error {
-	im := s.opts.Image
+	im := s.cfg.Image
 	if im == nil {
 		return nil
 	}
@@ -237,19 +237,19 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 	if dir == "" {
 		var err error
 		if dir, err = image.DefaultDir(); err != nil {
-			return fmt.Errorf("sandbox: Options.Image %s: %w", im.Ref, err)
+			return fmt.Errorf("sandbox: image %s (Options.Root): %w", im.Ref, err)
 		}
 	}
 	st, err := image.Open(dir)
 	if err != nil {
-		return fmt.Errorf("sandbox: Options.Image %s: %w", im.Ref, err)
+		return fmt.Errorf("sandbox: image %s (Options.Root): %w", im.Ref, err)
 	}
 	defer st.Close()
 	img, err := st.Pull(ctx, im.Ref, im.pullOptions())
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", im.pullTimedOut(err))
 	}
-	uid, gid := s.opts.HostIDs()
+	uid, gid := s.cfg.HostIDs()
 	if err := checkImageReachable(im.Ref, img.Root, uid, gid); err != nil {
 		return err
 	}
@@ -258,9 +258,7 @@ func (s *Sandbox) resolveImage(ctx context.Context) error {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	r.img, r.lease = img, lease
-	// The one write of the resolved image into the Options: every reader
-	// (spec, program) calls resolveImage first, whose lock orders it.
-	s.opts.pulled = img
+	r.view = newRootView(&s.cfg, "", img)
 	return nil
 }
 
@@ -284,42 +282,10 @@ func (s *Sandbox) closeImage() {
 	s.image.lease.Close()
 }
 
-// rootfs is the host directory that replaces the host's system
-// directories: Options.Rootfs, or the pulled image's root.
-func (o *Options) rootfs() string {
-	if o.pulled != nil {
-		return o.pulled.Root
-	}
-	return o.Rootfs
-}
-
 // nameImageRoot makes an error of the init's about the root's source
-// name the image the caller set, not the Options.Rootfs it stands for.
-func (o *Options) nameImageRoot(se *wire.SetupError) {
-	if o.pulled != nil && se != nil {
-		se.Op = strings.ReplaceAll(se.Op, "(Options.Rootfs)", "(the root of Options.Image "+o.Image.Ref+")")
+// name the image the caller set, not the RootDir it stands for.
+func (v *rootView) nameImageRoot(se *wire.SetupError) {
+	if v != nil && v.ref != "" && se != nil {
+		se.Op = strings.ReplaceAll(se.Op, "(Options.Root)", "(the root of the image "+v.ref+", Options.Root)")
 	}
-}
-
-// imageEnv and imageDir are what the pulled image's config gives a run.
-// Entries of the config's Env that are not KEY=value are left out, as
-// docker leaves them out.
-func (o *Options) imageEnv() []string {
-	if o.pulled == nil {
-		return nil
-	}
-	env := make([]string, 0, len(o.pulled.Env))
-	for _, kv := range o.pulled.Env {
-		if k, _, ok := strings.Cut(kv, "="); ok && k != "" && !strings.ContainsRune(kv, 0) {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-func (o *Options) imageDir() string {
-	if o.pulled == nil || o.pulled.WorkingDir == "" || strings.ContainsRune(o.pulled.WorkingDir, 0) {
-		return DefaultDir
-	}
-	return path.Join("/", o.pulled.WorkingDir)
 }

@@ -27,9 +27,9 @@ func checkImageReachable(ref, root string, uid, gid int) error {
 		if unix.Stat(dir, &st) != nil || modeAllows(dir, &st, uid, gid, unix.X_OK) {
 			continue
 		}
-		return fmt.Errorf("sandbox: Options.Image %s: its root %s cannot be reached by the sandbox's host uid %d (gid %d), which the program runs as: "+
+		return fmt.Errorf("sandbox: image %s (Options.Root): its root %s cannot be reached by the sandbox's host uid %d (gid %d), which the program runs as: "+
 			"%s above it is owned by %d:%d with mode %04o; let that uid search it (chmod o+x %s), "+
-			"or set Options.Image.Store to a directory it can reach: %w",
+			"or set Image.Store to a directory it can reach: %w",
 			ref, root, uid, gid, dir, st.Uid, st.Gid, st.Mode&0o7777, dir, fs.ErrPermission)
 	}
 	return nil

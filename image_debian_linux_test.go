@@ -118,7 +118,7 @@ func TestImageDebian(t *testing.T) {
 	ref := imagetest.WriteDockerArchive(t, filepath.Join(t.TempDir(), "debian.tar"), img)
 
 	store := imageStore(t)
-	s := newTest(t, Options{Image: &Image{Ref: ref, Store: store}})
+	s := newTest(t, Options{Root: &Image{Ref: ref, Store: store}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := s.Run(ctx, Command("python3", "-c", `

@@ -85,7 +85,7 @@ func TestImageRoot(t *testing.T) {
 			if kind == "registry" {
 				im.Credentials = func(string) (string, string, error) { return "", "", nil }
 			}
-			opts := Options{Image: im, Env: []string{"OVERRIDDEN=options", "FROM_OPTIONS=options"}}
+			opts := Options{Root: im, Env: []string{"OVERRIDDEN=options", "FROM_OPTIONS=options"}}
 			cmd := Command("imgsh", "-c", `
 				echo "pwd=$(pwd)"
 				read -r m < marker; echo "marker=$m"
@@ -131,7 +131,7 @@ func TestImageLease(t *testing.T) {
 	requireSandbox(t)
 	refs := imageRefs(t, shellImage(t))
 	store := imageStore(t)
-	s := newTest(t, Options{Image: &Image{Ref: refs["oci"], Store: store}})
+	s := newTest(t, Options{Root: &Image{Ref: refs["oci"], Store: store}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := s.Run(ctx, Command("/bin/sh", "-c", "true")); err != nil {
@@ -184,16 +184,6 @@ func pruneStore(t *testing.T, dir string) {
 	defer st.Close()
 	if _, err := st.Prune(context.Background(), nil); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestImageWithRootfs: Image and Rootfs both give the root; New refuses
-// the pair, naming both.
-func TestImageWithRootfs(t *testing.T) {
-	s := New(Options{Image: &Image{Ref: "oci:/nowhere"}, Rootfs: "/"})
-	err := s.Err()
-	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.Image") || !strings.Contains(err.Error(), "Options.Rootfs") {
-		t.Fatalf("Image with Rootfs: %v", err)
 	}
 }
 
@@ -259,7 +249,7 @@ func TestImageBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			store := imageStore(t)
 			c.im.Store = store
-			s := newTest(t, Options{Image: &c.im})
+			s := newTest(t, Options{Root: &c.im})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := s.Run(ctx, Command("/bin/sh", "-c", "true"))
@@ -308,13 +298,13 @@ func TestImageCredentials(t *testing.T) {
 		asked = append(asked, registry)
 		return "agent", "s3cret", nil
 	}
-	res := run(t, Options{Image: &Image{Ref: ref, Store: imageStore(t), Insecure: true, Credentials: creds}},
+	res := run(t, Options{Root: &Image{Ref: ref, Store: imageStore(t), Insecure: true, Credentials: creds}},
 		Command("/bin/sh", "-c", "read -r m < /srv/app/marker; echo $m"))
 	if string(res.Stdout) != "from the image\n" || len(asked) == 0 || asked[0] != host {
 		t.Errorf("pull with credentials: stdout %q, credentials asked for %q (want %s)", res.Stdout, asked, host)
 	}
 
-	s := newTest(t, Options{Image: &Image{Ref: ref, Store: imageStore(t), Insecure: true,
+	s := newTest(t, Options{Root: &Image{Ref: ref, Store: imageStore(t), Insecure: true,
 		Credentials: func(string) (string, string, error) { return "", "", nil }}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -339,7 +329,7 @@ func TestImageCloseDuringPull(t *testing.T) {
 	defer srv.Close()
 	defer srv.CloseClientConnections()
 	ref := strings.TrimPrefix(srv.URL, "http://") + "/stalled:v1"
-	s := New(Options{Pool: 1, Image: &Image{Ref: ref, Store: imageStore(t), Insecure: true}})
+	s := New(Options{Start: Pool{Size: 1}, Root: &Image{Ref: ref, Store: imageStore(t), Insecure: true}})
 	select {
 	case <-asked:
 	case <-time.After(30 * time.Second):

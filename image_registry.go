@@ -25,13 +25,13 @@ var ErrImageTimeout = image.ErrTimeout
 // ErrInvalidOption) and its pull timeout.
 func (im *Image) checkRegistry() error {
 	if err := image.CheckMirrors(im.Mirrors); err != nil {
-		return &mirrorError{OptionError{Option: "Options.Image.Mirrors", Value: fmt.Sprint(im.Mirrors), Reason: err.Error()}, err}
+		return &mirrorError{OptionError{Option: "Options.Root (Image.Mirrors)", Value: fmt.Sprint(im.Mirrors), Reason: err.Error()}, err}
 	}
 	if im.Pull < PullMissing || im.Pull > PullNever {
-		return optionErr("Options.Image.Pull", im.Pull.String(), "is not a pull policy: PullMissing, PullAlways or PullNever")
+		return optionErr("Options.Root (Image.Pull)", im.Pull.String(), "is not a pull policy: PullMissing, PullAlways or PullNever")
 	}
 	if im.PullTimeout < 0 {
-		return optionErr("Options.Image.PullTimeout", im.PullTimeout.String(), "must not be negative (zero: %v)", DefaultPullTimeout)
+		return optionErr("Options.Root (Image.PullTimeout)", im.PullTimeout.String(), "must not be negative (zero: %v)", DefaultPullTimeout)
 	}
 	return nil
 }
@@ -55,7 +55,7 @@ func (im *Image) pullTimedOut(err error) error {
 	if d == 0 {
 		d = DefaultPullTimeout
 	}
-	return fmt.Errorf("%w; raise Options.Image.PullTimeout (%v) for a large image or a slow registry", err, d)
+	return fmt.Errorf("%w; raise Image.PullTimeout (%v) for a large image or a slow registry", err, d)
 }
 
 // registryOptions sets the registry options of im in o.

@@ -30,7 +30,7 @@ func TestImageMirror(t *testing.T) {
 	ref := "unreachable.test/team/shell:v1"
 	store := imageStore(t)
 	mirrors := map[string][]string{"unreachable.test": {mirror}}
-	sb := New(testOpts(Options{Image: &Image{Ref: ref, Store: store, Insecure: true, Mirrors: mirrors}}))
+	sb := New(testOpts(Options{Root: &Image{Ref: ref, Store: store, Insecure: true, Mirrors: mirrors}}))
 	defer sb.Close()
 	// The Sandbox keeps the mirrors it was given, as it keeps its Image.
 	mirrors["unreachable.test"][0] = "127.0.0.1:1"
@@ -53,7 +53,7 @@ func TestImageMirror(t *testing.T) {
 	}
 
 	bad := "http://" + mirror
-	s := New(Options{Image: &Image{Ref: ref, Store: imageStore(t), Mirrors: map[string][]string{"unreachable.test": {bad}}}})
+	s := New(Options{Root: &Image{Ref: ref, Store: imageStore(t), Mirrors: map[string][]string{"unreachable.test": {bad}}}})
 	defer s.Close()
 	if err := s.Err(); !errors.Is(err, ErrBadImageRef) || !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), bad) {
 		t.Errorf("New with mirror %s: %v, want ErrBadImageRef and ErrInvalidOption naming it", bad, err)
@@ -68,13 +68,13 @@ func TestImagePullTimeout(t *testing.T) {
 	requireSandbox(t)
 	ref := imagetest.StalledRegistry(t, "stalled/shell:v1", shellImage(t))
 	store := imageStore(t)
-	s := newTest(t, Options{Image: &Image{Ref: ref, Store: store, Insecure: true, PullTimeout: 500 * time.Millisecond}})
+	s := newTest(t, Options{Root: &Image{Ref: ref, Store: store, Insecure: true, PullTimeout: 500 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := s.Run(ctx, Command("/bin/sh", "-c", "true"))
 	if !errors.Is(err, ErrImageTimeout) || !errors.Is(err, context.DeadlineExceeded) ||
-		!strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "Options.Image.PullTimeout (500ms)") {
-		t.Errorf("Run: %v; want ErrImageTimeout naming %s and Options.Image.PullTimeout", err, ref)
+		!strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "Image.PullTimeout (500ms)") {
+		t.Errorf("Run: %v; want ErrImageTimeout naming %s and Image.PullTimeout", err, ref)
 	}
 	t.Log(err)
 	s.Close() // waits for a pool's pull too
@@ -82,7 +82,7 @@ func TestImagePullTimeout(t *testing.T) {
 		t.Errorf("the store holds %v after a pull that timed out", left)
 	}
 
-	if err := New(Options{Image: &Image{Ref: ref, PullTimeout: -time.Second}}).Err(); !errors.Is(err, ErrInvalidOption) ||
+	if err := New(Options{Root: &Image{Ref: ref, PullTimeout: -time.Second}}).Err(); !errors.Is(err, ErrInvalidOption) ||
 		!strings.Contains(err.Error(), "PullTimeout") {
 		t.Errorf("New with a negative PullTimeout: %v, want ErrInvalidOption naming it", err)
 	}
@@ -106,7 +106,7 @@ func TestImagePullPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run := func(p PullPolicy, store string) (*Result, error) {
-		s := newTest(t, Options{Image: &Image{Ref: ref, Store: store, Insecure: true, Pull: p}})
+		s := newTest(t, Options{Root: &Image{Ref: ref, Store: store, Insecure: true, Pull: p}})
 		defer s.Close()
 		return s.Run(ctx, Command("/bin/sh", "-c", "read -r m < /srv/app/marker; echo $m"))
 	}
@@ -140,8 +140,8 @@ func TestImagePullPolicy(t *testing.T) {
 	if !errors.Is(err, ErrImageNotFound) || !errors.Is(err, ErrImageNotStored) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "pull policy is never") {
 		t.Errorf("run with PullNever and nothing stored: %v; want ErrImageNotFound naming the image and the policy", err)
 	}
-	if err := New(Options{Image: &Image{Ref: ref, Pull: PullNever + 1}}).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.Image.Pull") {
-		t.Errorf("New with an unknown pull policy: %v, want ErrInvalidOption naming Options.Image.Pull", err)
+	if err := New(Options{Root: &Image{Ref: ref, Pull: PullNever + 1}}).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.Root (Image.Pull)") {
+		t.Errorf("New with an unknown pull policy: %v, want ErrInvalidOption naming Options.Root (Image.Pull)", err)
 	}
 }
 
@@ -157,7 +157,7 @@ func TestImagePullCutOff(t *testing.T) {
 	store := imageStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := newTest(t, Options{Image: &Image{Ref: ref, Store: store, Insecure: true}})
+	s := newTest(t, Options{Root: &Image{Ref: ref, Store: store, Insecure: true}})
 	_, err := s.Run(ctx, Command("/bin/sh", "-c", "true"))
 	if !errors.Is(err, ErrImageTransfer) || errors.Is(err, ErrBadImage) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "pull it again") {
 		t.Errorf("Run with the registry's connection cut mid-layer: %v; want ErrImageTransfer, not ErrBadImage, naming %s and saying to pull again", err, ref)

@@ -38,7 +38,7 @@ func TestImageDefaultStore(t *testing.T) {
 	ref := imagetest.WriteLayout(t, filepath.Join(base, "layout"), shellImage(t), "v1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := newTest(t, Options{Image: &Image{Ref: ref}}).Run(ctx, Command("/bin/sh", "-c", "read -r m < /srv/app/marker; echo $m"))
+	res, err := newTest(t, Options{Root: &Image{Ref: ref}}).Run(ctx, Command("/bin/sh", "-c", "read -r m < /srv/app/marker; echo $m"))
 	if err != nil || string(res.Stdout) != "from the image\n" {
 		t.Fatalf("run of %s from the default store: %v, %+v", ref, err, res)
 	}
@@ -57,9 +57,9 @@ func TestImageDefaultStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(private, "cache"))
-	_, err = newTest(t, Options{Image: &Image{Ref: ref}}).Run(ctx, Command("/bin/sh", "-c", "true"))
+	_, err = newTest(t, Options{Root: &Image{Ref: ref}}).Run(ctx, Command("/bin/sh", "-c", "true"))
 	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "chmod o+x "+private) ||
-		!strings.Contains(err.Error(), "Options.Image.Store") || strings.Contains(err.Error(), "Options.Rootfs") {
+		!strings.Contains(err.Error(), "Image.Store") || strings.Contains(err.Error(), "RootDir") {
 		t.Errorf("run with the store beneath %s (mode 0700): %v; want ErrPermission naming the image, the directory and what to do", private, err)
 	}
 }

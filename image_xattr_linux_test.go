@@ -54,7 +54,7 @@ func TestImageXattrs(t *testing.T) {
 	store := imageStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := newTest(t, Options{Image: &Image{Ref: ref, Store: store}}).Run(ctx, Command("/bin/sh", "-c", "for f in /srv/d/*; do echo $f; done"))
+	res, err := newTest(t, Options{Root: &Image{Ref: ref, Store: store}}).Run(ctx, Command("/bin/sh", "-c", "for f in /srv/d/*; do echo $f; done"))
 	if err != nil || string(res.Stdout) != "/srv/d/above\n/srv/d/below\n" {
 		t.Fatalf("the image's /srv/d from inside: %v, stdout %q, stderr %q; want both layers' files", err, res.Stdout, res.Stderr)
 	}

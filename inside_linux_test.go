@@ -132,7 +132,7 @@ func TestReadOnlyRootAndWritableScratch(t *testing.T) {
 func TestWritableBindAndWorkspace(t *testing.T) {
 	requireSandbox(t)
 	ws, data := sharedTempDir(t), sharedTempDir(t)
-	sh(t, Options{Workspace: ws, Binds: []Bind{{Source: data, Target: "/data", Writable: true}}},
+	sh(t, Options{Workspace: HostWorkspace{Dir: ws}, Binds: []Bind{{Source: data, Target: "/data", Writable: true}}},
 		`echo one > /workspace/out && echo two > /data/out && test "$(pwd)" = /workspace`)
 	for _, f := range []string{filepath.Join(ws, "out"), filepath.Join(data, "out")} {
 		if _, err := os.Stat(f); err != nil {
@@ -207,7 +207,7 @@ func TestOnlyStdioInherited(t *testing.T) {
 	// ls, a C program that starts no runtime of its own, opens the
 	// directory it lists as the lowest free fd: 3 when nothing else came in.
 	for _, inProcess := range []bool{false, true} {
-		res := run(t, Options{InProcess: inProcess}, Command("/bin/ls", "/proc/self/fd"))
+		res := run(t, Options{Start: inProcessIf(inProcess)}, Command("/bin/ls", "/proc/self/fd"))
 		if got := strings.Fields(string(res.Stdout)); !slices.Equal(got, []string{"0", "1", "2", "3"}) {
 			t.Errorf("InProcess=%v: open fds inside: %q (stderr %s), want 0 1 2 and ls's own 3", inProcess, got, res.Stderr)
 		}
@@ -234,7 +234,7 @@ func TestProcMasked(t *testing.T) {
 func TestProcessHygiene(t *testing.T) {
 	requireSandbox(t)
 	// Fields 6 and 7 of /proc/self/stat: session and controlling tty.
-	out := sh(t, Options{MaxOpenFiles: 512}, `ulimit -c; ulimit -n; cat /proc/self/oom_score_adj; cut -d' ' -f6,7 /proc/1/stat`)
+	out := sh(t, Options{Limits: Limits{OpenFiles: 512}}, `ulimit -c; ulimit -n; cat /proc/self/oom_score_adj; cut -d' ' -f6,7 /proc/1/stat`)
 	if f := strings.Fields(out); !slices.Equal(f, []string{"0", "512", "0", "1", "0"}) {
 		t.Errorf("core limit, nofile, oom_score_adj, session, tty = %v, want [0 512 0 1 0]", f)
 	}
@@ -251,7 +251,7 @@ func TestOOMScoreNotInherited(t *testing.T) {
 	}
 	defer os.WriteFile("/proc/self/oom_score_adj", old, 0)
 	// InProcess: the init is cloned from this process and inherits -900.
-	if out := sh(t, Options{InProcess: true}, `cat /proc/self/oom_score_adj`); strings.TrimSpace(out) != "0" {
+	if out := sh(t, Options{Start: InProcess{}}, `cat /proc/self/oom_score_adj`); strings.TrimSpace(out) != "0" {
 		t.Errorf("oom_score_adj inside = %q, want 0", out)
 	}
 	// The reset is the sandbox's alone.
@@ -296,7 +296,7 @@ func TestPythonIfPresent(t *testing.T) {
 
 func TestTmpfsSizeCaps(t *testing.T) {
 	requireSandbox(t)
-	opts := Options{TmpSize: 1 << 20, WorkspaceSize: 2 << 20}
+	opts := Options{Limits: Limits{TmpSize: 1 << 20}, Workspace: SessionWorkspace{Size: 2 << 20}}
 	out := sh(t, opts, `head -c 1500000 /dev/zero > /tmp/f 2>/dev/null && echo "tmp took 1.5 MB"
 		head -c 1500000 /dev/zero > /workspace/f || echo "workspace refused 1.5 MB"
 		head -c 1500000 /dev/zero > /workspace/g 2>/dev/null && echo "workspace took 3 MB"; true`)

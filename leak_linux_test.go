@@ -104,7 +104,7 @@ func takeSnapshot(t *testing.T) snapshot {
 	}
 }
 
-// TestAllowRunsLeakNothing: the proxy of a NetworkAllow run (its channel,
+// TestAllowRunsLeakNothing: the proxy of an *Egress run (its channel,
 // listener, connections, goroutines) goes with the run.
 func TestAllowRunsLeakNothing(t *testing.T) {
 	requireSandbox(t)

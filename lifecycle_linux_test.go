@@ -81,21 +81,23 @@ func TestBadOptions(t *testing.T) {
 		opts   Options
 		option string
 	}{
-		{Options{Rootfs: "relative/dir"}, "Options.Rootfs"},
-		{Options{Rootfs: "/no/such/dir"}, "Options.Rootfs"},
-		{Options{Workspace: file}, "Options.Workspace"},
-		{Options{TmpSize: -1}, "Options.TmpSize"},
-		{Options{OutputLimit: -5}, "Options.OutputLimit"},
+		{Options{Root: RootDir("relative/dir")}, "Options.Root (RootDir)"},
+		{Options{Root: RootDir("/no/such/dir")}, "Options.Root (RootDir)"},
+		{Options{Root: RootDir("")}, "Options.Root (RootDir)"},
+		{Options{Workspace: HostWorkspace{}}, "Options.Workspace (HostWorkspace.Dir)"},
+		{Options{Workspace: HostWorkspace{Dir: file}}, "Options.Workspace (HostWorkspace.Dir)"},
+		{Options{Limits: Limits{TmpSize: -1}}, "Options.Limits.TmpSize"},
+		{Options{Limits: Limits{Output: -5}}, "Options.Limits.Output"},
 		{Options{Binds: []Bind{{Source: "/usr", Target: "/proc/x"}}}, "Options.Binds[0].Target"},
 		{Options{Binds: []Bind{{Source: "/usr"}, {Source: "/no/such/path"}}}, "Options.Binds[1].Source"},
 		{Options{Binds: []Bind{{Source: "/usr", Target: "/a/../b"}}}, "Options.Binds[0].Target"},
 		{Options{Env: []string{"NOEQUALS"}}, "Options.Env[0]"},
 		{Options{Hostname: "a/b"}, "Options.Hostname"},
 		{Options{HostUID: -1}, "Options.HostUID"},
-		{Options{Memory: 100}, "Options.Memory"},
-		{Options{Memory: 64 << 10}, "Options.Memory"},
-		{Options{Memory: MinMemory - 1}, "Options.Memory"},
-		{Options{Workspace: filepath.Join(t.TempDir(), "missing")}, "Options.Workspace"},
+		{Options{Limits: Limits{Memory: 100}}, "Options.Limits.Memory"},
+		{Options{Limits: Limits{Memory: 64 << 10}}, "Options.Limits.Memory"},
+		{Options{Limits: Limits{Memory: MinMemory - 1}}, "Options.Limits.Memory"},
+		{Options{Workspace: HostWorkspace{Dir: filepath.Join(t.TempDir(), "missing")}}, "Options.Workspace (HostWorkspace.Dir)"},
 	}
 	for _, c := range cases {
 		s := newTest(t, c.opts)
@@ -141,7 +143,7 @@ func TestHostDirNotWritable(t *testing.T) {
 		opts   Options
 		option string
 	}{
-		{Options{Workspace: locked}, "Options.Workspace"},
+		{Options{Workspace: HostWorkspace{Dir: locked}}, "Options.Workspace (HostWorkspace.Dir)"},
 		{Options{Binds: []Bind{{Source: open, Target: "/a"}, {Source: locked, Target: "/data", Writable: true}}}, "Options.Binds[1].Source"},
 	} {
 		err := New(c.opts).Err()
@@ -152,7 +154,7 @@ func TestHostDirNotWritable(t *testing.T) {
 		}
 	}
 	// Read-only, it needs no write access; the owner's copy is writable.
-	for _, o := range []Options{{Binds: []Bind{{Source: locked, Target: "/data"}}}, {Workspace: open},
+	for _, o := range []Options{{Binds: []Bind{{Source: locked, Target: "/data"}}}, {Workspace: HostWorkspace{Dir: open}},
 		{Binds: []Bind{{Source: open, Target: "/data", Writable: true}}}} {
 		if err := New(o).Err(); err != nil {
 			t.Errorf("%+v: New: %v, want it accepted", o, err)
@@ -162,11 +164,11 @@ func TestHostDirNotWritable(t *testing.T) {
 	hidden := filepath.Join(t.TempDir(), "ws") // t.TempDir's parent is 0700 root
 	os.Mkdir(hidden, 0o700)
 	os.Chown(hidden, uid, gid)
-	if err := New(Options{Workspace: hidden}).Err(); !strings.Contains(fmt.Sprint(err), fmt.Sprintf("cannot be reached by the sandbox's host uid %d", uid)) {
+	if err := New(Options{Workspace: HostWorkspace{Dir: hidden}}).Err(); !strings.Contains(fmt.Sprint(err), fmt.Sprintf("cannot be reached by the sandbox's host uid %d", uid)) {
 		t.Errorf("a Workspace beneath a directory uid %d cannot search: New: %v, want it refused", uid, err)
 	}
 	missing := filepath.Join(open, "missing")
-	if err := New(Options{Workspace: missing}).Err(); !strings.Contains(fmt.Sprint(err), "does not exist") {
+	if err := New(Options{Workspace: HostWorkspace{Dir: missing}}).Err(); !strings.Contains(fmt.Sprint(err), "does not exist") {
 		t.Errorf("a missing Workspace: New: %v, want it refused as missing", err)
 	}
 	if _, err := os.Stat(missing); err == nil {
@@ -179,13 +181,13 @@ func TestHostDirNotWritable(t *testing.T) {
 // under both inits.
 func TestMemoryBelowMinimum(t *testing.T) {
 	requireSandbox(t)
-	err := New(Options{Memory: 200000}).Err()
-	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(fmt.Sprint(err), "Options.Memory") ||
+	err := New(Options{Limits: Limits{Memory: 200000}}).Err()
+	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(fmt.Sprint(err), "Options.Limits.Memory") ||
 		!strings.Contains(fmt.Sprint(err), fmt.Sprint(MinMemory)) {
-		t.Errorf("Memory 200000: New: %v, want an OptionError naming Options.Memory and the minimum %d", err, MinMemory)
+		t.Errorf("Memory 200000: New: %v, want an OptionError naming Options.Limits.Memory and the minimum %d", err, MinMemory)
 	}
 	for _, inProcess := range []bool{false, true} {
-		res := run(t, Options{Memory: MinMemory, InProcess: inProcess}, Command("/bin/sh", "-c", "echo ran"))
+		res := run(t, Options{Limits: Limits{Memory: MinMemory}, Start: inProcessIf(inProcess)}, Command("/bin/sh", "-c", "echo ran"))
 		if !res.Success() || string(res.Stdout) != "ran\n" {
 			t.Errorf("InProcess=%v: Memory MinMemory: %v, stdout %q, stderr %q", inProcess, res.Err(), res.Stdout, res.Stderr)
 		}
@@ -203,12 +205,12 @@ func TestInitDiesDuringSetup(t *testing.T) {
 	}
 	// With and without a seccomp listener, whose fd otherwise marks the
 	// end of the setup.
-	for _, o := range []Options{{}, {InProcess: true}, {NoSeccomp: true}, {NoSeccomp: true, InProcess: true}} {
+	for _, o := range []Options{{}, {Start: InProcess{}}, {Seccomp: Unconfined{}}, {Seccomp: Unconfined{}, Start: InProcess{}}} {
 		for _, mem := range []int64{100, 64 << 10} {
 			// Not newTest: a pool prepared before the change would serve it.
 			s := New(testOpts(o))
 			defer s.Close()
-			s.opts.Memory = mem // past New's check
+			s.cfg.Memory = mem // past New's check
 			res, err := s.Run(context.Background(), Command("/bin/echo", "hi"))
 			// Either the init dies, or a step fails for want of memory
 			// (ENOMEM; ENOSPC from a tmpfs whose pages the limit
@@ -217,19 +219,19 @@ func TestInitDiesDuringSetup(t *testing.T) {
 			var se *SetupError
 			died := errors.As(err, &se) && se.Stage == "start" && strings.Contains(err.Error(), "the sandbox's init died during setup")
 			named := errors.As(err, &se) && (errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENFILE)) && se.Stage != "" &&
-				strings.Contains(err.Error(), "Options.Memory")
+				strings.Contains(err.Error(), "Options.Limits.Memory")
 			if res != nil || !died && !named {
-				t.Errorf("InProcess=%v NoSeccomp=%v, Memory %d: result %+v, err %v; want no Result and a SetupError saying the init died during setup or which step ran out of memory",
-					o.InProcess, o.NoSeccomp, mem, res, err)
+				t.Errorf("Start=%#v Seccomp=%#v, Memory %d: result %+v, err %v; want no Result and a SetupError saying the init died during setup or which step ran out of memory",
+					o.Start, o.Seccomp, mem, res, err)
 				continue
 			}
-			t.Logf("InProcess=%v NoSeccomp=%v, Memory %d: %v", o.InProcess, o.NoSeccomp, mem, err)
+			t.Logf("Start=%#v Seccomp=%#v, Memory %d: %v", o.Start, o.Seccomp, mem, err)
 		}
 	}
 	// Both marks end a setup that worked.
-	for _, o := range []Options{{NoSeccomp: true}, {NoSeccomp: true, InProcess: true}} {
+	for _, o := range []Options{{Seccomp: Unconfined{}}, {Seccomp: Unconfined{}, Start: InProcess{}}} {
 		if res := run(t, o, Command("/bin/echo", "hi")); !res.Success() || string(res.Stdout) != "hi\n" {
-			t.Errorf("InProcess=%v NoSeccomp: %v, stdout %q", o.InProcess, res.Err(), res.Stdout)
+			t.Errorf("Start=%#v, Unconfined: %v, stdout %q", o.Start, res.Err(), res.Stdout)
 		}
 	}
 }
@@ -343,7 +345,7 @@ func TestOutputFlood(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	res := run(t, Options{OutputLimit: 1 << 20}, Command("/bin/sh", "-c", fmt.Sprintf("head -c %d /dev/zero; echo tail", flood)))
+	res := run(t, Options{Limits: Limits{Output: 1 << 20}}, Command("/bin/sh", "-c", fmt.Sprintf("head -c %d /dev/zero; echo tail", flood)))
 	runtime.ReadMemStats(&after)
 	if !res.StdoutTruncated || res.StdoutBytes != flood+5 || !bytes.HasSuffix(res.Stdout, []byte("\x00tail\n")) {
 		t.Errorf("truncated %v, counted %d, kept %d bytes ending %q", res.StdoutTruncated, res.StdoutBytes, len(res.Stdout), res.Stdout[len(res.Stdout)-6:])

@@ -24,7 +24,7 @@ import (
 func limitOpts(t *testing.T, o Options) Options {
 	t.Helper()
 	o = testOpts(o)
-	if o.LimitPolicy == BestEffortLimits {
+	if o.Limits.Policy == BestEffortLimits {
 		t.Logf("no writable cgroup (%v): checking the best-effort rlimits", cgroupErr())
 	}
 	return o
@@ -32,7 +32,7 @@ func limitOpts(t *testing.T, o Options) Options {
 
 func TestLimitsReported(t *testing.T) {
 	requireSandbox(t)
-	res := run(t, limitOpts(t, Options{Memory: 100 << 20, CPUs: 0.5, Pids: 50}), Command("true"))
+	res := run(t, limitOpts(t, Options{Limits: Limits{Memory: 100 << 20, CPUs: 0.5, Pids: 50}}), Command("true"))
 	got := map[string]Limit{}
 	for _, l := range res.Limits {
 		got[l.Name] = l
@@ -55,7 +55,7 @@ func TestLimitsReported(t *testing.T) {
 func TestMemoryHogStopped(t *testing.T) {
 	requireSandbox(t)
 	const limit = 64 << 20
-	opts := limitOpts(t, Options{Memory: limit, Binds: []Bind{helperBind(t)}})
+	opts := limitOpts(t, Options{Limits: Limits{Memory: limit}, Binds: []Bind{helperBind(t)}})
 	res := run(t, opts, helperCmd("hog"))
 	if cgroupErr() != nil {
 		// RLIMIT_DATA: the allocation fails and the Go runtime exits 2.
@@ -83,7 +83,7 @@ func TestForkBombContained(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	// $0 is the marker: every forked shell carries it in its command line.
-	res, err := newTest(t, limitOpts(t, Options{Pids: 64})).Run(ctx, Command("/bin/sh", "-c", `b() { b | b & }; b; sleep 100`, m))
+	res, err := newTest(t, limitOpts(t, Options{Limits: Limits{Pids: 64}})).Run(ctx, Command("/bin/sh", "-c", `b() { b | b & }; b; sleep 100`, m))
 	if took := time.Since(start); took > 3*time.Second+2*time.Second {
 		t.Errorf("Run took %v past a 3 s deadline", took)
 	}
@@ -108,7 +108,7 @@ func TestCPUQuota(t *testing.T) {
 	// loaded or emulated machine.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	res, err := newTest(t, Options{CPUs: 0.25}).Run(ctx, Command("/bin/sh", "-c", "while :; do :; done"))
+	res, err := newTest(t, Options{Limits: Limits{CPUs: 0.25}}).Run(ctx, Command("/bin/sh", "-c", "while :; do :; done"))
 	if err != nil || res == nil || res.Outcome != Timeout {
 		t.Fatalf("spin: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestSysVShmCountedAndFreed(t *testing.T) {
 		t.Skipf("shared memory is bounded by the memory cgroup, and none is writable here: %v", err)
 	}
 	before, _ := os.ReadFile("/proc/sysvipc/shm")
-	res := run(t, Options{Memory: 64 << 20, Binds: []Bind{helperBind(t)}}, helperCmd("shm"))
+	res := run(t, Options{Limits: Limits{Memory: 64 << 20}, Binds: []Bind{helperBind(t)}}, helperCmd("shm"))
 	if res.Success() || res.OOMKills < 1 {
 		t.Errorf("4 GiB of shm under a 64 MiB limit: %v, OOM kills %d, stdout %q", res.Err(), res.OOMKills, res.Stdout)
 	}
@@ -135,7 +135,7 @@ func TestSysVShmCountedAndFreed(t *testing.T) {
 
 func TestFillTmpENOSPC(t *testing.T) {
 	requireSandbox(t)
-	res := run(t, Options{TmpSize: 8 << 20, Binds: []Bind{helperBind(t)}}, helperCmd("fill", "/tmp/fill"))
+	res := run(t, Options{Limits: Limits{TmpSize: 8 << 20}, Binds: []Bind{helperBind(t)}}, helperCmd("fill", "/tmp/fill"))
 	if got := strings.TrimSpace(string(res.Stdout)); got != "ENOSPC" {
 		t.Errorf("filling an 8 MiB /tmp: %q (stderr %q), want ENOSPC", got, res.Stderr)
 	}
@@ -159,7 +159,7 @@ func TestFileSizes(t *testing.T) {
 		ws := sharedTempDir(t)
 		big := filepath.Join(ws, "big")
 		script := fmt.Sprintf(dd, "/workspace/big", 100)
-		res := run(t, Options{Workspace: ws, InProcess: inProcess}, Command("bash", "-c", script))
+		res := run(t, Options{Workspace: HostWorkspace{Dir: ws}, Start: inProcessIf(inProcess)}, Command("bash", "-c", script))
 		fi, err := os.Stat(big)
 		if got := string(res.Stdout); got != "exit 0\n" || err != nil || fi.Size() != 100<<20 {
 			t.Errorf("InProcess=%v: dd of 100 MiB into a host workspace: %q, stderr %q; host file %v", inProcess, got, res.Stderr, err)
@@ -169,7 +169,7 @@ func TestFileSizes(t *testing.T) {
 		}
 		os.Remove(big)
 
-		res = run(t, Options{Workspace: ws, MaxFileSize: 1 << 20, InProcess: inProcess}, Command("bash", "-c", script))
+		res = run(t, Options{Workspace: HostWorkspace{Dir: ws}, Limits: Limits{FileSize: 1 << 20}, Start: inProcessIf(inProcess)}, Command("bash", "-c", script))
 		fi, err = os.Stat(big)
 		if got := string(res.Stdout); got != "File too large\nexit 1\n" || err != nil || fi.Size() != 1<<20 {
 			t.Errorf("InProcess=%v: dd of 100 MiB past MaxFileSize 1 MiB: %q, stderr %q; host file %v, want \"File too large\" and exit 1 with 1 MiB written",
@@ -177,7 +177,7 @@ func TestFileSizes(t *testing.T) {
 		}
 
 		script = fmt.Sprintf(dd, "/tmp/big", 100)
-		res = run(t, Options{TmpSize: 32 << 20, InProcess: inProcess}, Command("bash", "-c", script))
+		res = run(t, Options{Limits: Limits{TmpSize: 32 << 20}, Start: inProcessIf(inProcess)}, Command("bash", "-c", script))
 		if got := string(res.Stdout); got != "No space left on device\nexit 1\n" {
 			t.Errorf("InProcess=%v: dd of 100 MiB into a 32 MiB /tmp: %q, stderr %q, want ENOSPC and exit 1", inProcess, got, res.Stderr)
 		}
@@ -215,7 +215,7 @@ func checkNoCgroupRefusal(t *testing.T, out string) {
 		t.Errorf("without a writable cgroup:\n%s\nwant a refusal naming the delegation, and a best-effort run", out)
 	}
 	// What to do comes first, in Run's refusal and in Probe's first line.
-	if !strings.Contains(out, "refused=true sandbox: set Options.LimitPolicy = BestEffortLimits") {
+	if !strings.Contains(out, "refused=true sandbox: set Options.Limits.Policy = BestEffortLimits") {
 		t.Errorf("without a writable cgroup:\n%s\nwant the refusal to start with the fix", out)
 	}
 	if !strings.Contains(out, "probe=canrun:true default:false first:a default Run is refused here") ||
@@ -234,7 +234,7 @@ func noCgroupReport() string {
 		first, _, _ := strings.Cut(r.String(), "\n")
 		out += fmt.Sprintf("probe=canrun:%v default:%v first:%s\n", r.CanRun(), r.CanRunDefault(), first)
 	}
-	res, err := New(Options{LimitPolicy: BestEffortLimits}).Run(context.Background(), Command("true"))
+	res, err := New(Options{Limits: Limits{Policy: BestEffortLimits}}).Run(context.Background(), Command("true"))
 	if err == nil && res.Success() {
 		out += "besteffort=ok\n"
 	} else {
@@ -293,7 +293,7 @@ func TestIOThrottle(t *testing.T) {
 		t.Skipf("io limits need a cgroup, and none is writable here: %v", err)
 	}
 	ws := sharedTempDir(t)
-	opts := Options{Workspace: ws, IOWriteBPS: 1 << 20}
+	opts := Options{Workspace: HostWorkspace{Dir: ws}, Limits: Limits{IOWriteBPS: 1 << 20}}
 	// Direct IO: v1 throttles only what bypasses the page cache.
 	res := run(t, opts, Command("/bin/sh", "-c", "dd if=/dev/zero of=/workspace/f bs=64k count=32 oflag=direct 2>&1"))
 	var io Limit

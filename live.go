@@ -8,6 +8,34 @@ import (
 	"time"
 )
 
+// Live keeps one sandbox running for all of the Sandbox's calls,
+// Options.Live: its namespaces, root, /tmp, /workspace and processes last
+// from the first call until Close, IdleTimeout or MaxLifetime. Each Run or
+// Start enters it as a new process (see Sandbox.Start), and a process still
+// running when its call returns, started in the background or with Start,
+// keeps running. The cgroup limits (Options.Limits) bound everything alive
+// in it together. Processes, Signal and DialContext see and reach what runs
+// in it. Its calls and their processes share one sandbox user: one an
+// earlier call left running can read a later call's environment (see the
+// package doc's Live sandboxes), so keep credentials in Egress.Secrets.
+// Should its init end, killed or with its spawner, the Sandbox closes, and
+// its later calls fail with an error matching ErrClosed that says why. Not
+// with InProcess (the running sandbox is held by the spawner). The zero
+// value is a live sandbox with the default timeouts.
+type Live struct {
+	// IdleTimeout ends the live sandbox, and closes the Sandbox, once no
+	// call has been in progress for this long (0: DefaultIdleTimeout;
+	// negative: never): a Run until it returns, a Start until the process
+	// runs, a Process's Wait while it waits, Processes, Signal and
+	// DialContext. A process left running, in the background or by
+	// Start, does not hold it off. Its calls then fail with an error
+	// matching ErrExpired.
+	IdleTimeout time.Duration
+	// MaxLifetime ends the live sandbox, and closes the Sandbox, this
+	// long after it started, whatever runs in it (0: no limit).
+	MaxLifetime time.Duration
+}
+
 // ProcessInfo is one process alive in a live sandbox, as Processes sees
 // it from outside.
 type ProcessInfo struct {

@@ -100,7 +100,7 @@ func TestLiveInitOOMKilled(t *testing.T) {
 	if cgroupErr() != nil {
 		t.Skipf("needs a cgroup memory limit: %v", cgroupErr())
 	}
-	s, m := liveTest(t, Options{Memory: 64 << 20, TmpSize: 256 << 20})
+	s, m := liveTest(t, Options{Limits: Limits{Memory: 64 << 20, TmpSize: 256 << 20}})
 	runOK(t, s, "true")
 	keeper := keeperPid(s)
 	init := liveInitPid(t, m)
@@ -144,7 +144,7 @@ func TestLiveBackgroundOOMKillReported(t *testing.T) {
 	if cgroupErr() != nil {
 		t.Skipf("needs a cgroup memory limit: %v", cgroupErr())
 	}
-	s, _ := liveTest(t, Options{Memory: 64 << 20, Binds: []Bind{helperBind(t)}})
+	s, _ := liveTest(t, Options{Limits: Limits{Memory: 64 << 20}, Binds: []Bind{helperBind(t)}})
 	// The hog starts once the host writes the workspace file go, with
 	// no call running.
 	runOK(t, s, "(while [ ! -e /workspace/go ]; do sleep 0.05; done; SBXTEST_HELPER=hog exec "+helperPath+") >/dev/null 2>&1 &")

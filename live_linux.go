@@ -87,15 +87,15 @@ func (l *liveSandbox) holdIdle(s *Sandbox) func() {
 			l.mu.Lock()
 			l.calls--
 			if l.calls == 0 && l.idle != nil && l.ended == nil {
-				l.idle.Reset(idleTimeout(&s.opts))
+				l.idle.Reset(idleTimeout(&s.cfg))
 			}
 			l.mu.Unlock()
 		})
 	}
 }
 
-// idleTimeout is Options.IdleTimeout with its default; negative: never.
-func idleTimeout(o *Options) time.Duration {
+// idleTimeout is Options.Live.IdleTimeout with its default; negative: never.
+func idleTimeout(o *resolved) time.Duration {
 	if o.IdleTimeout == 0 {
 		return DefaultIdleTimeout
 	}
@@ -146,12 +146,12 @@ func (l *liveSandbox) ensure(ctx context.Context, s *Sandbox) error {
 	l.id, l.pidfd, l.pidNS = p.runID, pidfd, ns
 	l.watched = make(chan struct{})
 	go l.watch(s, p, l.watched)
-	if d := idleTimeout(&s.opts); d > 0 {
-		l.idle = time.AfterFunc(d, func() { l.expire(s, "idle for "+d.String()+" (Options.IdleTimeout)", true) })
+	if d := idleTimeout(&s.cfg); d > 0 {
+		l.idle = time.AfterFunc(d, func() { l.expire(s, "idle for "+d.String()+" (Options.Live.IdleTimeout)", true) })
 		l.idle.Stop() // armed when its calls are over
 	}
-	if d := s.opts.MaxLifetime; d > 0 {
-		l.life = time.AfterFunc(d, func() { l.expire(s, "its maximum lifetime of "+d.String()+" passed (Options.MaxLifetime)", false) })
+	if d := s.cfg.MaxLifetime; d > 0 {
+		l.life = time.AfterFunc(d, func() { l.expire(s, "its maximum lifetime of "+d.String()+" passed (Options.Live.MaxLifetime)", false) })
 	}
 	return nil
 }
@@ -204,7 +204,7 @@ func initEnded(res *Result, err error) error {
 		why += ": " + err.Error()
 	case res == nil:
 	case res.Outcome == OutOfMemory:
-		why = "its init was killed by the OOM killer at the memory limit (Options.Memory)"
+		why = "its init was killed by the OOM killer at the memory limit (Options.Limits.Memory)"
 	case res.Outcome == Signaled:
 		why = "its init was killed by " + unix.SignalName(res.Signal)
 	case res.Outcome == Exited:

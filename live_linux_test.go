@@ -22,7 +22,9 @@ func liveTest(t *testing.T, o Options) (*Sandbox, string) {
 	t.Helper()
 	requireSandbox(t)
 	m := marker(t)
-	o.Live = true
+	if o.Live == nil {
+		o.Live = &Live{}
+	}
 	o.Env = append(o.Env, "LIVE_MARKER="+m)
 	return newTest(t, o), m
 }
@@ -207,7 +209,7 @@ while True:
 // live sandbox, everything in it, and the Sandbox; later calls say why.
 func TestLiveExpiry(t *testing.T) {
 	t.Run("idle", func(t *testing.T) {
-		s, m := liveTest(t, Options{IdleTimeout: 300 * time.Millisecond})
+		s, m := liveTest(t, Options{Live: &Live{IdleTimeout: 300 * time.Millisecond}})
 		runOK(t, s, "/bin/sleep 1000 >/dev/null 2>&1 &")
 		// A call in flight holds the timeout off.
 		runOK(t, s, "sleep 0.6")
@@ -218,31 +220,29 @@ func TestLiveExpiry(t *testing.T) {
 		}
 		_, err := s.Run(context.Background(), Command("true"))
 		if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "IdleTimeout") {
-			t.Errorf("a call after the idle timeout: %v, want ErrExpired and ErrClosed naming Options.IdleTimeout", err)
+			t.Errorf("a call after the idle timeout: %v, want ErrExpired and ErrClosed naming Options.Live.IdleTimeout", err)
 		}
 		requireNothingLeft(t, m)
 	})
 	t.Run("lifetime", func(t *testing.T) {
-		s, m := liveTest(t, Options{MaxLifetime: 500 * time.Millisecond})
+		s, m := liveTest(t, Options{Live: &Live{MaxLifetime: 500 * time.Millisecond}})
 		res, err := s.Run(context.Background(), Command("/bin/sleep", "30"))
 		if err != nil || res.Outcome != Signaled || res.Signal != syscall.SIGKILL {
 			t.Errorf("a call running at the maximum lifetime: %v, %+v; want it killed", err, res)
 		}
 		if _, err := s.Processes(context.Background()); !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "MaxLifetime") {
-			t.Errorf("Processes after the lifetime: %v, want ErrExpired naming Options.MaxLifetime", err)
+			t.Errorf("Processes after the lifetime: %v, want ErrExpired naming Options.Live.MaxLifetime", err)
 		}
 		requireNothingLeft(t, m)
 	})
 }
 
-// TestLiveOptions: options that a live sandbox cannot have, or that only
-// one can, are refused by name.
+// TestLiveOptions: options that a live sandbox cannot have are refused by
+// name.
 func TestLiveOptions(t *testing.T) {
 	for _, o := range []Options{
-		{Live: true, InProcess: true},
-		{IdleTimeout: time.Second},
-		{MaxLifetime: time.Second},
-		{Live: true, MaxLifetime: -time.Second},
+		{Live: &Live{}, Start: InProcess{}},
+		{Live: &Live{MaxLifetime: -time.Second}},
 	} {
 		if err := New(o).Err(); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("New(%+v).Err() = %v, want ErrInvalidOption", o, err)
@@ -251,7 +251,7 @@ func TestLiveOptions(t *testing.T) {
 	// A filter under which the live sandbox's init could not wait.
 	p := DefaultSeccompPolicy()
 	p.Rules = append([]SyscallRule{{Names: []string{"ppoll"}, Action: ActErrno(syscall.EPERM)}}, p.Rules...)
-	if err := New(Options{Live: true, Seccomp: p}).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "ppoll") {
+	if err := New(Options{Live: &Live{}, Seccomp: p}).Err(); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "ppoll") {
 		t.Errorf("a live Sandbox whose filter refuses ppoll: %v, want ErrInvalidOption naming ppoll", err)
 	}
 	if err := New(Options{Seccomp: p}).Err(); err != nil {
@@ -268,11 +268,11 @@ func TestLiveLimitsAndReshape(t *testing.T) {
 	if cgroupErr() != nil {
 		t.Skipf("needs cgroup limits: %v", cgroupErr())
 	}
-	s, m := liveTest(t, Options{Pids: 24, Memory: 128 << 20})
+	s, m := liveTest(t, Options{Limits: Limits{Pids: 24, Memory: 128 << 20}})
 	// Fill the pids limit from the background, leaving the shell.
 	fillPids(t, s)
 	_, err := s.Run(context.Background(), Command("true"))
-	if err == nil || !strings.Contains(err.Error(), "Options.Pids") {
+	if err == nil || !strings.Contains(err.Error(), "Options.Limits.Pids") {
 		t.Errorf("a call with the pids limit full: %v, want an error naming Options.Pids", err)
 	}
 	if out := ownProcesses(m); len(out) > 24 {
@@ -381,7 +381,7 @@ func TestLiveNetworkAllow(t *testing.T) {
 	w := newEgressWorld(t)
 	url := "http://api.example.com:" + port(w.http) + "/plain"
 	opts := w.opts(false)
-	opts.Live = true
+	opts.Live = &Live{}
 	opts.Binds = []Bind{helperBind(t)}
 	s := newTest(t, opts)
 	for i := range 2 {
@@ -403,7 +403,7 @@ func TestLiveNetworkAllow(t *testing.T) {
 // waiting for it) nor, once Start has returned, the idle timeout; a
 // Wait for it holds the timeout off.
 func TestLiveStartedProcessAndSession(t *testing.T) {
-	s, m := liveTest(t, Options{IdleTimeout: 500 * time.Millisecond})
+	s, m := liveTest(t, Options{Live: &Live{IdleTimeout: 500 * time.Millisecond}})
 	p, err := s.Start(context.Background(), Command("/bin/sleep", "1000"))
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ var silent = slog.New(slog.DiscardHandler)
 var runIDs atomic.Uint64
 
 // logger returns the Options' Logger, or one that discards.
-func (o *Options) logger() *slog.Logger {
+func (o *resolved) logger() *slog.Logger {
 	if o.Logger != nil {
 		return o.Logger
 	}

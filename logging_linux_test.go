@@ -149,8 +149,8 @@ var unbuildableBinds = []Bind{{Source: "/etc/hostname", Target: "/opt/file"}, {S
 func TestLoggerPoolFailure(t *testing.T) {
 	requireSandbox(t)
 	mine, other := &logRecorder{}, &logRecorder{}
-	s := newTest(t, Options{Logger: slog.New(mine), Pool: 1, Binds: unbuildableBinds})
-	bystander := newTest(t, Options{Logger: slog.New(other), Pool: 1})
+	s := newTest(t, Options{Logger: slog.New(mine), Start: Pool{Size: 1}, Binds: unbuildableBinds})
+	bystander := newTest(t, Options{Logger: slog.New(other), Start: Pool{Size: 1}})
 	if err := s.fillPool(); err == nil {
 		t.Fatal("a pool with binds that cannot be mounted was filled")
 	}
@@ -208,7 +208,7 @@ func init() {
 				waitFor(spawnerDead)
 			}
 		}
-		opts.Pool, opts.Binds = 1, unbuildableBinds
+		opts.Start, opts.Binds = Pool{Size: 1}, unbuildableBinds
 		p := New(opts)
 		defer p.Close()
 		pool := "filled"

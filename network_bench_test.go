@@ -56,11 +56,11 @@ func init() {
 	}
 }
 
-// BenchmarkRunTrueAllow is BenchmarkRunTrue in NetworkAllow mode: the
+// BenchmarkRunTrueAllow is BenchmarkRunTrue in Egress mode: the
 // difference is the start-up cost of the egress proxy (the listener made
 // in the run and handed out, the proxy started and stopped).
 func BenchmarkRunTrueAllow(b *testing.B) {
-	benchRun(b, Options{Network: NetworkAllow, Egress: []string{"example.com"}}, "/bin/true")
+	benchRun(b, Options{Network: &Egress{Allow: []string{"example.com"}}}, "/bin/true")
 }
 
 // BenchmarkEgressThroughput moves 64 MiB an iteration from a server on the
@@ -92,9 +92,9 @@ func BenchmarkEgressThroughput(b *testing.B) {
 	}()
 	for _, via := range []string{"proxy", "direct"} {
 		b.Run(via, func(b *testing.B) {
-			opts := Options{Binds: []Bind{helperBind(b)}, Network: NetworkAllow, Egress: []string{"127.0.0.2:1-65535"}}
+			opts := Options{Binds: []Bind{helperBind(b)}, Network: &Egress{Allow: []string{"127.0.0.2:1-65535"}}}
 			if via == "direct" {
-				opts.Network, opts.Egress = NetworkHostUnsafe, nil
+				opts.Network = HostNetworkUnsafe{}
 			}
 			s := newTest(b, opts)
 			b.SetBytes(pullSize)

@@ -170,7 +170,7 @@ func TestNetworkNone(t *testing.T) {
 
 	for _, inProcess := range []bool{false, true} {
 		t.Run(fmt.Sprintf("inprocess=%v", inProcess), func(t *testing.T) {
-			res := run(t, Options{Binds: []Bind{helperBind(t)}, InProcess: inProcess},
+			res := run(t, Options{Binds: []Bind{helperBind(t)}, Start: inProcessIf(inProcess)},
 				helperCmd("netprobe", hostTCP.Addr().String(), abstract))
 			if !res.Success() {
 				t.Fatalf("%v\n%s%s", res.Err(), res.Stdout, res.Stderr)
@@ -236,7 +236,7 @@ func (r *fakeResolver) questions() []string {
 	return slices.Clone(r.asked)
 }
 
-// egressWorld is the test's network for NetworkAllow runs: an HTTP and an
+// egressWorld is the test's network for Egress runs: an HTTP and an
 // HTTPS server on 127.0.0.2, names for them in a fake resolver, and an
 // allowlist that opens just that address.
 type egressWorld struct {
@@ -300,11 +300,9 @@ func port(s *httptest.Server) string {
 // 127.0.0.2 (the servers' address) and nothing else of loopback.
 func (w *egressWorld) opts(inProcess bool) Options {
 	return Options{
-		Network:        NetworkAllow,
-		Egress:         []string{"api.example.com:1-65535", "rebind.example.com:1-65535", "meta.example.com:80", "lan.example.com:80", "127.0.0.2:1-65535"},
-		EgressResolver: w.resolver,
-		InProcess:      inProcess,
-		Env:            []string{"SBXTEST_CA=" + w.caPEM},
+		Network: &Egress{Allow: []string{"api.example.com:1-65535", "rebind.example.com:1-65535", "meta.example.com:80", "lan.example.com:80", "127.0.0.2:1-65535"}, Resolver: w.resolver},
+		Start:   inProcessIf(inProcess),
+		Env:     []string{"SBXTEST_CA=" + w.caPEM},
 	}
 }
 
@@ -434,7 +432,7 @@ func TestNetworkAllowNoDNS(t *testing.T) {
 	}
 	// glibc's resolver, by way of getent, when there is one.
 	if _, err := os.Stat("/usr/bin/getent"); err == nil {
-		res := run(t, Options{Network: NetworkAllow, Egress: opts.Egress, EgressResolver: w.resolver},
+		res := run(t, Options{Network: opts.Network},
 			Command("/bin/sh", "-c", "getent hosts "+secret+"; echo rc=$?; cat /etc/resolv.conf 2>&1; grep hosts /etc/nsswitch.conf"))
 		if !strings.Contains(string(res.Stdout), "rc=2") || !strings.Contains(string(res.Stdout), "No such file") {
 			t.Errorf("getent inside:\n%s%s", res.Stdout, res.Stderr)
@@ -442,7 +440,7 @@ func TestNetworkAllowNoDNS(t *testing.T) {
 	}
 	// A datagram to each of the test's servers, sent directly.
 	for _, addr := range where {
-		res := run(t, Options{Binds: []Bind{helperBind(t)}, Network: NetworkAllow, Egress: opts.Egress, EgressResolver: w.resolver},
+		res := run(t, Options{Binds: []Bind{helperBind(t)}, Network: opts.Network},
 			helperCmd("netsay", "udp", addr))
 		// The send succeeds into the run's own loopback, or fails; what
 		// counts is whether it arrives.
@@ -526,7 +524,7 @@ func busyboxApplet(name string) bool {
 func TestNetworkHostUnsafe(t *testing.T) {
 	requireSandbox(t)
 	hostTCP := listenCounting(t, "tcp", "127.0.0.1:0")
-	res := run(t, Options{Network: NetworkHostUnsafe, Binds: []Bind{helperBind(t)}}, helperCmd("netsay", "tcp", hostTCP.Addr().String()))
+	res := run(t, Options{Network: HostNetworkUnsafe{}, Binds: []Bind{helperBind(t)}}, helperCmd("netsay", "tcp", hostTCP.Addr().String()))
 	if !res.Success() {
 		t.Fatalf("host network: %v\n%s", res.Err(), res.Stderr)
 	}
@@ -542,15 +540,12 @@ func TestNetworkOptionErrors(t *testing.T) {
 		option string
 		reason string
 	}{
-		{"empty allowlist", Options{Network: NetworkAllow}, "Options.Egress", "empty"},
-		{"bad pattern", Options{Network: NetworkAllow, Egress: []string{"pypi.org", "*bad.example.com"}}, "Options.Egress[1]", `"*"`},
-		{"port out of range", Options{Network: NetworkAllow, Egress: []string{"pypi.org:70000"}}, "Options.Egress[0]", "out of range"},
-		{"port zero", Options{Network: NetworkAllow, Egress: []string{"pypi.org:0"}}, "Options.Egress[0]", "out of range"},
-		{"bad CIDR", Options{Network: NetworkAllow, Egress: []string{"10.0.0.0/33"}}, "Options.Egress[0]", ""},
-		{"empty entry", Options{Network: NetworkAllow, Egress: []string{"pypi.org", " "}}, "Options.Egress[1]", "empty"},
-		{"egress without allow", Options{Egress: []string{"pypi.org"}}, "Options.Egress", "NetworkAllow"},
-		{"resolver without allow", Options{Network: NetworkHostUnsafe, EgressResolver: net.DefaultResolver}, "Options.EgressResolver", "NetworkAllow"},
-		{"unknown mode", Options{Network: 7}, "Options.Network", "NetworkNone"},
+		{"empty allowlist", Options{Network: &Egress{}}, "Options.Network (Egress.Allow)", "empty"},
+		{"bad pattern", Options{Network: &Egress{Allow: []string{"pypi.org", "*bad.example.com"}}}, "Options.Network (Egress.Allow[1])", `"*"`},
+		{"port out of range", Options{Network: &Egress{Allow: []string{"pypi.org:70000"}}}, "Options.Network (Egress.Allow[0])", "out of range"},
+		{"port zero", Options{Network: &Egress{Allow: []string{"pypi.org:0"}}}, "Options.Network (Egress.Allow[0])", "out of range"},
+		{"bad CIDR", Options{Network: &Egress{Allow: []string{"10.0.0.0/33"}}}, "Options.Network (Egress.Allow[0])", ""},
+		{"empty entry", Options{Network: &Egress{Allow: []string{"pypi.org", " "}}}, "Options.Network (Egress.Allow[1])", "empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := New(tc.opts).Err()

@@ -29,78 +29,70 @@ func optionErr(option, value, format string, a ...any) error {
 	return &OptionError{Option: option, Value: value, Reason: fmt.Sprintf(format, a...)}
 }
 
-// validate reports the first wrong field.
-// maxPool bounds Options.Pool: each prepared sandbox is a process with
-// its namespaces and mounts held while it waits.
+// maxPool bounds Pool.Size: each prepared sandbox is a process with its
+// namespaces and mounts held while it waits.
 const maxPool = 64
 
-func (o *Options) validate() error {
+// validate reports the first wrong field. The group types rule out most
+// conflicts; what is left here is checks of one value, and the few rules
+// that join two groups.
+func (o *resolved) validate() error {
 	if o.Image != nil {
 		switch {
-		case o.Rootfs != "":
-			return optionErr("Options.Image", o.Image.Ref, "conflicts with Options.Rootfs %s: both give the root; set one", o.Rootfs)
 		case o.Image.Ref == "" || strings.ContainsRune(o.Image.Ref, 0):
-			return optionErr("Options.Image.Ref", o.Image.Ref, "must name an image (a registry reference, oci:DIR, oci-archive:FILE or docker-archive:FILE)")
+			return optionErr("Options.Root (Image.Ref)", o.Image.Ref, "must name an image (a registry reference, oci:DIR, oci-archive:FILE or docker-archive:FILE)")
 		case o.Image.MaxBytes < 0:
-			return optionErr("Options.Image.MaxBytes", fmt.Sprint(o.Image.MaxBytes), "must not be negative")
+			return optionErr("Options.Root (Image.MaxBytes)", fmt.Sprint(o.Image.MaxBytes), "must not be negative")
 		case o.Image.Store != "" && !path.IsAbs(o.Image.Store):
-			return optionErr("Options.Image.Store", o.Image.Store, "must be an absolute host path")
+			return optionErr("Options.Root (Image.Store)", o.Image.Store, "must be an absolute host path")
 		}
 		if err := o.Image.checkRegistry(); err != nil {
 			return err
 		}
 	}
-	if o.Rootfs != "" {
-		if err := checkHostDir("Options.Rootfs", o.Rootfs); err != nil {
+	if o.rootDirSet {
+		if err := checkHostDir("Options.Root (RootDir)", o.Rootfs); err != nil {
 			return err
 		}
 	}
-	if o.Workspace != "" {
+	if o.hostWorkspaceSet {
 		if err := checkWorkspace(o); err != nil {
 			return err
 		}
 	}
 	if o.WorkspaceFrom != "" {
-		if err := checkHostDir("Options.WorkspaceFrom", o.WorkspaceFrom); err != nil {
+		if err := checkHostDir("Options.Workspace (SessionWorkspace.From)", o.WorkspaceFrom); err != nil {
 			return err
 		}
 	}
 	switch {
 	case o.Pool < 0:
-		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "must not be negative")
+		return optionErr("Options.Start (Pool.Size)", fmt.Sprint(o.Pool), "must not be negative")
 	case o.Pool > maxPool:
-		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "is more than the %d prepared sandboxes a Sandbox may hold", maxPool)
-	case o.Pool > 0 && o.InProcess:
-		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "needs the spawner, and Options.InProcess asks for none")
-	case o.Pool > 0 && o.Network == NetworkAllow:
-		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "cannot prepare sandboxes with Network: NetworkAllow, whose proxy is made for each run")
+		return optionErr("Options.Start (Pool.Size)", fmt.Sprint(o.Pool), "is more than the %d prepared sandboxes a Sandbox may hold", maxPool)
+	case o.Pool > 0 && o.Network == netAllow:
+		return optionErr("Options.Start (Pool.Size)", fmt.Sprint(o.Pool), "cannot prepare sandboxes with an *Egress Network, whose proxy is made for each run")
 	case o.Pool > 0 && o.bindsInWorkspace():
-		return optionErr("Options.Pool", fmt.Sprint(o.Pool), "cannot prepare sandboxes with a Bind beneath the session's /workspace, which each run is given only at its start")
+		return optionErr("Options.Start (Pool.Size)", fmt.Sprint(o.Pool), "cannot prepare sandboxes with a Bind beneath the session's /workspace, which each run is given only at its start")
 	case o.Live && o.InProcess:
-		return optionErr("Options.Live", "true", "needs the spawner, which holds the running sandbox, and Options.InProcess asks for none")
-	case !o.Live && (o.IdleTimeout != 0 || o.MaxLifetime != 0):
-		return optionErr("Options.IdleTimeout and MaxLifetime", fmt.Sprint(o.IdleTimeout, ", ", o.MaxLifetime), "apply only to a live sandbox: set Options.Live")
+		return optionErr("Options.Live", "set", "needs the spawner, which holds the running sandbox, and Options.Start is InProcess{}, which asks for none")
 	case o.MaxLifetime < 0:
-		return optionErr("Options.MaxLifetime", o.MaxLifetime.String(), "must not be negative (0: no limit)")
-	case o.Workspace != "" && o.FreshWorkspace:
-		return optionErr("Options.FreshWorkspace", "true", "conflicts with Options.Workspace %s; set one", o.Workspace)
-	case o.Workspace != "" && o.WorkspaceFrom != "":
-		return optionErr("Options.WorkspaceFrom", o.WorkspaceFrom, "conflicts with Options.Workspace %s, which is used as it is", o.Workspace)
-	case o.TrackChanges && o.Workspace != "":
-		return optionErr("Options.TrackChanges", "true", "needs the session workspace; Options.Workspace %s is a host directory, where a Run's changes are not recorded", o.Workspace)
-	case o.TrackChanges && o.FreshWorkspace:
-		return optionErr("Options.TrackChanges", "true", "needs the session workspace; with Options.FreshWorkspace each Run's is gone when it ends")
+		return optionErr("Options.Live.MaxLifetime", o.MaxLifetime.String(), "must not be negative (0: no limit)")
 	case o.TrackChanges && o.Live:
-		return optionErr("Options.TrackChanges", "true", "is not available with Options.Live, whose calls share a workspace with the processes they leave running")
-	case o.FreshWorkspace && o.WorkspaceFrom != "":
-		return optionErr("Options.WorkspaceFrom", o.WorkspaceFrom, "seeds the session workspace, and Options.FreshWorkspace asks for none")
+		return optionErr("Options.Workspace (SessionWorkspace.TrackChanges)", "true", "is not available with Options.Live, whose calls share a workspace with the processes they leave running")
+	case o.auditNilHandler:
+		return optionErr("Options.Audit.Handler", "nil", "is needed: the trail is handed to it (leave Options.Audit nil for no trail)")
+	}
+	wsSize := "Options.Workspace (SessionWorkspace.Size)"
+	if o.FreshWorkspace {
+		wsSize = "Options.Workspace (FreshWorkspace.Size)"
 	}
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"Options.WorkspaceSize", o.WorkspaceSize}, {"Options.TmpSize", o.TmpSize}, {"Options.OutputLimit", o.OutputLimit},
+	}{{wsSize, o.WorkspaceSize}, {"Options.Limits.TmpSize", o.TmpSize}, {"Options.Limits.Output", o.OutputLimit},
 		{"Options.HostUID", int64(o.HostUID)}, {"Options.HostGID", int64(o.HostGID)},
-		{"Options.IOReadBPS", o.IOReadBPS}, {"Options.IOWriteBPS", o.IOWriteBPS}} {
+		{"Options.Limits.IOReadBPS", o.IOReadBPS}, {"Options.Limits.IOWriteBPS", o.IOWriteBPS}} {
 		if f.v < 0 {
 			return optionErr(f.name, fmt.Sprint(f.v), "must not be negative")
 		}
@@ -124,20 +116,20 @@ func (o *Options) validate() error {
 		}
 	}
 	if o.Memory > 0 && o.Memory < MinMemory {
-		return optionErr("Options.Memory", fmt.Sprint(o.Memory), "is below the %d bytes (%d MiB) a sandbox needs to start (MinMemory); give at least that",
+		return optionErr("Options.Limits.Memory", fmt.Sprint(o.Memory), "is below the %d bytes (%d MiB) a sandbox needs to start (MinMemory); give at least that",
 			MinMemory, MinMemory>>20)
 	}
 	if o.CPUs != o.CPUs || o.CPUs > 1024 {
-		return optionErr("Options.CPUs", fmt.Sprint(o.CPUs), "must be a number of CPUs up to 1024")
+		return optionErr("Options.Limits.CPUs", fmt.Sprint(o.CPUs), "must be a number of CPUs up to 1024")
 	}
 	if o.CPUs > 0 && o.CPUs*cpuPeriod < 1000 {
-		return optionErr("Options.CPUs", fmt.Sprint(o.CPUs), "must be at least 0.01")
+		return optionErr("Options.Limits.CPUs", fmt.Sprint(o.CPUs), "must be at least 0.01")
 	}
 	if o.CgroupParent != "" && (!path.IsAbs(o.CgroupParent) || path.Clean(o.CgroupParent) != o.CgroupParent) {
-		return optionErr("Options.CgroupParent", o.CgroupParent, "must be a clean absolute cgroup path, as /proc/self/cgroup shows")
+		return optionErr("Options.Limits.CgroupParent", o.CgroupParent, "must be a clean absolute cgroup path, as /proc/self/cgroup shows")
 	}
 	if o.LimitPolicy != EnforceLimits && o.LimitPolicy != BestEffortLimits {
-		return optionErr("Options.LimitPolicy", fmt.Sprint(int(o.LimitPolicy)), "must be EnforceLimits or BestEffortLimits")
+		return optionErr("Options.Limits.Policy", fmt.Sprint(int(o.LimitPolicy)), "must be EnforceLimits or BestEffortLimits")
 	}
 	if err := checkEnv("Options.Env", o.Env); err != nil {
 		return err
@@ -149,8 +141,6 @@ func (o *Options) validate() error {
 			"is more than the %d bytes (MaxCommandLine) of a run's whole command line", MaxCommandLine)
 	}
 	if o.TrustedCAs != nil {
-		// The Sandbox keeps its own copy: later changes to the
-		// caller's slice do not reach it.
 		cas, err := parseTrustedCAs(o.TrustedCAs)
 		if err != nil {
 			return err
@@ -173,7 +163,7 @@ func (o *Options) validate() error {
 
 // bindsInWorkspace says whether a Bind's target lies beneath the session
 // workspace, which a prepared sandbox is given only with its program.
-func (o *Options) bindsInWorkspace() bool {
+func (o *resolved) bindsInWorkspace() bool {
 	if o.Workspace != "" || o.FreshWorkspace {
 		return false
 	}
@@ -208,16 +198,16 @@ func checkHostDir(option, dir string) error {
 
 // checkWorkspace checks a host Workspace: it is used as it is, never made,
 // and the sandbox's host ids must be able to write it.
-func checkWorkspace(o *Options) error {
+func checkWorkspace(o *resolved) error {
 	uid, gid := o.HostIDs()
 	if _, err := os.Stat(o.Workspace); errors.Is(err, fs.ErrNotExist) && path.IsAbs(o.Workspace) {
-		return optionErr("Options.Workspace", o.Workspace, "does not exist: a host workspace is used as it is, never made; "+
+		return optionErr("Options.Workspace (HostWorkspace.Dir)", o.Workspace, "does not exist: a host workspace is used as it is, never made; "+
 			"create it, writable by the sandbox's host uid %d (mkdir %s, and as root chown %d:%d %s)", uid, o.Workspace, uid, gid, o.Workspace)
 	}
-	if err := checkHostDir("Options.Workspace", o.Workspace); err != nil {
+	if err := checkHostDir("Options.Workspace (HostWorkspace.Dir)", o.Workspace); err != nil {
 		return err
 	}
-	return checkWritableBy("Options.Workspace", o.Workspace, uid, gid)
+	return checkWritableBy("Options.Workspace (HostWorkspace.Dir)", o.Workspace, uid, gid)
 }
 
 func checkTarget(option, t string) error {
@@ -294,19 +284,19 @@ func mergeEnv(base, over, defaults []string) []string {
 	return env
 }
 
-// config is the wire form of one run of cmd under o: the sandbox o
-// describes, and cmd's program in it.
-func (o *Options) config(cmd *Cmd, f *compiledFilter) *wire.Config {
-	return &wire.Config{Spec: o.spec(f), Program: o.program(cmd)}
+// config is the wire form of one run of cmd under o on root: the sandbox
+// o describes, and cmd's program in it.
+func (o *resolved) config(cmd *Cmd, f *compiledFilter, root *rootView) *wire.Config {
+	return &wire.Config{Spec: o.spec(f, root), Program: o.program(cmd, root)}
 }
 
-// spec is the sandbox o describes, with f as its syscall filter: what
-// every run of a Sandbox shares, and what its pool prepares ahead.
-func (o *Options) spec(f *compiledFilter) wire.Spec {
+// spec is the sandbox o describes on root, with f as its syscall filter:
+// what every run of a Sandbox shares, and what its pool prepares ahead.
+func (o *resolved) spec(f *compiledFilter, root *rootView) wire.Spec {
 	sp := wire.Spec{
 		Hostname:      orDefault(o.Hostname, DefaultHostname),
-		Rootfs:        o.rootfs(),
-		RootfsLayers:  o.rootfsLayers(),
+		Rootfs:        root.dir,
+		RootfsLayers:  root.layers,
 		Workspace:     o.Workspace,
 		WorkspaceSize: orDefault(o.WorkspaceSize, DefaultWorkspaceSize),
 		TmpSize:       orDefault(o.TmpSize, DefaultTmpSize),
@@ -330,9 +320,9 @@ func (o *Options) spec(f *compiledFilter) wire.Spec {
 		sp.SeccompEvents = f.notify && o.Audit != nil
 	}
 	switch o.Network {
-	case NetworkAllow:
+	case netAllow:
 		sp.ProxyPort = proxyPort
-	case NetworkHostUnsafe:
+	case netHost:
 		sp.HostNetwork = true
 	}
 	for _, b := range o.Binds {
@@ -341,9 +331,9 @@ func (o *Options) spec(f *compiledFilter) wire.Spec {
 	return sp
 }
 
-// program is cmd as it runs under o: its arguments, and its environment
-// over o's and the defaults.
-func (o *Options) program(cmd *Cmd) wire.Program {
+// program is cmd as it runs under o on root: its arguments, and its
+// environment over o's, the image's and the defaults.
+func (o *resolved) program(cmd *Cmd, root *rootView) wire.Program {
 	args := cmd.Args
 	if len(args) == 0 {
 		args = []string{cmd.Path}
@@ -351,25 +341,29 @@ func (o *Options) program(cmd *Cmd) wire.Program {
 	defaults := defaultEnv
 	// Node trusts only the certificates built into it; this points it at
 	// the store's bundle too.
-	if bundle := recipe.TrustBundleIn(o.rootfs(), len(o.TrustedCAs) > 0 || len(o.Secrets) > 0); bundle != "" {
-		defaults = append(slices.Clip(defaults), "NODE_EXTRA_CA_CERTS="+bundle)
+	if root.bundle != "" {
+		defaults = append(slices.Clip(defaults), "NODE_EXTRA_CA_CERTS="+root.bundle)
 	}
-	if o.Network == NetworkAllow {
+	if o.Network == netAllow {
 		defaults = append(proxyEnv(), defaults...)
 	}
 	return wire.Program{
 		Path: cmd.Path,
 		Args: args,
-		Env:  mergeEnv(append(o.imageEnv(), o.Env...), cmd.Env, defaults),
-		Dir:  orDefault(cmd.Dir, o.imageDir()),
+		Env:  mergeEnv(append(slices.Clip(root.env), o.Env...), cmd.Env, defaults),
+		Dir:  orDefault(cmd.Dir, root.workDir),
 	}
 }
 
 // HostIDs returns the host uid and gid the sandbox user maps to under o:
 // HostUID and HostGID, or their defaults. A host directory given as
 // Workspace or a writable Bind must be writable by them.
-func (o *Options) HostIDs() (uid, gid int) {
-	uid, gid = o.HostUID, o.HostGID
+func (o *Options) HostIDs() (uid, gid int) { return hostIDs(o.HostUID, o.HostGID) }
+
+// HostIDs is Options.HostIDs.
+func (o *resolved) HostIDs() (uid, gid int) { return hostIDs(o.HostUID, o.HostGID) }
+
+func hostIDs(uid, gid int) (int, int) {
 	if uid == 0 {
 		uid = hostID(os.Getuid())
 	}
@@ -379,26 +373,20 @@ func (o *Options) HostIDs() (uid, gid int) {
 	return uid, gid
 }
 
-// seccompFilter compiles the run's syscall filter: the default policy's
-// once per process, a caller's once per Sandbox.
 // seccompOption names the filter's option, for its errors.
-func (o *Options) seccompOption() string {
+func (o *resolved) seccompOption() string {
 	if o.Seccomp == nil {
 		return "DefaultSeccompPolicy()"
 	}
 	return "Options.Seccomp"
 }
 
-func (o *Options) seccompFilter() (*compiledFilter, error) {
+// seccompFilter compiles the run's syscall filter: the default policy's
+// once per process, a caller's once per Sandbox.
+func (o *resolved) seccompFilter() (*compiledFilter, error) {
 	switch {
-	case o.NoSeccomp && o.Seccomp != nil:
-		return nil, optionErr("Options.NoSeccomp", "true", "conflicts with Options.Seccomp; set one")
-	case o.NoSeccomp && o.SeccompKill:
-		return nil, optionErr("Options.SeccompKill", "true", "needs a filter, and Options.NoSeccomp turns it off")
-	case o.AuditExec && o.Audit == nil:
-		return nil, optionErr("Options.AuditExec", "true", "records execs in the audit trail, and Options.Audit is nil")
 	case o.AuditExec && o.NoSeccomp:
-		return nil, optionErr("Options.AuditExec", "true", "needs a filter, which tells of each exec, and Options.NoSeccomp turns it off")
+		return nil, optionErr("Options.Audit.Exec", "true", "needs a filter, which tells of each exec, and Options.Seccomp is Unconfined{}")
 	case o.NoSeccomp:
 		return nil, nil
 	case o.Seccomp == nil && o.AuditExec:

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"sync/atomic"
 
+	"github.com/fumehood/sandbox/internal/image"
 	"github.com/fumehood/sandbox/internal/recipe"
 )
 
@@ -15,19 +16,19 @@ var hardLinkedRootOnly atomic.Bool
 // there are two or more and no more than the init can name, and this host lets the
 // sandbox's user mount such an overlay (overlayWorks). Nil otherwise: the
 // root is the image's hard-linked tree.
-func (o *Options) rootfsLayers() []string {
-	if o.pulled == nil || hardLinkedRootOnly.Load() {
+func (o *resolved) rootfsLayers(pulled *image.Image) []string {
+	if pulled == nil || hardLinkedRootOnly.Load() {
 		return nil
 	}
 	// overlayfs takes two lower directories at least when it has no upper
 	// one: an image of one layer has the hard-linked root, the same tree
 	// at no more cost.
-	layers := o.pulled.Layers
+	layers := pulled.Layers
 	if len(layers) < 2 || len(layers) > recipe.MaxOverlayLayers {
 		return nil
 	}
 	uid, gid := o.HostIDs()
-	if !overlayWorks(o.pulled, uid, gid, o.logger()) {
+	if !overlayWorks(pulled, uid, gid, o.logger()) {
 		return nil
 	}
 	return layers

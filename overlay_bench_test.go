@@ -42,7 +42,7 @@ func BenchmarkRunTrueImage(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			hardLinkedRootOnly.Store(c.hardLinked)
 			defer hardLinkedRootOnly.Store(false)
-			benchRun(b, Options{Image: &Image{Ref: ref, Store: store}}, "/bin/true")
+			benchRun(b, Options{Root: &Image{Ref: ref, Store: store}}, "/bin/true")
 			if errs := overlayProbeErrors(); !c.hardLinked && len(errs) > 0 {
 				b.Fatalf("no overlay: %s", errs)
 			}

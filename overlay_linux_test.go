@@ -168,7 +168,7 @@ func imageListing(t *testing.T, ref, store string, hardLinked bool) (tree, mount
 	t.Helper()
 	hardLinkedRootOnly.Store(hardLinked)
 	defer hardLinkedRootOnly.Store(false)
-	res := run(t, Options{Image: &Image{Ref: ref, Store: store}}, Command("/bin/sh", "-c", listScript))
+	res := run(t, Options{Root: &Image{Ref: ref, Store: store}}, Command("/bin/sh", "-c", listScript))
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
 	}
@@ -265,12 +265,12 @@ func TestImageOverlayPooledAndLive(t *testing.T) {
 		name string
 		opts Options
 	}{
-		{"pooled", Options{Pool: 1}},
-		{"live", Options{Live: true}},
+		{"pooled", Options{Start: Pool{Size: 1}}},
+		{"live", Options{Live: &Live{}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			opts := c.opts
-			opts.Image = &Image{Ref: ref, Store: store}
+			opts.Root = &Image{Ref: ref, Store: store}
 			s := newTest(t, opts)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

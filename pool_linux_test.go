@@ -55,7 +55,7 @@ func newFilled(t *testing.T, o Options) *Sandbox {
 // leaves no init, no run cgroup and no spawner child behind.
 func TestPoolServesEachRunOnce(t *testing.T) {
 	requireSandbox(t)
-	s := newFilled(t, Options{Pool: 2})
+	s := newFilled(t, Options{Start: Pool{Size: 2}})
 	if n := len(preparedInits()); n != 2 {
 		t.Fatalf("%d prepared inits wait in the spawner, want 2", n)
 	}
@@ -114,7 +114,7 @@ func TestPoolServesEachRunOnce(t *testing.T) {
 // no_new_privs, the seccomp filter, the cgroup's limits.
 func TestPoolConfinesLikeCold(t *testing.T) {
 	requireSandbox(t)
-	s := newFilled(t, Options{Pool: 1, Pids: 32})
+	s := newFilled(t, Options{Start: Pool{Size: 1}, Limits: Limits{Pids: 32}})
 	script := `grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; id -u; echo pid $$; readlink /proc/self/ns/pid /proc/self/ns/mnt /proc/self/ns/net; cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || echo no-cgroupfs`
 	res, err := s.Run(context.Background(), Command("/bin/sh", "-c", script))
 	if err != nil || !res.Success() {
@@ -155,19 +155,18 @@ func TestPoolConfinesLikeCold(t *testing.T) {
 }
 
 // TestPoolOptionErrors: Pool values that cannot work are refused by New,
-// naming Options.Pool.
+// naming Options.Start (Pool.Size).
 func TestPoolOptionErrors(t *testing.T) {
 	for _, o := range []Options{
-		{Pool: -1},
-		{Pool: maxPool + 1},
-		{Pool: 2, InProcess: true},
-		{Pool: 2, Network: NetworkAllow},
-		{Pool: 2, Binds: []Bind{{Source: "/usr", Target: "/workspace/usr"}}},
+		{Start: Pool{Size: -1}},
+		{Start: Pool{Size: maxPool + 1}},
+		{Start: Pool{Size: 2}, Network: &Egress{}},
+		{Start: Pool{Size: 2}, Binds: []Bind{{Source: "/usr", Target: "/workspace/usr"}}},
 	} {
 		err := New(o).Err()
 		var oe *OptionError
-		if !errors.As(err, &oe) || oe.Option != "Options.Pool" || !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("New(%+v).Err() = %v, want an OptionError naming Options.Pool", o, err)
+		if !errors.As(err, &oe) || oe.Option != "Options.Start (Pool.Size)" || !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("New(%+v).Err() = %v, want an OptionError naming Options.Start (Pool.Size)", o, err)
 		}
 	}
 }
@@ -176,7 +175,7 @@ func TestPoolOptionErrors(t *testing.T) {
 // what it printed, as a cold one does.
 func TestPoolTimeoutKeepsOutput(t *testing.T) {
 	requireSandbox(t)
-	s := newFilled(t, Options{Pool: 1})
+	s := newFilled(t, Options{Start: Pool{Size: 1}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	res, err := s.Run(ctx, Command("/bin/sh", "-c", "echo started; exec sleep 60"))
@@ -195,7 +194,7 @@ func TestPoolTimeoutKeepsOutput(t *testing.T) {
 // the error.
 func TestPoolTakesWhatFits(t *testing.T) {
 	requireSandbox(t)
-	s := newFilled(t, Options{Pool: 1})
+	s := newFilled(t, Options{Start: Pool{Size: 1}})
 	cold := newTest(t, Options{})
 	ctx := context.Background()
 	res, err := s.Run(ctx, Command("echo", "fits"))
@@ -237,7 +236,7 @@ func TestPoolTakesWhatFits(t *testing.T) {
 // while the run still sleeps, and the next run is pooled.
 func TestPoolRefillsDuringALongRun(t *testing.T) {
 	requireSandbox(t)
-	s := newFilled(t, Options{Pool: 1})
+	s := newFilled(t, Options{Start: Pool{Size: 1}})
 	first := preparedInits()
 	if len(first) != 1 {
 		t.Fatalf("%d prepared inits wait in the spawner, want 1", len(first))
@@ -299,9 +298,9 @@ func TestPoolTakesOnlyItsSpec(t *testing.T) {
 		}
 	}
 	const memA, memB = 96 << 20, 128 << 20
-	base := Options{Binds: []Bind{{Source: dirA, Target: "/data"}}, Memory: memA}
+	base := Options{Binds: []Bind{{Source: dirA, Target: "/data"}}, Limits: Limits{Memory: memA}}
 	withPool := base
-	withPool.Pool = 1
+	withPool.Start = Pool{Size: 1}
 	pooled := newFilled(t, withPool)
 	ownNet, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
@@ -335,14 +334,14 @@ func TestPoolTakesOnlyItsSpec(t *testing.T) {
 		if s.Err() != nil {
 			t.Fatal(s.Err())
 		}
-		s.opts.Pool, s.ws.owner = 1, pooled.ws.owner
+		s.cfg.Pool, s.ws.owner = 1, pooled.ws.owner
 		return s
 	}
 
 	otherBind, otherMemory, otherNetwork := base, base, base
 	otherBind.Binds = []Bind{{Source: dirB, Target: "/data"}}
-	otherMemory.Memory = memB
-	otherNetwork.Network = NetworkHostUnsafe
+	otherMemory.Limits.Memory = memB
+	otherNetwork.Network = HostNetworkUnsafe{}
 	for _, c := range []struct {
 		name    string
 		o       Options
@@ -387,7 +386,7 @@ func TestPoolTakesOnlyItsSpec(t *testing.T) {
 // background. pooled/op is the share of Runs that found one ready.
 func BenchmarkRunTruePooled(b *testing.B) {
 	requireSandbox(b)
-	s := New(testOpts(Options{Pool: 2}))
+	s := New(testOpts(Options{Start: Pool{Size: 2}}))
 	b.Cleanup(func() { s.Close() })
 	if err := s.fillPool(); err != nil {
 		b.Fatalf("fill the pool: %v", err)

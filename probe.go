@@ -51,9 +51,9 @@ var requiredLayers = []string{"user namespace", "pid namespace", "mount namespac
 	"ipc namespace", "uts namespace", "cgroup namespace", "seccomp", "seccomp user notification"}
 
 // CanRun reports whether every namespace Run needs is available, and the
-// seccomp filter with its user notification (which Options.NoSeccomp can
+// seccomp filter with its user notification (which Unconfined can
 // do without). Run with
-// the default Options.LimitPolicy also needs the "cgroup" layer.
+// the default Options.Limits.Policy also needs the "cgroup" layer.
 func (r *ProbeReport) CanRun() bool {
 	for _, name := range requiredLayers {
 		if l, ok := r.Layer(name); !ok || !l.Available {
@@ -66,7 +66,7 @@ func (r *ProbeReport) CanRun() bool {
 // CanRunDefault reports whether Run with the default Options can run for
 // the caller Probe ran as: CanRun, and a writable cgroup for the run's
 // limits (the "cgroup" layer), without which the default
-// Options.LimitPolicy, EnforceLimits, refuses every run.
+// Options.Limits.Policy, EnforceLimits, refuses every run.
 func (r *ProbeReport) CanRunDefault() bool {
 	l, ok := r.Layer("cgroup")
 	return r.CanRun() && ok && l.Available
@@ -74,8 +74,8 @@ func (r *ProbeReport) CanRunDefault() bool {
 
 // probeBestEffortHint gives the two ways to run where only the cgroup for
 // the limits is missing, in the library's terms and the tool's.
-const probeBestEffortHint = "delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.CgroupParent), " +
-	"or run with best effort (Options.LimitPolicy = BestEffortLimits; sandbox run --best-effort), rlimits standing in for the limits"
+const probeBestEffortHint = "delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.Limits.CgroupParent), " +
+	"or run with best effort (Options.Limits.Policy = BestEffortLimits; sandbox run --best-effort), rlimits standing in for the limits"
 
 // Summary is the report's verdict in one line: whether sandboxes can run,
 // and where only runs with best-effort limits can, the two fixes first.

@@ -208,7 +208,7 @@ func cgroupLayer() Layer {
 	version := cgroup.Detect().String()
 	dirs, err := cgroup.Writable("")
 	if err != nil {
-		l.Detail = fmt.Sprintf("%s: %v (run as root, delegate a cgroup v2 subtree, e.g. systemd Delegate=yes, or use Options.LimitPolicy = BestEffortLimits)", version, err)
+		l.Detail = fmt.Sprintf("%s: %v (run as root, delegate a cgroup v2 subtree, e.g. systemd Delegate=yes, or use Options.Limits.Policy = BestEffortLimits)", version, err)
 		return l
 	}
 	l.Available = true

@@ -17,7 +17,7 @@ import (
 // os.Process with os/exec's Wait. Its methods are safe for concurrent use.
 type Process struct {
 	// Set before Start returns it: how the launcher that started the
-	// run (the spawner, or this process with Options.InProcess)
+	// run (the spawner, or this process with InProcess)
 	// delivers a signal, and kills the run.
 	signal func(syscall.Signal) error
 	kill   func()
@@ -86,7 +86,7 @@ func (s *Sandbox) start(ctx context.Context, cmd *Cmd) (*Process, error) {
 	if err := s.resolveImage(ctx); err != nil {
 		return nil, err
 	}
-	if err := checkCommandLine(&s.opts, cmd); err != nil {
+	if err := checkCommandLine(&s.cfg, cmd, s.root()); err != nil {
 		return nil, err
 	}
 	cmd.used = true
@@ -95,7 +95,7 @@ func (s *Sandbox) start(ctx context.Context, cmd *Cmd) (*Process, error) {
 	begin := time.Now()
 	p := &Process{done: make(chan struct{})}
 	p.logEnd = func(res *Result, err error) { logRun(s.log, id, cmd, res, err, time.Since(begin)) }
-	p.audit = s.audit.beginRun(ctx, id, cmd, &s.opts)
+	p.audit = s.audit.beginRun(ctx, id, cmd, &s.cfg, s.root())
 	if err := s.startRun(ctx, cmd, p); err != nil {
 		cmd.closeStdinPipe()
 		p.audit.end(nil, err, runFacts{})

@@ -22,16 +22,16 @@ var startModes = []struct {
 	opts Options
 }{
 	{"cold", Options{}},
-	{"pooled", Options{Pool: 2}},
-	{"inprocess", Options{InProcess: true}},
-	{"live", Options{Live: true}},
+	{"pooled", Options{Start: Pool{Size: 2}}},
+	{"inprocess", Options{Start: InProcess{}}},
+	{"live", Options{Live: &Live{}}},
 }
 
 // newStartTest is a Sandbox of o whose pool, if it has one, is full.
 func newStartTest(t *testing.T, o Options) *Sandbox {
 	t.Helper()
 	s := newTest(t, o)
-	if o.Pool > 0 {
+	if poolSize(o) > 0 {
 		if err := s.fillPool(); err != nil {
 			t.Fatalf("fill the pool: %v", err)
 		}
@@ -80,7 +80,7 @@ func TestStartWaitIsRun(t *testing.T) {
 			}
 			// In a live sandbox each process has a pid of its own.
 			wantPid := 1
-			if m.opts.Live {
+			if m.opts.Live != nil {
 				wantPid = p.Pid()
 				want.Stdout = []byte(fmt.Sprintf("out %d\n", wantPid))
 			}
@@ -89,10 +89,10 @@ func TestStartWaitIsRun(t *testing.T) {
 				t.Errorf("Start+Wait: %q %q exit %d %v; Run: %q %q exit %d %v",
 					got.Stdout, got.Stderr, got.ExitCode, got.Outcome, want.Stdout, want.Stderr, want.ExitCode, want.Outcome)
 			}
-			if string(got.Stdout) != fmt.Sprintf("out %d\n", wantPid) || m.opts.Live && wantPid <= 1 {
+			if string(got.Stdout) != fmt.Sprintf("out %d\n", wantPid) || m.opts.Live != nil && wantPid <= 1 {
 				t.Errorf("stdout %q, Pid %d; want the program's pid inside, as Pid says (1 but in a live sandbox)", got.Stdout, p.Pid())
 			}
-			if m.opts.Pool > 0 && !got.Pooled {
+			if poolSize(m.opts) > 0 && !got.Pooled {
 				t.Errorf("the started run did not take a prepared sandbox")
 			}
 			again, err := p.Wait()

@@ -31,7 +31,7 @@ func runBothLaunchers(t *testing.T, opts Options, cmd func() *Cmd) (spawned, inP
 	t.Helper()
 	for _, inProcess := range []bool{false, true} {
 		o := opts
-		o.InProcess = inProcess
+		o.Start = inProcessIf(inProcess)
 		// Cold: a pooled sandbox mounts its workspace later, which the comparison would see.
 		s := newColdTest(t, o)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -155,10 +155,10 @@ func TestRecipeFailures(t *testing.T) {
 		{"Cmd.Dir outside the root", Options{}, func() *Cmd { c := Command("true"); c.Dir = "/proc/self/fd/1"; return c }, []check{says("Cmd.Dir")}, 0},
 		{"missing bind source", Options{Binds: []Bind{{Source: "/no/such/source", Target: "/data"}}}, func() *Cmd { return Command("true") },
 			[]check{is(ErrInvalidOption), says("Options.Binds[0]", "/no/such/source", "no such file")}, 0},
-		{"missing rootfs", Options{Rootfs: "/no/such/rootfs"}, func() *Cmd { return Command("true") },
-			[]check{is(ErrInvalidOption), says("Options.Rootfs", "/no/such/rootfs", "no such file")}, 0},
-		{"workspace not a directory", Options{Workspace: file}, func() *Cmd { return Command("true") },
-			[]check{is(ErrInvalidOption), says("Options.Workspace", file, "not a directory")}, 0},
+		{"missing rootfs", Options{Root: RootDir("/no/such/rootfs")}, func() *Cmd { return Command("true") },
+			[]check{is(ErrInvalidOption), says("Options.Root (RootDir)", "/no/such/rootfs", "no such file")}, 0},
+		{"workspace not a directory", Options{Workspace: HostWorkspace{Dir: file}}, func() *Cmd { return Command("true") },
+			[]check{is(ErrInvalidOption), says("Options.Workspace (HostWorkspace.Dir)", file, "not a directory")}, 0},
 		{"bind target in a read-only host tree", Options{Binds: []Bind{{Source: file, Target: "/usr/no-such-dir/f"}}}, func() *Cmd { return Command("true") },
 			[]check{is(unix.EROFS), says("create target", "/usr/no-such-dir")}, 0},
 	}
@@ -273,7 +273,7 @@ func TestMountNamespaceHeldUntilReported(t *testing.T) {
 		return n
 	}
 	for _, pool := range []int{0, 2} {
-		s := New(testOpts(Options{Pool: pool}))
+		s := New(testOpts(Options{Start: Pool{Size: pool}}))
 		cmd := Command("/bin/sh", "-c", "read x")
 		stdin, release := io.Pipe()
 		cmd.Stdin = stdin

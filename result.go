@@ -23,9 +23,9 @@ const (
 	// Canceled: the context was canceled and the sandbox was killed.
 	Canceled
 	// OutOfMemory: the kernel's OOM killer ended the program at the
-	// run's memory limit (Options.Memory).
+	// run's memory limit (Options.Limits.Memory).
 	OutOfMemory
-	// SeccompKilled: with Options.SeccompKill, the program made a syscall
+	// SeccompKilled: with SeccompPolicy.KillOnRefusal, the program made a syscall
 	// the policy refuses and the run was killed before that syscall ran;
 	// Result.Violation names it.
 	SeccompKilled
@@ -71,7 +71,7 @@ type Result struct {
 	Signal   syscall.Signal `json:"signal"`    // the signal that ended the program, if one did (SIGKILL after Timeout or Canceled); 0 if none
 
 	// Stdout and Stderr hold the captured output when Cmd.Stdout and
-	// Cmd.Stderr were nil. Past Options.OutputLimit bytes the middle is
+	// Cmd.Stderr were nil. Past Options.Limits.Output bytes the middle is
 	// dropped: the first and last halves are kept around an elision marker
 	// and the Truncated flag is set.
 	Stdout          Output `json:"stdout"`
@@ -88,7 +88,7 @@ type Result struct {
 	SystemTime time.Duration `json:"system_time_ns"` // CPU time in the kernel, likewise
 	MaxRSS     int64         `json:"max_rss_bytes"`  // peak resident set size in bytes of the largest process
 
-	// Pooled says the run took a sandbox prepared ahead (Options.Pool);
+	// Pooled says the run took a sandbox prepared ahead (Pool);
 	// its WallTime then starts when it was taken, not when it was built.
 	Pooled bool `json:"pooled"`
 
@@ -117,13 +117,13 @@ type Result struct {
 	Violation string   `json:"violation,omitempty"`
 
 	// Connections lists, in the order they started, the attempts of a
-	// NetworkAllow run to reach a host through the egress proxy, allowed
+	// Egress run to reach a host through the egress proxy, allowed
 	// and refused, and the connections to it that sent no request. Past
 	// 1,000 entries only ConnectionsDropped counts.
 	Connections        []Connection `json:"connections"`
 	ConnectionsDropped int          `json:"connections_dropped"`
 
-	// Changes lists, with Options.TrackChanges, the workspace paths that
+	// Changes lists, with SessionWorkspace.TrackChanges, the workspace paths that
 	// differ between the Run's start and its end, sorted by path; past
 	// MaxChanges only ChangesDropped counts. Runs of one Sandbox share
 	// its workspace: a Run's Changes are what changed while it ran, by

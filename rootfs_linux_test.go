@@ -75,7 +75,7 @@ func TestRootfsReplacesHostBinds(t *testing.T) {
 	root, outside := miniRootfs(t)
 	src := sharedTempDir(t)
 	os.WriteFile(filepath.Join(src, "file"), []byte("bound"), 0o644)
-	opts := Options{Rootfs: root, Binds: []Bind{{Source: src, Target: "/data/x"}}}
+	opts := Options{Root: RootDir(root), Binds: []Bind{{Source: src, Target: "/data/x"}}}
 	res := run(t, opts, Command("/bin/sh", "-c", `
 		test -e /usr && echo "host /usr visible"
 		read line < /data/x/file; echo "$line"
@@ -150,7 +150,7 @@ func TestRootfsTrustStore(t *testing.T) {
 	if err := os.Symlink("/etc/shadow", filepath.Join(root, "etc", "services")); err != nil {
 		t.Fatal(err)
 	}
-	res := run(t, Options{Rootfs: root, TrustedCAs: ca.pem}, Command("/bin/sh", "-c", `
+	res := run(t, Options{Root: RootDir(root), TrustedCAs: ca.pem}, Command("/bin/sh", "-c", `
 		while read -r l; do echo "$l"; done < /etc/ssl/certs/ca-certificates.crt
 		while read -r l; do echo "$l"; done < /etc/protocols
 		for p in /etc/services /etc/ssl/private /etc/mime.types /etc/ld.so.cache; do test -e $p && echo "visible $p"; done

@@ -32,15 +32,15 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sandbox: run %q: %w", cmd.Path, err)
 	}
-	r := &liveRun{ctx: ctx, s: s, cmd: cmd, cfg: s.opts.config(cmd, s.filter)}
+	r := &liveRun{ctx: ctx, s: s, cmd: cmd, cfg: s.cfg.config(cmd, s.filter, s.root())}
 	r.cfg.Hold = cmd.hold
-	secrets, err := s.secrets.forRun(r.cfg, cmd, s.live != nil, s.opts.MaxLifetime)
+	secrets, err := s.secrets.forRun(r.cfg, cmd, s.live != nil, s.cfg.MaxLifetime)
 	if err != nil {
 		return err
 	}
 	// A call of a live Sandbox enters its running sandbox (liveSandbox).
 	r.enter = s.live != nil && !cmd.hold
-	pool := s.opts.Pool
+	pool := s.cfg.Pool
 	if r.enter {
 		pool = 0
 	}
@@ -51,7 +51,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		// pty is made with the program, cold.
 		pool = 0
 	}
-	if r.st, err = newStdio(cmd, orDefault(s.opts.OutputLimit, DefaultOutputLimit)); err != nil {
+	if r.st, err = newStdio(cmd, orDefault(s.cfg.OutputLimit, DefaultOutputLimit)); err != nil {
 		return err
 	}
 	// Until the run is handed to its goroutine, what it holds is let go
@@ -85,7 +85,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	r.cfg.WorkspaceMount = wsMount != nil
 
 	if s.egress != nil && !r.enter {
-		if r.px, err = newRunProxy(s.egress, s.opts.EgressResolver, proxyCPUs(&s.opts)); err != nil {
+		if r.px, err = newRunProxy(s.egress, s.cfg.EgressResolver, proxyCPUs(&s.cfg)); err != nil {
 			wsMount.Close()
 			return err
 		}
@@ -97,10 +97,10 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 	}
 
 	r.begin = time.Now()
-	if s.opts.InProcess {
+	if s.cfg.InProcess {
 		var se *wire.SetupError
 		if r.h, se = launch.Launch(r.cfg, r.st.child, extra, true, &s.ws.teardown, func(text string) { s.log.Warn("sandbox: " + text) }); se != nil {
-			s.opts.nameImageRoot(se)
+			s.root().nameImageRoot(se)
 			err = setupError(se, r.cfg)
 		}
 	} else if r.enter {
@@ -189,7 +189,7 @@ type liveRun struct {
 	st      *stdio
 	px      *runProxy
 	release func()                 // the run's hold on its session
-	changes func() ([]Change, int) // with Options.TrackChanges: lists the run's changes, before release
+	changes func() ([]Change, int) // with SessionWorkspace.TrackChanges: lists the run's changes, before release
 	enter   bool                   // a call entering the Sandbox's live sandbox
 	h       *launch.Handle
 	begin   time.Time
@@ -289,7 +289,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills+exit.OOMKillsBefore), exit.PidsMax > 0
 	res.Limits, res.Denials = exit.Limits, exit.Denials
 	res.Violation = exit.Violation
-	r.audited = runFacts{auditExec: s.opts.AuditExec, execs: exit.Execs}
+	r.audited = runFacts{auditExec: s.cfg.AuditExec, execs: exit.Execs}
 	if px != nil {
 		res.Connections, res.ConnectionsDropped = px.stop()
 	}
@@ -320,7 +320,7 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 	case se != nil && se.Op == wire.OpInitDied:
 		return nil, initDied(ws, exit, cfg)
 	case se != nil:
-		s.opts.nameImageRoot(se)
+		s.root().nameImageRoot(se)
 		err := setupError(se, cfg)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, unix.EACCES) && se.Stage == "exec" {
 			res.Outcome, res.ExitCode = Exited, 127
@@ -357,7 +357,7 @@ func initDied(ws syscall.WaitStatus, exit wire.Exit, cfg *wire.Config) error {
 	var why string
 	switch {
 	case exit.OOMKills > 0:
-		why = fmt.Sprintf("killed by the OOM killer at the memory limit (Options.Memory, %d bytes)", cfg.Memory)
+		why = fmt.Sprintf("killed by the OOM killer at the memory limit (Options.Limits.Memory, %d bytes)", cfg.Memory)
 	case ws.Signaled():
 		why = "killed by " + unix.SignalName(ws.Signal())
 	case ws.Exited():
@@ -366,15 +366,15 @@ func initDied(ws syscall.WaitStatus, exit wire.Exit, cfg *wire.Config) error {
 		why = "ended without a report"
 	}
 	if exit.OOMKills == 0 && cfg.Memory > 0 && exit.MemoryPeak >= cfg.Memory {
-		why += fmt.Sprintf(", at its memory limit (Options.Memory, %d bytes)", cfg.Memory)
+		why += fmt.Sprintf(", at its memory limit (Options.Limits.Memory, %d bytes)", cfg.Memory)
 	}
 	return &SetupError{Stage: "start", Op: "the sandbox's init died during setup", Err: errors.New(why)}
 }
 
 // noCgroupHint is what to do where no writable cgroup exists for a run's
 // limits: the two fixes, as Run's refusal and Probe give them.
-const noCgroupHint = "set Options.LimitPolicy = BestEffortLimits to run with rlimits standing in for the limits, " +
-	"or delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.CgroupParent)"
+const noCgroupHint = "set Options.Limits.Policy = BestEffortLimits to run with rlimits standing in for the limits, " +
+	"or delegate a cgroup v2 subtree to this user (systemd Delegate=yes; see Options.Limits.CgroupParent)"
 
 // notFoundError is a program the init could not find. It matches
 // ErrNotFound, and ENOENT (os.ErrNotExist).
@@ -424,9 +424,9 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 			return ue
 		}
 	case se.Stage == "cgroup" && se.Op == wire.OpNoCgroup:
-		return &UnsupportedError{Feature: "cgroup limits (Options.Memory, CPUs, Pids)", Reason: se.Text, Err: ErrNoCgroup, Hint: noCgroupHint}
+		return &UnsupportedError{Feature: "cgroup limits (Options.Limits)", Reason: se.Text, Err: ErrNoCgroup, Hint: noCgroupHint}
 	case se.Stage == "enter" && se.Errno == int(unix.EAGAIN) && cfg.Pids > 0:
-		cause = fmt.Errorf("%w: the live sandbox's processes use all of its pids limit (Options.Pids %d); end some (Sandbox.Processes, Sandbox.Signal)", cause, cfg.Pids)
+		cause = fmt.Errorf("%w: the live sandbox's processes use all of its pids limit (Options.Limits.Pids %d); end some (Sandbox.Processes, Sandbox.Signal)", cause, cfg.Pids)
 	case se.Stage == "spawner":
 		return fmt.Errorf("sandbox: %w: %s", ErrSpawner, se.Text)
 	case (se.Errno == int(unix.ENOMEM) || se.Errno == int(unix.ENFILE) || se.Errno == int(unix.ENOSPC) && se.Stage == "mount") && cfg.Memory > 0:
@@ -435,7 +435,7 @@ func setupError(se *wire.SetupError, cfg *wire.Config) error {
 		// write to one of the setup's own small tmpfs mounts (whose
 		// pages are charged too) with ENOSPC, and a socket (whose
 		// inode the limit refuses) with ENFILE.
-		cause = fmt.Errorf("%w at the run's memory limit (Options.Memory %d bytes; at least %d are needed)", cause, cfg.Memory, MinMemory)
+		cause = fmt.Errorf("%w at the run's memory limit (Options.Limits.Memory %d bytes; at least %d are needed)", cause, cfg.Memory, MinMemory)
 	case strings.HasPrefix(se.Op, "open source") && se.Errno == int(unix.EACCES):
 		se.Op += fmt.Sprintf(" (the sandbox's host uid %d/gid %d must be able to reach it; see Options.HostUID)", cfg.HostUID, cfg.HostGID)
 	}
@@ -668,7 +668,7 @@ func (st *stdio) close() {
 	}
 }
 
-// fillPool has the spawner prepare the Sandbox's pool (Options.Pool) and
+// fillPool has the spawner prepare the Sandbox's pool (Pool) and
 // waits until it is full. A preparation that fails is logged by the
 // spawner (as are those of later refills); fillPool logs only a spawner
 // that could not be started.
@@ -688,8 +688,8 @@ func (s *Sandbox) fillPool() error {
 	}
 	// The sandbox of every Run: each brings its session's workspace
 	// mount when the workspace is kept (forRun).
-	spec := s.opts.spec(s.filter)
-	spec.WorkspaceMount = s.opts.kept()
+	spec := s.cfg.spec(s.filter, s.root())
+	spec.WorkspaceMount = s.cfg.kept()
 	s.ws.spawned.Store(true)
-	return sp.fill(s.ws.owner, &spec, s.opts.Pool)
+	return sp.fill(s.ws.owner, &spec, s.cfg.Pool)
 }

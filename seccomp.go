@@ -33,7 +33,30 @@ type SeccompPolicy struct {
 	Default SeccompAction
 	Unknown SeccompAction
 	Rules   []SyscallRule
+	// KillOnRefusal ends the run at the first syscall the policy refuses
+	// with an ActNotify action (every refusal of the default policy):
+	// the Result's Outcome is SeccompKilled and Violation names the
+	// syscall. False: a refused syscall fails with its errno and the run
+	// goes on; Result.Denials counts the refusals either way. Set it on
+	// a copy of DefaultSeccompPolicy() to kill with the default rules.
+	KillOnRefusal bool
 }
+
+// Seccomp is the syscall filter of every run, Options.Seccomp:
+// *SeccompPolicy or Unconfined. Only those implement it. Nil means
+// DefaultSeccompPolicy(). New compiles it once, and refuses a policy that
+// would stop the sandbox's init after it is loaded: the init then closes
+// its fds, execs the exec shim (execveat), which marks its report fd
+// close-on-exec (fcntl) and execs the program (execve), and a policy that
+// notifies also needs sendmsg.
+type Seccomp interface{ isSeccomp() }
+
+// Unconfined runs without any syscall filter, leaving the whole kernel
+// interface to the program. Only for programs you trust.
+type Unconfined struct{}
+
+func (*SeccompPolicy) isSeccomp() {}
+func (Unconfined) isSeccomp()     {}
 
 // SyscallRule applies Action to the named syscalls when every one of Args
 // holds.
@@ -95,7 +118,7 @@ const (
 func ActErrno(e syscall.Errno) SeccompAction { return SeccompAction(seccomp.Errno(e)) }
 
 // ActNotify fails the syscall with e and reports it: Result.Denials counts
-// it, and with Options.SeccompKill it ends the run. The kernel stops the
+// it, and with SeccompPolicy.KillOnRefusal it ends the run. The kernel stops the
 // syscall and hands it to a supervisor in the host process, which answers
 // with e and never lets the syscall run.
 func ActNotify(e syscall.Errno) SeccompAction { return SeccompAction(seccomp.Notify(e)) }
@@ -179,7 +202,7 @@ func (p *SeccompPolicy) filter(option string) (seccomp.Filter, error) {
 	}
 	if f.Arch == 0 {
 		return f, &UnsupportedError{Feature: "seccomp", Reason: "no syscall table for " + runtime.GOARCH,
-			Hint: "run on amd64 or arm64, or set Options.NoSeccomp"}
+			Hint: "run on amd64 or arm64, or set Options.Seccomp to Unconfined{}"}
 	}
 	for _, d := range []struct {
 		name string
@@ -259,7 +282,7 @@ func (a SeccompAction) check() error {
 		}
 		if a.isNotify() && a.Errno() == seccomp.ContinueErrno {
 			// The supervisor would let such a syscall run.
-			return fmt.Errorf("errno %d is reserved: the supervisor reads it as a syscall to record and let run (Options.AuditExec)", int(a.Errno()))
+			return fmt.Errorf("errno %d is reserved: the supervisor reads it as a syscall to record and let run (Options.Audit.Exec)", int(a.Errno()))
 		}
 		if a.Errno() >= seccomp.MaxErrno {
 			// libseccomp refuses MAX_ERRNO itself; keep both compilers alike.
@@ -372,7 +395,7 @@ var defaultFilter = sync.OnceValues(func() (*compiledFilter, error) {
 })
 
 // defaultAuditFilter is the default policy with its execs audited
-// (Options.AuditExec), compiled once per process.
+// (Options.Audit.Exec), compiled once per process.
 var defaultAuditFilter = sync.OnceValues(func() (*compiledFilter, error) {
 	return DefaultSeccompPolicy().compileFor("DefaultSeccompPolicy()", true)
 })

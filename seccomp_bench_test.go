@@ -20,9 +20,12 @@ func BenchmarkSeccompSyscall(b *testing.B) {
 	for _, call := range []string{"getpid", "read"} {
 		for _, filter := range []string{"default", "allow-all", "none"} {
 			b.Run(call+"/filter="+filter, func(b *testing.B) {
-				opts := Options{Binds: []Bind{helperBind(b)}, NoSeccomp: filter == "none"}
-				if filter == "allow-all" {
+				opts := Options{Binds: []Bind{helperBind(b)}}
+				switch filter {
+				case "allow-all":
 					opts.Seccomp = &SeccompPolicy{Default: ActAllow, Unknown: ActAllow}
+				case "none":
+					opts.Seccomp = Unconfined{}
 				}
 				s := newTest(b, opts)
 				var total float64

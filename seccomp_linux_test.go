@@ -221,7 +221,7 @@ func TestSeccompRefusesAndReports(t *testing.T) {
 	requireSandbox(t)
 	for _, inProcess := range []bool{false, true} {
 		t.Run(fmt.Sprintf("inprocess=%v", inProcess), func(t *testing.T) {
-			res := run(t, Options{Binds: []Bind{helperBind(t)}, InProcess: inProcess}, helperCmd("refused"))
+			res := run(t, Options{Binds: []Bind{helperBind(t)}, Start: inProcessIf(inProcess)}, helperCmd("refused"))
 			if !res.Success() {
 				t.Fatalf("%v\n%s", res.Err(), res.Stderr)
 			}
@@ -290,7 +290,7 @@ func TestSeccompKillOnViolation(t *testing.T) {
 	requireSandbox(t)
 	for _, inProcess := range []bool{false, true} {
 		t.Run(fmt.Sprintf("inprocess=%v", inProcess), func(t *testing.T) {
-			res := run(t, Options{Binds: []Bind{helperBind(t)}, SeccompKill: true, InProcess: inProcess}, helperCmd("violate"))
+			res := run(t, Options{Binds: []Bind{helperBind(t)}, Seccomp: killOnRefusal(DefaultSeccompPolicy(), true), Start: inProcessIf(inProcess)}, helperCmd("violate"))
 			if res.Outcome != SeccompKilled || res.Violation != "ptrace" {
 				t.Fatalf("Outcome %v, Violation %q; want seccomp kill of ptrace\n%s", res.Outcome, res.Violation, res.Stdout)
 			}
@@ -326,7 +326,7 @@ func TestSeccompNoSeccompLetsThrough(t *testing.T) {
 		t.Skip("setarch (util-linux) is not installed")
 	}
 	// personality(ADDR_NO_RANDOMIZE) is harmless and succeeds unfiltered.
-	res := run(t, Options{NoSeccomp: true}, Command("/bin/sh", "-c", "setarch -R true && echo ok"))
+	res := run(t, Options{Seccomp: Unconfined{}}, Command("/bin/sh", "-c", "setarch -R true && echo ok"))
 	if !res.Success() || string(res.Stdout) != "ok\n" || len(res.Denials) != 0 {
 		t.Errorf("unconfined setarch -R: %v %q %q %v", res.Err(), res.Stdout, res.Stderr, res.Denials)
 	}
@@ -409,8 +409,7 @@ w.on("message", (m) => { if (m !== 42) process.exit(1); require("child_process")
 			if testing.Short() && !w.short {
 				t.Skip("-short: builds the Go standard library in an empty cache (~1 min)")
 			}
-			opts := Options{TmpSize: 1 << 30, Memory: 2 << 30, CPUs: 2, Pids: 512,
-				Env: []string{"PATH=" + dir + ":/usr/local/bin:/usr/bin:/bin"}}
+			opts := Options{Limits: Limits{TmpSize: 1 << 30, Memory: 2 << 30, CPUs: 2, Pids: 512}, Env: []string{"PATH=" + dir + ":/usr/local/bin:/usr/bin:/bin"}}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			res, err := newTest(t, opts).Run(ctx, Command("/bin/sh", "-c", w.script))
@@ -446,7 +445,6 @@ func TestSeccompPolicyErrors(t *testing.T) {
 				{Names: []string{"read"}, Action: ActLog, Args: []ArgCond{{Index: 1, Op: ArgEq}}}}}}, "Options.Seccomp.Rules[2]"},
 		{"refuses execve", Options{Seccomp: &SeccompPolicy{Default: ActAllow, Unknown: ActAllow,
 			Rules: []SyscallRule{{Names: []string{"execve"}, Action: ActErrno(syscall.EPERM)}}}}, "Options.Seccomp"},
-		{"both", Options{Seccomp: DefaultSeccompPolicy(), NoSeccomp: true}, "Options.NoSeccomp"},
 		// Allowing every ioctl in front of the default would silently
 		// drop its TIOCSTI refusal: refused, naming the dead rule.
 		{"dead conditional", Options{Seccomp: &SeccompPolicy{Default: ActAllow, Unknown: ActAllow, Rules: append(

@@ -30,9 +30,9 @@ type Secret struct {
 	// or end with a space or tab (which a header loses); it may be at
 	// most MaxSecretBytes long.
 	Value string
-	// Hosts are where Value may be sent: host names in Options.Egress's
+	// Hosts are where Value may be sent: host names in Egress.Allow's
 	// syntax ("api.example.com", "*.example.com", "api.example.com:8443"),
-	// each allowed by Options.Egress on all of its ports. Address ranges
+	// each allowed by Egress.Allow on all of its ports. Address ranges
 	// are refused: the proxy's authority signs names only. A name without
 	// a port means ports 80 and 443, and on port 80 the value travels in
 	// plain HTTP: give "api.example.com:443" to send it over TLS only.
@@ -53,13 +53,13 @@ const placeholderPrefix = "sandbox-secret-"
 // first run, and a Sandbox that is not live makes a new one for a run
 // that starts when less than authorityRenew of it is left, so that no run
 // meets an expired one. A live sandbox keeps its authority for its life:
-// Options.MaxLifetime and an hour if that is longer.
+// Options.Live.MaxLifetime and an hour if that is longer.
 const (
 	authorityLifetime = 7 * 24 * time.Hour
 	authorityRenew    = 24 * time.Hour
 )
 
-// secretSet is a Sandbox's secrets: the checked Options.Secrets, and from
+// secretSet is a Sandbox's secrets: the checked Egress.Secrets, and from
 // the first run on their placeholders and the authority of its proxy.
 type secretSet struct {
 	given []Secret
@@ -73,16 +73,12 @@ type secretSet struct {
 	closed bool
 }
 
-// checkSecrets validates Options.Secrets against the allowlist and
+// checkSecrets validates Egress.Secrets against the allowlist and
 // returns the Sandbox's secret set (nil without secrets). It keeps its
 // own copy: later changes to the caller's slice do not reach it.
-func (o *Options) checkSecrets(rules *egress.Rules) (*secretSet, error) {
+func (o *resolved) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 	if len(o.Secrets) == 0 {
 		return nil, nil
-	}
-	if o.Network != NetworkAllow {
-		return nil, optionErr("Options.Secrets", fmt.Sprintf("%d secret(s)", len(o.Secrets)),
-			"need Network: NetworkAllow, whose egress proxy puts them in (Network is %s)", o.Network)
 	}
 	env := map[string]bool{}
 	for _, kv := range o.Env {
@@ -92,44 +88,44 @@ func (o *Options) checkSecrets(rules *egress.Rules) (*secretSet, error) {
 	ss := &secretSet{trust: o.TrustedCAs}
 	names := map[string]int{}
 	for i, sec := range o.Secrets {
-		field := fmt.Sprintf("Options.Secrets[%d]", i)
+		field := fmt.Sprintf("Options.Network (Egress.Secrets[%d]", i) // closed after the field
 		// The value is never quoted: errors name the secret by Name.
 		hidden := fmt.Sprintf("%d bytes", len(sec.Value))
 		bad := egress.BadValue(sec.Value)
 		switch {
 		case sec.Name == "":
-			return nil, optionErr(field+".Name", "", "is empty: name the environment variable that is to hold the placeholder")
+			return nil, optionErr(field+".Name)", "", "is empty: name the environment variable that is to hold the placeholder")
 		case !validEnvName(sec.Name):
-			return nil, optionErr(field+".Name", sec.Name, "is not a valid environment variable name: use letters, digits and _, not starting with a digit")
+			return nil, optionErr(field+".Name)", sec.Name, "is not a valid environment variable name: use letters, digits and _, not starting with a digit")
 		case len(sec.Name) > maxSecretName:
-			return nil, optionErr(field+".Name", sec.Name[:32]+"...", "is longer than %d bytes", maxSecretName)
+			return nil, optionErr(field+".Name)", sec.Name[:32]+"...", "is longer than %d bytes", maxSecretName)
 		case env[sec.Name]:
-			return nil, optionErr(field+".Name", sec.Name, "is also set by Options.Env; the secret's placeholder is to be its value: remove one")
+			return nil, optionErr(field+".Name)", sec.Name, "is also set by Options.Env; the secret's placeholder is to be its value: remove one")
 		case sec.Value == "":
-			return nil, optionErr(field+".Value", hidden, "is empty (secret %s)", sec.Name)
+			return nil, optionErr(field+".Value)", hidden, "is empty (secret %s)", sec.Name)
 		case strings.ContainsAny(sec.Value, "\r\n\x00"):
-			return nil, optionErr(field+".Value", hidden, "holds CR, LF or NUL, which cannot go in a header line (secret %s)", sec.Name)
+			return nil, optionErr(field+".Value)", hidden, "holds CR, LF or NUL, which cannot go in a header line (secret %s)", sec.Name)
 		case bad != "":
-			return nil, optionErr(field+".Value", hidden, "%s (secret %s)", bad, sec.Name)
+			return nil, optionErr(field+".Value)", hidden, "%s (secret %s)", bad, sec.Name)
 		case len(sec.Value) > MaxSecretBytes:
-			return nil, optionErr(field+".Value", hidden, "is longer than %d bytes (MaxSecretBytes; secret %s)", MaxSecretBytes, sec.Name)
+			return nil, optionErr(field+".Value)", hidden, "is longer than %d bytes (MaxSecretBytes; secret %s)", MaxSecretBytes, sec.Name)
 		case len(sec.Hosts) == 0:
-			return nil, optionErr(field+".Hosts", "", "is empty: name the hosts secret %s may be sent to", sec.Name)
+			return nil, optionErr(field+".Hosts)", "", "is empty: name the hosts secret %s may be sent to", sec.Name)
 		}
 		if j, dup := names[sec.Name]; dup {
-			return nil, optionErr(field+".Name", sec.Name, "is also the name of Options.Secrets[%d]; each secret needs a name of its own", j)
+			return nil, optionErr(field+".Name)", sec.Name, "is also the name of Egress.Secrets[%d]; each secret needs a name of its own", j)
 		}
 		names[sec.Name] = i
 		hosts, err := egress.ParseRules(sec.Hosts)
 		if err != nil {
-			oe := &OptionError{Option: field + ".Hosts", Value: strings.Join(sec.Hosts, " "), Reason: err.Error()}
+			oe := &OptionError{Option: field + ".Hosts)", Value: strings.Join(sec.Hosts, " "), Reason: err.Error()}
 			if re, ok := errors.AsType[*egress.RuleError](err); ok && re.Index >= 0 {
-				oe.Option, oe.Value, oe.Reason = fmt.Sprintf("%s.Hosts[%d]", field, re.Index), re.Entry, re.Reason
+				oe.Option, oe.Value, oe.Reason = fmt.Sprintf("%s.Hosts[%d])", field, re.Index), re.Entry, re.Reason
 			}
 			return nil, oe
 		}
 		if why := rules.Uncovered(hosts); why != "" {
-			return nil, optionErr(field+".Hosts", strings.Join(sec.Hosts, " "), "%s; a secret may be sent only to host names Options.Egress allows (secret %s)", why, sec.Name)
+			return nil, optionErr(field+".Hosts)", strings.Join(sec.Hosts, " "), "%s; a secret may be sent only to host names Egress.Allow allows (secret %s)", why, sec.Name)
 		}
 		sec.Hosts = slices.Clone(sec.Hosts)
 		ss.given = append(ss.given, sec)
@@ -166,7 +162,7 @@ func (ss *secretSet) forRun(cfg *wire.Config, cmd *Cmd, live bool, maxLifetime t
 		k, _, _ := strings.Cut(kv, "=")
 		for _, sec := range ss.given {
 			if k == sec.Name {
-				return runSecrets{}, optionErr(fmt.Sprintf("Cmd.Env[%d]", i), k, "sets %s, which holds the placeholder of a secret (Options.Secrets)", k)
+				return runSecrets{}, optionErr(fmt.Sprintf("Cmd.Env[%d]", i), k, "sets %s, which holds the placeholder of a secret (Egress.Secrets)", k)
 			}
 		}
 	}
@@ -200,7 +196,7 @@ func (ss *secretSet) forRun(cfg *wire.Config, cmd *Cmd, live bool, maxLifetime t
 		}
 		auth, err := egress.NewAuthority(ss.made, lifetime)
 		if err != nil {
-			return runSecrets{}, fmt.Errorf("sandbox: the egress proxy's certificate authority for Options.Secrets: %w", err)
+			return runSecrets{}, fmt.Errorf("sandbox: the egress proxy's certificate authority for Egress.Secrets: %w", err)
 		}
 		ss.auth = auth
 	}
@@ -210,7 +206,7 @@ func (ss *secretSet) forRun(cfg *wire.Config, cmd *Cmd, live bool, maxLifetime t
 	}
 	cfg.Program.Env = env
 	trust := slices.Clip(cfg.Spec.TrustedCAs)
-	trust = append(trust, "# the egress proxy's authority for Options.Secrets\n"...)
+	trust = append(trust, "# the egress proxy's authority for Egress.Secrets\n"...)
 	cfg.Spec.TrustedCAs = append(trust, ss.auth.CertificatePEM()...)
 	return runSecrets{secrets: ss.made, auth: ss.auth, roots: ss.roots}, nil
 }

@@ -126,7 +126,7 @@ func secretEcho(t *testing.T, cert *tls.Certificate, seen *echoSeen) string {
 	return port
 }
 
-// secretSetup is a NetworkAllow setup with two secrets: API_KEY bound to
+// secretSetup is an *Egress setup with two secrets: API_KEY bound to
 // api.secret.test's plain and TLS servers, SECOND_KEY to
 // second.secret.test's; other.test is an allowed host no secret is bound
 // to, plain and over TLS.
@@ -156,16 +156,13 @@ func newSecretSetup(t *testing.T) *secretSetup {
 	ss.secondTLSURL = "https://second.secret.test:" + ss.tls2 + "/"
 	ss.otherPlainURL = "http://other.test:" + ss.other + "/"
 	ss.opts = Options{
-		Network: NetworkAllow,
-		Egress: []string{"api.secret.test:" + ss.plain, "api.secret.test:" + ss.tls, "second.secret.test:" + ss.tls2,
-			"other.test:" + ss.other, "other.test:" + ss.otherTLS, "127.0.0.2:1-65535"},
-		EgressResolver: &fakeResolver{addrs: map[string][]string{
-			"api.secret.test": {"127.0.0.2"}, "second.secret.test": {"127.0.0.2"}, "other.test": {"127.0.0.2"}}},
-		TrustedCAs: ss.ca.pem,
-		Secrets: []Secret{
+		Network: &Egress{Allow: []string{"api.secret.test:" + ss.plain, "api.secret.test:" + ss.tls, "second.secret.test:" + ss.tls2,
+			"other.test:" + ss.other, "other.test:" + ss.otherTLS, "127.0.0.2:1-65535"}, Resolver: &fakeResolver{addrs: map[string][]string{
+			"api.secret.test": {"127.0.0.2"}, "second.secret.test": {"127.0.0.2"}, "other.test": {"127.0.0.2"}}}, Secrets: []Secret{
 			{Name: "API_KEY", Value: ss.value, Hosts: []string{"api.secret.test:" + ss.plain, "api.secret.test:" + ss.tls}},
 			{Name: "SECOND_KEY", Value: ss.second, Hosts: []string{"second.secret.test:" + ss.tls2}},
-		},
+		}},
+		TrustedCAs: ss.ca.pem,
 	}
 	return ss
 }
@@ -525,7 +522,7 @@ func TestSecretLive(t *testing.T) {
 	}
 	ss := newSecretSetup(t)
 	opts := ss.opts
-	opts.Live = true
+	opts.Live = &Live{}
 	serving := proxiesServing()
 	s := newTest(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -572,41 +569,40 @@ func proxiesServing() int {
 
 func TestSecretOptionsRefused(t *testing.T) {
 	const value = "hunter2-the-value"
-	base := func(mod func(o *Options)) Options {
-		o := Options{Network: NetworkAllow, Egress: []string{"api.example.com", "*.example.org:443"},
-			Secrets: []Secret{{Name: "API_KEY", Value: value, Hosts: []string{"api.example.com"}}}}
-		mod(&o)
+	base := func(mod func(o *Options, e *Egress)) Options {
+		e := &Egress{Allow: []string{"api.example.com", "*.example.org:443"}, Secrets: []Secret{{Name: "API_KEY", Value: value, Hosts: []string{"api.example.com"}}}}
+		o := Options{Network: e}
+		mod(&o, e)
 		return o
 	}
 	for _, tc := range []struct {
 		name, option string
-		mod          func(o *Options)
+		mod          func(o *Options, e *Egress)
 	}{
-		{"no network", "Options.Secrets", func(o *Options) { o.Network, o.Egress = NetworkNone, nil }},
-		{"empty name", "Options.Secrets[0].Name", func(o *Options) { o.Secrets[0].Name = "" }},
-		{"bad name", "Options.Secrets[0].Name", func(o *Options) { o.Secrets[0].Name = "API-KEY" }},
-		{"digit first", "Options.Secrets[0].Name", func(o *Options) { o.Secrets[0].Name = "1KEY" }},
-		{"clashes with Env", "Options.Secrets[0].Name", func(o *Options) { o.Env = []string{"API_KEY=x"} }},
-		{"empty value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = "" }},
-		{"CR in value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\r" }},
-		{"LF in value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\nX: y" }},
+		{"empty name", "Options.Network (Egress.Secrets[0].Name)", func(o *Options, e *Egress) { e.Secrets[0].Name = "" }},
+		{"bad name", "Options.Network (Egress.Secrets[0].Name)", func(o *Options, e *Egress) { e.Secrets[0].Name = "API-KEY" }},
+		{"digit first", "Options.Network (Egress.Secrets[0].Name)", func(o *Options, e *Egress) { e.Secrets[0].Name = "1KEY" }},
+		{"clashes with Env", "Options.Network (Egress.Secrets[0].Name)", func(o *Options, e *Egress) { o.Env = []string{"API_KEY=x"} }},
+		{"empty value", "Options.Network (Egress.Secrets[0].Value)", func(o *Options, e *Egress) { e.Secrets[0].Value = "" }},
+		{"CR in value", "Options.Network (Egress.Secrets[0].Value)", func(o *Options, e *Egress) { e.Secrets[0].Value = value + "\r" }},
+		{"LF in value", "Options.Network (Egress.Secrets[0].Value)", func(o *Options, e *Egress) { e.Secrets[0].Value = value + "\nX: y" }},
 		// A header loses these: the server would get, and could echo,
 		// a shorter value than the one scrubbed.
-		{"leading space", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = " " + value }},
-		{"trailing tab", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\t" }},
-		{"control character", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\x01x" }},
-		{"DEL", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = value + "\x7fx" }},
-		{"long value", "Options.Secrets[0].Value", func(o *Options) { o.Secrets[0].Value = strings.Repeat(value, 1000) }},
-		{"no hosts", "Options.Secrets[0].Hosts", func(o *Options) { o.Secrets[0].Hosts = nil }},
-		{"bad host", "Options.Secrets[0].Hosts[1]", func(o *Options) { o.Secrets[0].Hosts = append(o.Secrets[0].Hosts, "a:0") }},
-		{"host not allowed", "Options.Secrets[0].Hosts", func(o *Options) { o.Secrets[0].Hosts = []string{"api.example.net"} }},
-		{"port not allowed", "Options.Secrets[0].Hosts", func(o *Options) { o.Secrets[0].Hosts = []string{"api.example.com:8443"} }},
-		{"wider wildcard", "Options.Secrets[0].Hosts", func(o *Options) { o.Secrets[0].Hosts = []string{"*.example.com"} }},
-		{"address", "Options.Secrets[0].Hosts", func(o *Options) {
-			o.Egress = append(o.Egress, "10.0.0.0/8")
-			o.Secrets[0].Hosts = []string{"10.1.2.3"}
+		{"leading space", "Options.Network (Egress.Secrets[0].Value)", func(o *Options, e *Egress) { e.Secrets[0].Value = " " + value }},
+		{"trailing tab", "Options.Network (Egress.Secrets[0].Value)", func(o *Options, e *Egress) { e.Secrets[0].Value = value + "\t" }},
+		{"control character", "Options.Network (Egress.Secrets[0].Value)", func(o *Options, e *Egress) { e.Secrets[0].Value = value + "\x01x" }},
+		{"DEL", "Options.Network (Egress.Secrets[0].Value)", func(o *Options, e *Egress) { e.Secrets[0].Value = value + "\x7fx" }},
+		{"long value", "Options.Network (Egress.Secrets[0].Value)", func(o *Options, e *Egress) { e.Secrets[0].Value = strings.Repeat(value, 1000) }},
+		{"no hosts", "Options.Network (Egress.Secrets[0].Hosts)", func(o *Options, e *Egress) { e.Secrets[0].Hosts = nil }},
+		{"bad host", "Options.Network (Egress.Secrets[0].Hosts[1])", func(o *Options, e *Egress) { e.Secrets[0].Hosts = append(e.Secrets[0].Hosts, "a:0") }},
+		{"host not allowed", "Options.Network (Egress.Secrets[0].Hosts)", func(o *Options, e *Egress) { e.Secrets[0].Hosts = []string{"api.example.net"} }},
+		{"port not allowed", "Options.Network (Egress.Secrets[0].Hosts)", func(o *Options, e *Egress) { e.Secrets[0].Hosts = []string{"api.example.com:8443"} }},
+		{"wider wildcard", "Options.Network (Egress.Secrets[0].Hosts)", func(o *Options, e *Egress) { e.Secrets[0].Hosts = []string{"*.example.com"} }},
+		{"address", "Options.Network (Egress.Secrets[0].Hosts)", func(o *Options, e *Egress) {
+			e.Allow = append(e.Allow, "10.0.0.0/8")
+			e.Secrets[0].Hosts = []string{"10.1.2.3"}
 		}},
-		{"duplicate", "Options.Secrets[1].Name", func(o *Options) { o.Secrets = append(o.Secrets, o.Secrets[0]) }},
+		{"duplicate", "Options.Network (Egress.Secrets[1].Name)", func(o *Options, e *Egress) { e.Secrets = append(e.Secrets, e.Secrets[0]) }},
 	} {
 		err := New(base(tc.mod)).Err()
 		oe, ok := errors.AsType[*OptionError](err)
@@ -621,17 +617,17 @@ func TestSecretOptionsRefused(t *testing.T) {
 	}
 	// What a header field carries as it is is allowed.
 	for _, v := range []string{"a\tb", `"q\`, "\xff\xfe", "id:pass word"} {
-		if err := New(base(func(o *Options) { o.Secrets[0].Value = v })).Err(); err != nil {
+		if err := New(base(func(o *Options, e *Egress) { e.Secrets[0].Value = v })).Err(); err != nil {
 			t.Errorf("value %q: %v", v, err)
 		}
 	}
 	for name, hosts := range map[string][]string{"exact": {"api.example.com:80"}, "under a wildcard": {"x.example.org:443", "*.y.example.org:443"}} {
-		if err := New(base(func(o *Options) { o.Secrets[0].Hosts = hosts })).Err(); err != nil {
+		if err := New(base(func(o *Options, e *Egress) { e.Secrets[0].Hosts = hosts })).Err(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	// Cmd.Env may not set a secret's variable.
-	s := New(base(func(o *Options) {}))
+	s := New(base(func(o *Options, e *Egress) {}))
 	defer s.Close()
 	cmd := Command("/bin/true")
 	cmd.Env = []string{"API_KEY=mine"}
@@ -644,19 +640,19 @@ func TestSecretOptionsRefused(t *testing.T) {
 // Sandbox; a Sandbox that is not live makes a new authority for a run
 // when its own has less than a day left, while a live one keeps its own.
 func TestSecretAuthorityRenewed(t *testing.T) {
-	o := Options{Network: NetworkAllow, Egress: []string{"api.example.com"},
-		Secrets: []Secret{{Name: "API_KEY", Value: "v", Hosts: []string{"api.example.com"}}}}
-	rules, err := o.checkNetwork()
+	o := Options{Network: &Egress{Allow: []string{"api.example.com"}, Secrets: []Secret{{Name: "API_KEY", Value: "v", Hosts: []string{"api.example.com"}}}}}
+	r := resolve(o)
+	rules, err := r.checkNetwork()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := o.checkSecrets(rules)
+	ss, err := r.checkSecrets(rules)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runOnce := func(live bool) runSecrets {
 		t.Helper()
-		rs, err := ss.forRun(o.config(Command("true"), nil), Command("true"), live, 0)
+		rs, err := ss.forRun(r.config(Command("true"), nil, newRootView(&r, "", nil)), Command("true"), live, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -718,7 +714,7 @@ func TestSecretNotInAuditTrail(t *testing.T) {
 	ss := newSecretSetup(t)
 	var trail lockedBuffer
 	opts := ss.opts
-	opts.Audit = slog.NewJSONHandler(&trail, nil)
+	opts.Audit = &Audit{Handler: slog.NewJSONHandler(&trail, nil)}
 	s := newTest(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -784,14 +780,16 @@ func TestSecretHostileServer(t *testing.T) {
 	requirePrograms(t, "python3")
 	ss := newSecretSetup(t)
 	opts := ss.opts
-	hosts := opts.Secrets[0].Hosts
+	e := *opts.Network.(*Egress)
+	hosts := e.Secrets[0].Hosts
 	account := ss.value[:20] // "sk-live-" and 12 hex digits: API_KEY's value begins with it
 	rest := ss.value[20:]
 	awkward := `sk-"quoted\back` + "\tslash\xff\xfe-" + hex.EncodeToString([]byte(rest))
-	opts.Secrets = append([]Secret{{Name: "ACCOUNT", Value: account, Hosts: hosts}}, opts.Secrets...)
-	opts.Secrets = append(opts.Secrets, Secret{Name: "AWKWARD", Value: awkward, Hosts: hosts})
+	e.Secrets = append([]Secret{{Name: "ACCOUNT", Value: account, Hosts: hosts}}, e.Secrets...)
+	e.Secrets = append(e.Secrets, Secret{Name: "AWKWARD", Value: awkward, Hosts: hosts})
+	opts.Network = &e
 	var trail lockedBuffer
-	opts.Audit = slog.NewJSONHandler(&trail, nil)
+	opts.Audit = &Audit{Handler: slog.NewJSONHandler(&trail, nil)}
 	s := newTest(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -44,17 +44,18 @@ func benchSession(b *testing.B, flat, seeded bool) *Sandbox {
 	uid, gid := (&Options{}).HostIDs()
 	os.Chown(tree, uid, gid) // New refuses a Workspace its sandbox cannot write
 	benchWorkspace(b, tree)
-	o := Options{WorkspaceSize: 1 << 30}
+	ws := SessionWorkspace{Size: 1 << 30}
 	if seeded {
-		o.WorkspaceFrom = tree
+		ws.From = tree
 	}
+	o := Options{Workspace: ws}
 	s := newTest(b, o)
 	if flat {
 		keepFlat(s)
 	}
 	if !seeded {
 		// Through a tar, as a caller would put a tree in.
-		src := New(Options{Workspace: tree})
+		src := New(Options{Workspace: HostWorkspace{Dir: tree}})
 		var buf bytes.Buffer
 		err := src.WriteTar(&buf, ".")
 		src.Close()
@@ -142,7 +143,7 @@ func BenchmarkRunSession(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		o    Options
-	}{{"session", Options{}}, {"fresh", Options{FreshWorkspace: true}}} {
+	}{{"session", Options{}}, {"fresh", Options{Workspace: FreshWorkspace{}}}} {
 		b.Run(c.name, func(b *testing.B) {
 			s := newTest(b, c.o)
 			defer s.Close()

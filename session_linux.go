@@ -68,12 +68,12 @@ func (ss *session) logTo(log *slog.Logger) {
 
 // kept says whether the session's workspace lives in a keeper: neither a
 // host directory nor a fresh tmpfs per Run.
-func (o *Options) kept() bool { return o.Workspace == "" && !o.FreshWorkspace }
+func (o *resolved) kept() bool { return o.Workspace == "" && !o.FreshWorkspace }
 
 // fileOwner is the host uid/gid that files the caller creates are given:
 // the runs' host ids, so the program can change them; -1 where the
 // caller's own ids are those already.
-func (o *Options) fileOwner() (int, int) {
+func (o *resolved) fileOwner() (int, int) {
 	if os.Geteuid() != 0 {
 		return -1, -1
 	}
@@ -81,7 +81,7 @@ func (o *Options) fileOwner() (int, int) {
 }
 
 // keeper returns the session's keeper, starting it the first time.
-func (ss *session) keeper(o *Options) (*keeperClient, error) {
+func (ss *session) keeper(o *resolved) (*keeperClient, error) {
 	ss.start.Lock()
 	defer ss.start.Unlock()
 	if ss.kc == nil && ss.startErr == nil {
@@ -94,7 +94,7 @@ func (ss *session) keeper(o *Options) (*keeperClient, error) {
 
 // forRun read-locks the session for one Run and returns the mount the
 // Run's /workspace is to be (nil: the init makes its own), the release
-// to call when the Run is over and, with Options.TrackChanges, what lists
+// to call when the Run is over and, with SessionWorkspace.TrackChanges, what lists
 // the Run's changes before the release (else nil).
 func (s *Sandbox) forRun() (*os.File, func(), func() ([]Change, int), error) {
 	ss := s.ws
@@ -110,10 +110,10 @@ func (s *Sandbox) forRun() (*os.File, func(), func() ([]Change, int), error) {
 	}
 	var list func() ([]Change, int)
 	forget := func() {}
-	if s.opts.TrackChanges && s.opts.kept() {
+	if s.cfg.TrackChanges && s.cfg.kept() {
 		// The program has not started: the record is the workspace
 		// as the Run finds it. sessionMount started the keeper.
-		kc, _ := ss.keeper(&s.opts)
+		kc, _ := ss.keeper(&s.cfg)
 		list, forget = s.runChanges(kc)
 	}
 	return f, func() {
@@ -128,10 +128,10 @@ func (s *Sandbox) forRun() (*os.File, func(), func() ([]Change, int), error) {
 // caller holds the session's read lock.
 func (s *Sandbox) sessionMount() (*os.File, func(), error) {
 	ss := s.ws
-	if !s.opts.kept() {
+	if !s.cfg.kept() {
 		return nil, func() {}, nil
 	}
-	kc, err := ss.keeper(&s.opts)
+	kc, err := ss.keeper(&s.cfg)
 	var f *os.File
 	if err == nil {
 		if f = ss.takeSpare(kc); f == nil {
@@ -222,22 +222,22 @@ func (s *Sandbox) files(op string) (*workspace.Root, func(), error) {
 	if ss.closed {
 		return fail(ErrClosed)
 	}
-	if s.opts.FreshWorkspace {
-		return fail(optionErr("Options.FreshWorkspace", "true", "each Run has a workspace of its own, gone when it ends; there is none to %s", op))
+	if s.cfg.FreshWorkspace {
+		return fail(optionErr("Options.Workspace (FreshWorkspace)", "set", "each Run has a workspace of its own, gone when it ends; there is none to %s", op))
 	}
 	var kc *keeperClient
-	if s.opts.kept() {
+	if s.cfg.kept() {
 		var err error
-		if kc, err = ss.keeper(&s.opts); err != nil {
+		if kc, err = ss.keeper(&s.cfg); err != nil {
 			return fail(err)
 		}
 	}
 	ss.start.Lock()
 	defer ss.start.Unlock()
 	if ss.root == nil {
-		uid, gid := s.opts.fileOwner()
+		uid, gid := s.cfg.fileOwner()
 		if kc == nil {
-			r, err := workspace.Open(s.opts.Workspace, uid, gid)
+			r, err := workspace.Open(s.cfg.Workspace, uid, gid)
 			if err != nil {
 				return fail(err)
 			}
@@ -256,7 +256,7 @@ func (s *Sandbox) files(op string) (*workspace.Root, func(), error) {
 			ss.root = workspace.FromFD(fd, DefaultDir, uid, gid)
 			// All layers together hold at most the cap; WriteTar writes
 			// no more file content than that.
-			ss.root.SetSize(orDefault(s.opts.WorkspaceSize, DefaultWorkspaceSize))
+			ss.root.SetSize(orDefault(s.cfg.WorkspaceSize, DefaultWorkspaceSize))
 		}
 	}
 	return ss.root, ss.mu.RUnlock, nil
@@ -275,13 +275,13 @@ func (s *Sandbox) reshape(op string, fn func(kc *keeperClient) error) error {
 		return fmt.Errorf("sandbox: %s: %w", op, ErrClosed)
 	}
 	switch {
-	case s.opts.FreshWorkspace:
-		return fmt.Errorf("sandbox: %s: %w", op, optionErr("Options.FreshWorkspace", "true", "each Run has a workspace of its own; there is none to %s", op))
-	case s.opts.Workspace != "":
-		return fmt.Errorf("sandbox: %s: %w", op, &UnsupportedError{Feature: op, Reason: "the workspace is the host directory Options.Workspace " + s.opts.Workspace,
-			Hint: "leave Options.Workspace empty for a session workspace (seed it with Options.WorkspaceFrom)"})
+	case s.cfg.FreshWorkspace:
+		return fmt.Errorf("sandbox: %s: %w", op, optionErr("Options.Workspace (FreshWorkspace)", "set", "each Run has a workspace of its own; there is none to %s", op))
+	case s.cfg.Workspace != "":
+		return fmt.Errorf("sandbox: %s: %w", op, &UnsupportedError{Feature: op, Reason: "the workspace is the host directory " + s.cfg.Workspace + " (Options.Workspace, a HostWorkspace)",
+			Hint: "leave Options.Workspace nil for a session workspace (seed it with SessionWorkspace.From)"})
 	}
-	kc, err := ss.keeper(&s.opts)
+	kc, err := ss.keeper(&s.cfg)
 	if err != nil {
 		return fmt.Errorf("sandbox: %s: %w", op, err)
 	}
@@ -304,7 +304,7 @@ func (s *Sandbox) reshape(op string, fn func(kc *keeperClient) error) error {
 // Snapshot keeps the workspace's content as it is now. With the default
 // session workspace it copies nothing: the current changes become a
 // read-only layer and new changes go to a fresh one. Snapshots count
-// towards Options.WorkspaceSize while the workspace stands on them.
+// towards SessionWorkspace.Size while the workspace stands on them.
 func (s *Sandbox) Snapshot() (*Snapshot, error) {
 	var snap *Snapshot
 	err := s.reshape("snapshot", func(kc *keeperClient) error {
@@ -330,7 +330,7 @@ func (s *Sandbox) Restore(snap *Snapshot) error {
 }
 
 // Reset returns the workspace to its initial content: empty, or a copy of
-// Options.WorkspaceFrom as it was when the session began.
+// SessionWorkspace.From as it was when the session began.
 func (s *Sandbox) Reset() error {
 	return s.reshape("reset", func(kc *keeperClient) error {
 		_, _, err := kc.call(wire.KeeperRequest{Op: wire.KeeperRestore, ID: 0})
@@ -485,7 +485,7 @@ func (s *Sandbox) RemoveAll(name string) error {
 // descriptors at once at any depth, memory for one path and a frame per
 // level, writes no entry name longer than MaxTarPath (a longer
 // one stops it with an error matching syscall.ENAMETOOLONG) and no more
-// file content than Options.WorkspaceSize (a session workspace; a host
+// file content than SessionWorkspace.Size (a session workspace; a host
 // Options.Workspace: its file system's size).
 func (s *Sandbox) WriteTar(w io.Writer, dir string) error {
 	return s.withFiles("write tar", dir, func(r *workspace.Root, rel string) error { return r.WriteTar(w, rel) })
@@ -501,7 +501,7 @@ func (s *Sandbox) WriteTar(w io.Writer, dir string) error {
 // It runs in the caller's process, and what it costs is bounded by the
 // length of r and the workspace's size, whatever sizes the stream
 // declares: a file entry is checked before its content is read, and one
-// that would take the stream's files past Options.WorkspaceSize (a host
+// that would take the stream's files past SessionWorkspace.Size (a host
 // Options.Workspace: its file system's size) is refused with an error
 // matching syscall.EFBIG that names the entry, its size and the limit.
 // A sparse entry's holes count at their full size, since archive/tar

@@ -204,7 +204,7 @@ func TestSessionTurns(t *testing.T) {
 
 func TestSessionReset(t *testing.T) {
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
-		s := newSession(Options{WorkspaceFrom: seedDir(t)})
+		s := newSession(Options{Workspace: SessionWorkspace{From: seedDir(t)}})
 		initial := listing(t, s)
 		if !strings.Contains(initial, `secret.key 0 600 "k"`) || !strings.Contains(initial, `main 2 777 "" "src/main.py"`) {
 			t.Fatalf("the seed did not arrive with its modes:\n%s", initial)
@@ -289,7 +289,7 @@ func TestSessionSnapshotRestore(t *testing.T) {
 
 func TestSessionSizeCap(t *testing.T) {
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
-		s := newSession(Options{WorkspaceSize: 8 << 20})
+		s := newSession(Options{Workspace: SessionWorkspace{Size: 8 << 20}})
 		// write reports whether a 3 MiB file could be written whole. A
 		// failed one is left shorter; the tools' messages differ
 		// (coreutils says ENOSPC, BusyBox "I/O error"), sizes do not.
@@ -548,7 +548,7 @@ func TestSessionCloseLeavesNothing(t *testing.T) {
 		before := takeSnapshot(t)
 		fdsBefore := openFds()
 		keepers := len(ownProcesses("sandbox-workspace"))
-		s := newSession(Options{WorkspaceFrom: seedDir(t)})
+		s := newSession(Options{Workspace: SessionWorkspace{From: seedDir(t)}})
 		turn(t, s, "head -c 1048576 /dev/zero > big; mkdir -p d && echo x > d/f")
 		if _, err := s.Snapshot(); err != nil {
 			t.Fatal(err)
@@ -592,7 +592,7 @@ func TestSessionWorkspaceKinds(t *testing.T) {
 	dir := sharedTempDir(t)
 	uid, gid := (&Options{}).HostIDs()
 	os.Chown(dir, uid, gid)
-	host := newTest(t, Options{Workspace: dir})
+	host := newTest(t, Options{Workspace: HostWorkspace{Dir: dir}})
 	defer host.Close()
 	turn(t, host, "echo one > f")
 	if err := host.WriteFile("g", []byte("two\n"), 0o644); err != nil {
@@ -612,13 +612,13 @@ func TestSessionWorkspaceKinds(t *testing.T) {
 		t.Errorf("Close changed the host workspace: %d entries", len(es))
 	}
 
-	fresh := newTest(t, Options{FreshWorkspace: true})
+	fresh := newTest(t, Options{Workspace: FreshWorkspace{}})
 	defer fresh.Close()
 	turn(t, fresh, "echo one > f")
 	if out := turn(t, fresh, "ls /workspace"); out != "" {
 		t.Errorf("a fresh workspace held %q", out)
 	}
-	if err := fresh.WriteFile("f", nil, 0o644); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.FreshWorkspace") {
+	if err := fresh.WriteFile("f", nil, 0o644); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "Options.Workspace (FreshWorkspace)") {
 		t.Errorf("WriteFile with FreshWorkspace = %v", err)
 	}
 	if _, err := fresh.Snapshot(); !errors.Is(err, ErrInvalidOption) {
@@ -632,11 +632,8 @@ func TestSessionWorkspaceKinds(t *testing.T) {
 		o      Options
 		option string
 	}{
-		{Options{WorkspaceFrom: "rel/dir"}, "Options.WorkspaceFrom"},
-		{Options{WorkspaceFrom: "/nonexistent/dir"}, "Options.WorkspaceFrom"},
-		{Options{Workspace: dir, WorkspaceFrom: dir}, "Options.WorkspaceFrom"},
-		{Options{Workspace: dir, FreshWorkspace: true}, "Options.FreshWorkspace"},
-		{Options{FreshWorkspace: true, WorkspaceFrom: dir}, "Options.WorkspaceFrom"},
+		{Options{Workspace: SessionWorkspace{From: "rel/dir"}}, "Options.Workspace (SessionWorkspace.From)"},
+		{Options{Workspace: SessionWorkspace{From: "/nonexistent/dir"}}, "Options.Workspace (SessionWorkspace.From)"},
 	} {
 		err := New(c.o).Err()
 		var oe *OptionError
@@ -754,7 +751,7 @@ func TestRemoveAllRoot(t *testing.T) {
 	for _, c := range []struct {
 		kind string
 		opts Options
-	}{{"session", Options{}}, {"host", Options{Workspace: dir}}} {
+	}{{"session", Options{}}, {"host", Options{Workspace: HostWorkspace{Dir: dir}}}} {
 		t.Run(c.kind, func(t *testing.T) {
 			s := newTest(t, c.opts)
 			fill := func() {

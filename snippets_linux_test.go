@@ -16,7 +16,7 @@ import (
 // The TestSnippet tests check the library through sandboxtest, as a user's
 // tests would. Best-effort limits let them run where no cgroup can hold the
 // limits; the limit tests cover those.
-var snippetOpts = sandbox.Options{LimitPolicy: sandbox.BestEffortLimits}
+var snippetOpts = sandbox.Options{Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}}
 
 // TestSnippetIdentity: a shell sees itself as uid 1000, as pid 1 of its own
 // PID namespace, and cannot write the host's /usr.

@@ -34,7 +34,7 @@ func spawnerKills(t *testing.T) int {
 var spawnerModes = []struct {
 	name string
 	opts Options
-}{{"cold", Options{}}, {"pool", Options{Pool: 2}}}
+}{{"cold", Options{}}, {"pool", Options{Start: Pool{Size: 2}}}}
 
 // daemonScript starts a daemon that ignores the usual signals (a double
 // fork into a new session: sh, then setsid sh, then a sleep left to pid 1)
@@ -200,7 +200,7 @@ func TestSpawnerKilledBetweenRuns(t *testing.T) {
 						t.Fatalf("round %d: spawner %d served the run after %d was killed, want a new live one", round, p, old.pid)
 					}
 					requireSpawnerGone(t, old)
-					if mode.opts.Pool > 0 && !waitFor(func() bool {
+					if poolSize(mode.opts) > 0 && !waitFor(func() bool {
 						res, err := s.Run(context.Background(), Command("true"))
 						return err == nil && res.Pooled
 					}) {

@@ -65,7 +65,7 @@ print("got", input())
 // terminal's output is captured under OutputLimit.
 func TestTerminalDefaultSizeAndCap(t *testing.T) {
 	requireSandbox(t)
-	s := newColdTest(t, Options{OutputLimit: 4096})
+	s := newColdTest(t, Options{Limits: Limits{Output: 4096}})
 	c := Command("sh", "-c", "stty size; head -c 100000 /dev/zero | tr '\\0' x")
 	c.Terminal = &Terminal{}
 	res, err := s.Run(context.Background(), c)
@@ -211,7 +211,7 @@ func TestHostileTerminal(t *testing.T) {
 // Terminal starts cold and leaves the pool to the runs without one.
 func TestTerminalPooledRunsCold(t *testing.T) {
 	requireSandbox(t)
-	s := newTest(t, Options{Pool: 1})
+	s := newTest(t, Options{Start: Pool{Size: 1}})
 	if err := s.fillPool(); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestTerminalLeavesNoFds(t *testing.T) {
 	for _, inProcess := range []bool{false, true} {
 		// FreshWorkspace: a session's workspace mount, fetched ahead
 		// for its next Run, would count.
-		s := newColdTest(t, Options{InProcess: inProcess, FreshWorkspace: true})
+		s := newColdTest(t, Options{Start: inProcessIf(inProcess), Workspace: FreshWorkspace{}})
 		run := func(name string) {
 			c := Command(name)
 			c.Terminal = &Terminal{}

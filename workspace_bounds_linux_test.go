@@ -72,7 +72,7 @@ func TestWorkspaceHostOpsBounded(t *testing.T) {
 	requireSandbox(t)
 	requirePrograms(t, "python3")
 	// Room for 33,000 directories (a tmpfs inode per 4 KiB).
-	s := newTest(t, Options{WorkspaceSize: 256 << 20})
+	s := newTest(t, Options{Workspace: SessionWorkspace{Size: 256 << 20}})
 	const links, sparse, deep, chain = 2000, 200, 3000, 30000
 	res, err := s.Run(context.Background(), Command("/usr/bin/python3", "-c", fmt.Sprintf(`
 import os
@@ -151,7 +151,7 @@ for i in range(%d): os.mkdir("d"); os.chdir("d")
 func TestSnapshotLayersCap(t *testing.T) {
 	layouts(t, func(t *testing.T, newSession func(Options) *Sandbox) {
 		const size = 256 << 10
-		s := newSession(Options{WorkspaceSize: size})
+		s := newSession(Options{Workspace: SessionWorkspace{Size: size}})
 		turn(t, s, "head -c 262144 /dev/zero > fill 2>/dev/null; true")
 		fits := 0
 		var script bytes.Buffer
@@ -196,7 +196,7 @@ func TestExtractTarBounded(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot make a sparse file of 100 GiB in %s to tar: %v", dir, err)
 	}
-	src := newTest(t, Options{Workspace: dir})
+	src := newTest(t, Options{Workspace: HostWorkspace{Dir: dir}})
 	var tarball bytes.Buffer
 	if err := src.WriteTar(&tarball, "."); err != nil {
 		t.Fatal(err)

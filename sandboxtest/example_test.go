@@ -26,7 +26,7 @@ func ExampleNew() {
 	runAsTest(func(t testing.TB) {
 		// Best-effort limits let it run where no cgroup can hold them;
 		// a test of limits would leave the default.
-		sb := sandboxtest.New(t, sandbox.Options{LimitPolicy: sandbox.BestEffortLimits})
+		sb := sandboxtest.New(t, sandbox.Options{Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}})
 
 		// The workspace is a directory of the test's, /workspace inside.
 		if err := os.WriteFile(filepath.Join(sb.Dir(), "in.txt"), []byte("hello\n"), 0o644); err != nil {
@@ -48,7 +48,7 @@ func ExampleNew() {
 // head and tail of its output.
 func ExampleResult_ExpectSuccess() {
 	runAsTest(func(t testing.TB) {
-		sb := sandboxtest.New(t, sandbox.Options{LimitPolicy: sandbox.BestEffortLimits})
+		sb := sandboxtest.New(t, sandbox.Options{Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}})
 		sb.Shell("echo partial; echo 'config.json: no such file' >&2; exit 2").ExpectSuccess()
 	})
 	// Output:

@@ -71,8 +71,8 @@ func newSandbox(tb testing.TB, opts sandbox.Options, probe func() (*sandbox.Prob
 		tb.Skip(why)
 		return nil
 	}
-	if opts.Workspace != "" {
-		tb.Fatalf("sandboxtest: Options.Workspace %q: New sets it to a directory of the test's own; leave it empty", opts.Workspace)
+	if opts.Workspace != nil {
+		tb.Fatalf("sandboxtest: Options.Workspace %#v: New sets it to a directory of the test's own; leave it nil", opts.Workspace)
 		return nil
 	}
 	uid, gid := opts.HostIDs()
@@ -81,7 +81,7 @@ func newSandbox(tb testing.TB, opts sandbox.Options, probe func() (*sandbox.Prob
 		tb.Fatalf("sandboxtest: %v", err)
 		return nil
 	}
-	opts.Workspace = dir
+	opts.Workspace = sandbox.HostWorkspace{Dir: dir}
 	sb := sandbox.New(opts)
 	if err := sb.Err(); err != nil {
 		tb.Fatalf("sandboxtest: %v", err)
@@ -118,7 +118,7 @@ func (s *Sandbox) Shell(script string) *Result {
 }
 
 // Python runs code with python3 -c, and skips the test when the sandbox
-// has no python3 (it sees the host's /usr, or Options.Rootfs).
+// has no python3 (it sees the host's /usr, or Options.Root).
 func (s *Sandbox) Python(code string) *Result {
 	s.tb.Helper()
 	r, err := s.start(s.sb, sandbox.Command("python3", "-c", code))

@@ -18,7 +18,7 @@ import (
 // anywhere lets the tests run where no cgroup can hold the limits (an
 // unprivileged user on a cgroup v1 host), with rlimits standing in;
 // TestDefaultOptionsUseACgroup covers the default.
-var anywhere = sandbox.Options{LimitPolicy: sandbox.BestEffortLimits}
+var anywhere = sandbox.Options{Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}}
 
 // requireSandbox skips the test the way sandboxtest.New would, for tests
 // whose sandboxes are made with a recorder, which would record the skip
@@ -175,10 +175,10 @@ func TestSetupErrorFails(t *testing.T) {
 		}
 	}
 	record(t, func(tb testing.TB) {
-		sandboxtest.New(tb, sandbox.Options{Workspace: "/tmp", LimitPolicy: sandbox.BestEffortLimits})
-	}).wantFailure(t, "Options.Workspace", "leave it empty")
+		sandboxtest.New(tb, sandbox.Options{Workspace: sandbox.HostWorkspace{Dir: "/tmp"}, Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}})
+	}).wantFailure(t, "Options.Workspace", "leave it nil")
 	record(t, func(tb testing.TB) {
-		sandboxtest.New(tb, sandbox.Options{Hostname: "a/b", LimitPolicy: sandbox.BestEffortLimits})
+		sandboxtest.New(tb, sandbox.Options{Hostname: "a/b", Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}})
 	}).wantFailure(t, "Options.Hostname")
 }
 
@@ -279,7 +279,7 @@ func TestSkipWhenRunNotSupported(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, anywhere)
 	refused := &sandbox.UnsupportedError{Feature: "cgroup limits", Reason: "no cgroup here", Err: sandbox.ErrNoCgroup,
-		Hint: "set Options.LimitPolicy = BestEffortLimits"}
+		Hint: "set Options.Limits.Policy = BestEffortLimits"}
 	for _, tc := range []struct {
 		name string
 		err  error

@@ -27,11 +27,11 @@ func skipReason(r *sandbox.ProbeReport, opts sandbox.Options) string {
 	// Run with EnforceLimits needs the cgroup layer, which the probe
 	// checks for the caller's own cgroup; a CgroupParent is left to Run,
 	// which skips through ErrNotSupported if it cannot be used.
-	if opts.LimitPolicy == sandbox.EnforceLimits && opts.CgroupParent == "" {
+	if opts.Limits.Policy == sandbox.EnforceLimits && opts.Limits.CgroupParent == "" {
 		if l, ok := r.Layer("cgroup"); !ok || !l.Available {
 			why := "sandboxtest: no writable cgroup for the runs' limits: " + l.Detail
 			if !strings.Contains(why, "BestEffortLimits") {
-				why += " (Options.LimitPolicy BestEffortLimits runs with rlimits standing in)"
+				why += " (Options.Limits.Policy BestEffortLimits runs with rlimits standing in)"
 			}
 			return why
 		}

@@ -69,7 +69,7 @@ func stream(b *strings.Builder, name string, out []byte, written int64, truncate
 	}
 	fmt.Fprintf(b, "%s (%d bytes", name, written)
 	if truncated {
-		fmt.Fprintf(b, ", %d captured (Options.OutputLimit)", len(out))
+		fmt.Fprintf(b, ", %d captured (Options.Limits.Output)", len(out))
 	}
 	b.WriteString("):\n")
 	text := string(out)

@@ -78,6 +78,6 @@ func makeImage(dir string) (_ storedImage, err error) {
 
 // imageOptions are opts with im as the root.
 func imageOptions(opts sandbox.Options, im storedImage) sandbox.Options {
-	opts.Image = &sandbox.Image{Ref: im.ref, Store: im.store}
+	opts.Root = &sandbox.Image{Ref: im.ref, Store: im.store}
 	return opts
 }

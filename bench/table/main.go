@@ -10,7 +10,7 @@
 // (sandbox.New(Options{}).Run of /bin/true through the spawner), warm (the
 // same with Options{Pool: 2}), live (the same with Options{Live: true}: a
 // command entering one running sandbox), image (cold, in a stored image of
-// the host's /bin/true instead of the host's /usr: Options.Image), cli (the command-line tool's
+// the host's /bin/true instead of the host's /usr: Options.Root), cli (the command-line tool's
 // `sandbox run -- /bin/true`, started as a shell starts it) and cliimg (the same in the stored
 // image, named by digest: `sandbox run --image NAME@sha256:... -- /bin/true`). The sections are:
 //

@@ -18,6 +18,6 @@ func defaultOptions() (sandbox.Options, string) {
 	if !ok || l.Available {
 		return sandbox.Options{}, "cgroup: " + l.Detail
 	}
-	return sandbox.Options{LimitPolicy: sandbox.BestEffortLimits},
+	return sandbox.Options{Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}},
 		"cgroup: not available (" + l.Detail + "): every sandbox row runs with LimitPolicy: BestEffortLimits, so without a cgroup"
 }

@@ -30,8 +30,8 @@ type row struct {
 // opts with the stored image as the root (imageOptions).
 func newRows(bwrapArgv, cliArgv, cliImageArgv []string, opts, imageOpts sandbox.Options) []*row {
 	warmOpts, liveOpts := opts, opts
-	warmOpts.Pool = 2
-	liveOpts.Live = true
+	warmOpts.Start = sandbox.Pool{Size: 2}
+	liveOpts.Live = &sandbox.Live{}
 	cold, warm, live := sandbox.New(opts), sandbox.New(warmOpts), sandbox.New(liveOpts)
 	image := sandbox.New(imageOpts)
 	// In this order each iteration runs them (from a row that rotates):

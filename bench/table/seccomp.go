@@ -39,7 +39,7 @@ func seccompCost(opts sandbox.Options, c config) (float64, error) {
 	allowAll := filtered
 	allowAll.Seccomp = &sandbox.SeccompPolicy{Default: sandbox.ActAllow, Unknown: sandbox.ActAllow}
 	unfiltered := filtered
-	unfiltered.NoSeccomp = true
+	unfiltered.Seccomp = sandbox.Unconfined{}
 	rows := []struct {
 		name string
 		sb   *sandbox.Sandbox

@@ -100,7 +100,7 @@ func imageHint(err error) string {
 		return "the connection to the registry broke during the pull; nothing was stored: run it again"
 	case errors.Is(err, sandbox.ErrImageTooLarge):
 		return "the image is larger than the pull's limit"
-	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "Options.Image.Store"):
+	case errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "Image.Store"):
 		return "or pass --image-store DIR with a directory the sandbox's user can reach"
 	case errors.Is(err, sandbox.ErrBadImage):
 		return "the image is damaged or not an image: fetch or save it again"

@@ -193,7 +193,7 @@ func TestCLIImageDefaultStore(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(private, "cache"))
 	code, _, errOut := runTool(t, bin, args...)
 	if code != exitFailure || !strings.Contains(errOut, layout) || !strings.Contains(errOut, "chmod o+x "+private) ||
-		!strings.Contains(errOut, "--image-store") || strings.Contains(errOut, "Options.Rootfs") {
+		!strings.Contains(errOut, "--image-store") || strings.Contains(errOut, "RootDir") {
 		t.Errorf("run --image %s with the store beneath %s (0700): exit %d, want %d naming the image, the directory and --image-store:\n%s",
 			layout, private, code, exitFailure, errOut)
 	}

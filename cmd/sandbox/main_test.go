@@ -90,20 +90,15 @@ func TestParseRun(t *testing.T) {
 	}
 	want := &runConfig{
 		opts: sandbox.Options{
-			Rootfs:    "/images/debian",
-			Workspace: filepath.Join(cwd, "ws"),
+			Root:      sandbox.RootDir("/images/debian"),
+			Workspace: sandbox.HostWorkspace{Dir: filepath.Join(cwd, "ws")},
 			Binds: []sandbox.Bind{
 				{Source: "/usr/share", Target: "/share"},
 				{Source: "/srv", Writable: true},
 				{Source: "/opt"},
 			},
-			Memory:        1 << 30,
-			CPUs:          0.5,
-			Pids:          64,
-			TmpSize:       16 << 20,
-			WorkspaceSize: 100 << 10,
-			LimitPolicy:   sandbox.BestEffortLimits,
-			InProcess:     true,
+			Limits: sandbox.Limits{Memory: 1 << 30, CPUs: 0.5, Pids: 64, TmpSize: 16 << 20, Policy: sandbox.BestEffortLimits},
+			Start:  sandbox.InProcess{},
 		},
 		args:    []string{"python3", "-c", "print(1)", "--not-a-flag"},
 		env:     []string{"A=1", "B=2"},
@@ -128,14 +123,13 @@ func TestParseRun(t *testing.T) {
 	if want := []string{"/bin/echo", "--timeout", "1s"}; !reflect.DeepEqual(cfg.args, want) || cfg.timeout != 0 {
 		t.Errorf("parseRun without --: args %q timeout %v, want %q and 0", cfg.args, cfg.timeout, want)
 	}
-	if !cfg.opts.InProcess {
-		t.Error("Options.InProcess is false, want true in the CLI")
+	if cfg.opts.Start != (sandbox.InProcess{}) {
+		t.Errorf("Options.Start is %#v, want InProcess{} in the CLI", cfg.opts.Start)
 	}
 	// Limits not given stay zero, the library's defaults, and the policy
 	// is the library's default: refuse without a cgroup.
 	o := cfg.opts
-	if o.Memory != 0 || o.CPUs != 0 || o.Pids != 0 || o.TmpSize != 0 || o.WorkspaceSize != 0 ||
-		o.LimitPolicy != sandbox.EnforceLimits || len(cfg.given) != 0 {
+	if o.Limits != (sandbox.Limits{}) || o.Workspace != (sandbox.FreshWorkspace{}) || len(cfg.given) != 0 {
 		t.Errorf("parseRun without limit flags: %+v, given %q; want zero limits and EnforceLimits", o, cfg.given)
 	}
 }
@@ -207,31 +201,31 @@ func TestParseRunLimits(t *testing.T) {
 		args []string
 		want func(o sandbox.Options) bool
 	}{
-		{[]string{"--memory", "0"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
-		{[]string{"--memory", "0M"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
-		{[]string{"--memory", "-1"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
-		{[]string{"--memory", "unlimited"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
-		{[]string{"--memory", "Unlimited"}, func(o sandbox.Options) bool { return o.Memory < 0 }},
-		{[]string{"--memory=32M"}, func(o sandbox.Options) bool { return o.Memory == 32<<20 }},
-		{[]string{"--memory", "16M"}, func(o sandbox.Options) bool { return o.Memory == sandbox.MinMemory }},
-		{[]string{"--cpus", "0"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
-		{[]string{"--cpus", "0.0"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
-		{[]string{"--cpus", "-1"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
-		{[]string{"--cpus", "unlimited"}, func(o sandbox.Options) bool { return o.CPUs < 0 }},
-		{[]string{"--cpus", "2"}, func(o sandbox.Options) bool { return o.CPUs == 2 }},
-		{[]string{"--cpus", ".25"}, func(o sandbox.Options) bool { return o.CPUs == 0.25 }},
-		{[]string{"--pids", "0"}, func(o sandbox.Options) bool { return o.Pids < 0 }},
-		{[]string{"--pids", "-1"}, func(o sandbox.Options) bool { return o.Pids < 0 }},
-		{[]string{"--pids", "unlimited"}, func(o sandbox.Options) bool { return o.Pids < 0 }},
-		{[]string{"--pids", "1"}, func(o sandbox.Options) bool { return o.Pids == 1 }},
-		{[]string{"--tmp-size", "1"}, func(o sandbox.Options) bool { return o.TmpSize == 1 }},
-		{[]string{"--workspace-size", "2G"}, func(o sandbox.Options) bool { return o.WorkspaceSize == 2<<30 }},
-		{[]string{"--max-file-size", "100M"}, func(o sandbox.Options) bool { return o.MaxFileSize == 100<<20 }},
-		{[]string{"--max-file-size", "unlimited"}, func(o sandbox.Options) bool { return o.MaxFileSize < 0 }},
-		{[]string{"--best-effort"}, func(o sandbox.Options) bool { return o.LimitPolicy == sandbox.BestEffortLimits }},
-		{[]string{"--best-effort=false"}, func(o sandbox.Options) bool { return o.LimitPolicy == sandbox.EnforceLimits }},
+		{[]string{"--memory", "0"}, func(o sandbox.Options) bool { return o.Limits.Memory < 0 }},
+		{[]string{"--memory", "0M"}, func(o sandbox.Options) bool { return o.Limits.Memory < 0 }},
+		{[]string{"--memory", "-1"}, func(o sandbox.Options) bool { return o.Limits.Memory < 0 }},
+		{[]string{"--memory", "unlimited"}, func(o sandbox.Options) bool { return o.Limits.Memory < 0 }},
+		{[]string{"--memory", "Unlimited"}, func(o sandbox.Options) bool { return o.Limits.Memory < 0 }},
+		{[]string{"--memory=32M"}, func(o sandbox.Options) bool { return o.Limits.Memory == 32<<20 }},
+		{[]string{"--memory", "16M"}, func(o sandbox.Options) bool { return o.Limits.Memory == sandbox.MinMemory }},
+		{[]string{"--cpus", "0"}, func(o sandbox.Options) bool { return o.Limits.CPUs < 0 }},
+		{[]string{"--cpus", "0.0"}, func(o sandbox.Options) bool { return o.Limits.CPUs < 0 }},
+		{[]string{"--cpus", "-1"}, func(o sandbox.Options) bool { return o.Limits.CPUs < 0 }},
+		{[]string{"--cpus", "unlimited"}, func(o sandbox.Options) bool { return o.Limits.CPUs < 0 }},
+		{[]string{"--cpus", "2"}, func(o sandbox.Options) bool { return o.Limits.CPUs == 2 }},
+		{[]string{"--cpus", ".25"}, func(o sandbox.Options) bool { return o.Limits.CPUs == 0.25 }},
+		{[]string{"--pids", "0"}, func(o sandbox.Options) bool { return o.Limits.Pids < 0 }},
+		{[]string{"--pids", "-1"}, func(o sandbox.Options) bool { return o.Limits.Pids < 0 }},
+		{[]string{"--pids", "unlimited"}, func(o sandbox.Options) bool { return o.Limits.Pids < 0 }},
+		{[]string{"--pids", "1"}, func(o sandbox.Options) bool { return o.Limits.Pids == 1 }},
+		{[]string{"--tmp-size", "1"}, func(o sandbox.Options) bool { return o.Limits.TmpSize == 1 }},
+		{[]string{"--workspace-size", "2G"}, func(o sandbox.Options) bool { return o.Workspace == sandbox.FreshWorkspace{Size: 2 << 30} }},
+		{[]string{"--max-file-size", "100M"}, func(o sandbox.Options) bool { return o.Limits.FileSize == 100<<20 }},
+		{[]string{"--max-file-size", "unlimited"}, func(o sandbox.Options) bool { return o.Limits.FileSize < 0 }},
+		{[]string{"--best-effort"}, func(o sandbox.Options) bool { return o.Limits.Policy == sandbox.BestEffortLimits }},
+		{[]string{"--best-effort=false"}, func(o sandbox.Options) bool { return o.Limits.Policy == sandbox.EnforceLimits }},
 		// The last of a repeated flag wins, as for the other flags.
-		{[]string{"--memory", "unlimited", "--memory", "32M"}, func(o sandbox.Options) bool { return o.Memory == 32<<20 }},
+		{[]string{"--memory", "unlimited", "--memory", "32M"}, func(o sandbox.Options) bool { return o.Limits.Memory == 32<<20 }},
 	} {
 		cfg, err := parseRun(append(tc.args, "--", "true"))
 		if err != nil {
@@ -283,6 +277,10 @@ func TestParseRunErrors(t *testing.T) {
 		{[]string{"--best-effort=sometimes", "--", "true"}, "-best-effort"},
 		{[]string{"--max-file-size", "big", "--", "true"}, "-max-file-size"},
 		{[]string{"-t", "--no-tty", "--", "true"}, "--tty and --no-tty"},
+		// Flags whose Options rule each other out.
+		{[]string{"--rootfs", "/", "--image", "oci:/nowhere", "--", "true"}, "--rootfs / and --image"},
+		{[]string{"--seccomp", "unconfined", "--seccomp-kill", "--", "true"}, "--seccomp-kill needs a filter"},
+		{[]string{"--secret", "PATH=api.example.com", "--", "true"}, "--secret needs --net allow"},
 		{[]string{"--timeout", "1s"}, "no command"},
 		{[]string{"--"}, "no command"},
 		{nil, "no command"},

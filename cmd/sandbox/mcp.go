@@ -176,8 +176,12 @@ func parseMCP(args []string) (*mcpConfig, error) {
 			return nil, err
 		}
 	}
+	opts, err := f.sessionOptions()
+	if err != nil {
+		return nil, err
+	}
 	return &mcpConfig{mcpFlags: f, cfg: &runConfig{
-		opts:    f.sessionOptions(),
+		opts:    opts,
 		binds:   f.run.binds.specs,
 		given:   givenFlags(f.fs),
 		seccomp: f.run.seccomp,
@@ -186,26 +190,26 @@ func parseMCP(args []string) (*mcpConfig, error) {
 
 // sessionOptions are the Options of each session's Sandbox: the shared
 // flags' (see runFlags.options), made a session's.
-func (f *mcpFlags) sessionOptions() sandbox.Options {
-	opts := f.run.options()
-	opts.OutputLimit = f.outputLimit
+func (f *mcpFlags) sessionOptions() (sandbox.Options, error) {
+	opts, err := f.run.options()
+	opts.Limits.Output = f.outputLimit
 	// Every run of every session starts with --env's variables; a
 	// sandbox run line's are its one command's.
 	opts.Env = f.run.env
 	// A server lives long and serves many runs: they start from the
 	// spawner, which a live sandbox needs anyway.
-	opts.InProcess = false
+	opts.Start = nil
 	if f.live {
-		opts.Live = true
 		// The session's end, not the library's idle timer, ends it:
 		// a client may think for longer than DefaultIdleTimeout.
-		opts.IdleTimeout = -1
-	} else {
+		opts.Live = &sandbox.Live{IdleTimeout: -1}
+	} else if ws, ok := opts.Workspace.(sandbox.SessionWorkspace); ok {
 		// The library refuses it with Live, whose calls share the
 		// workspace with processes that keep running.
-		opts.TrackChanges = true
+		ws.TrackChanges = true
+		opts.Workspace = ws
 	}
-	return opts
+	return opts, err
 }
 
 // checkListenAddr refuses an --http address beyond loopback unless the
@@ -252,8 +256,7 @@ func mcpMain(args []string, s streams) int {
 			return exitFailure
 		}
 		defer trail.Close()
-		mc.cfg.opts.Audit = slog.NewJSONHandler(trail, nil)
-		mc.cfg.opts.AuditExec = mc.auditExec
+		mc.cfg.opts.Audit = &sandbox.Audit{Handler: slog.NewJSONHandler(trail, nil), Exec: mc.auditExec}
 	}
 	if err := mc.selfTest(); err != nil {
 		fmt.Fprintln(s.stderr, errorLine(err))
@@ -287,8 +290,8 @@ func mcpMain(args []string, s streams) int {
 // It also starts the library's spawner.
 func (mc *mcpConfig) selfTest() error {
 	opts := mc.cfg.opts
-	opts.Live, opts.IdleTimeout = false, 0  // "true" alone; the sessions' sandboxes are live
-	opts.Audit, opts.AuditExec = nil, false // the trail is the sessions'
+	opts.Live = nil  // "true" alone; the sessions' sandboxes are live
+	opts.Audit = nil // the trail is the sessions'
 	sb := sandbox.New(opts)
 	defer sb.Close()
 	if err := sb.Err(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -31,7 +32,11 @@ const prmPath = "/.well-known/oauth-protected-resource"
 // guard's Host and Origin checks first, then authentication, then the
 // session limit, then the SDK.
 func (srv *mcpServer) serveHTTP(ctx context.Context, addr string) error {
-	guard, err := access.New(srv.cfg.access, addr, srv.log, srv.cfg.cfg.opts.Audit)
+	var trail slog.Handler
+	if a := srv.cfg.cfg.opts.Audit; a != nil {
+		trail = a.Handler
+	}
+	guard, err := access.New(srv.cfg.access, addr, srv.log, trail)
 	if err != nil {
 		return err
 	}

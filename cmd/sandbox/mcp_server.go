@@ -72,7 +72,9 @@ func (srv *mcpServer) session(ss *mcp.ServerSession, tenant string) (*mcpSession
 	if tenant != "" {
 		log = log.With("tenant", tenant)
 		if opts.Audit != nil {
-			opts.Audit = opts.Audit.WithAttrs([]slog.Attr{slog.String("tenant", tenant)})
+			a := *opts.Audit
+			a.Handler = a.Handler.WithAttrs([]slog.Attr{slog.String("tenant", tenant)})
+			opts.Audit = &a
 		}
 	}
 	s := newMCPSession(opts)

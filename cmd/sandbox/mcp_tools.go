@@ -314,7 +314,7 @@ func (srv *mcpServer) runCmd(ctx context.Context, s *mcpSession, cmd *sandbox.Cm
 		return nil, nil, srv.cfg.cfg.explain(err)
 	}
 	out := newRunOutput(res, timeout, srv.cfg.live)
-	switch m := srv.cfg.cfg.opts.Memory; {
+	switch m := srv.cfg.cfg.opts.Limits.Memory; {
 	case m == 0:
 		out.memory = sandbox.DefaultMemory
 	case m > 0:

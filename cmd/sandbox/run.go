@@ -180,11 +180,16 @@ func parseRun(args []string) (*runConfig, error) {
 	case f.noTTY:
 		tty = ttyNone
 	}
-	opts := f.options()
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
 	// One invocation is one run: without --workspace there is no state
 	// to keep for a next one.
-	opts.FreshWorkspace = f.workspace == ""
-	opts.InProcess = true // a small, short-lived process: no spawner needed
+	if f.workspace == "" {
+		opts.Workspace = sandbox.FreshWorkspace{Size: f.workspaceSize}
+	}
+	opts.Start = sandbox.InProcess{} // a small, short-lived process: no spawner needed
 	return &runConfig{
 		opts:    opts,
 		args:    f.fs.Args(),
@@ -202,33 +207,49 @@ func parseRun(args []string) (*runConfig, error) {
 
 // options are the sandbox.Options the flags set. "sandbox run" and
 // "sandbox mcp" both build theirs here, so that a flag for an option
-// serves both commands; each then sets what is its own (InProcess,
-// FreshWorkspace, Live, TrackChanges).
-func (f *runFlags) options() sandbox.Options {
-	policy := sandbox.EnforceLimits
+// serves both commands; each then sets what is its own (Start, Workspace,
+// Live, TrackChanges). The error is of flags that rule each other out.
+func (f *runFlags) options() (sandbox.Options, error) {
+	opts := sandbox.Options{
+		Binds:      f.binds.binds(),
+		TrustedCAs: f.caCerts.data,
+		Limits: sandbox.Limits{TmpSize: f.tmpSize, FileSize: f.maxFileSize, Memory: f.memory, CPUs: f.cpus, Pids: f.pids,
+			Policy: sandbox.EnforceLimits},
+	}
 	if f.bestEffort {
-		policy = sandbox.BestEffortLimits
+		opts.Limits.Policy = sandbox.BestEffortLimits
 	}
-	return sandbox.Options{
-		Rootfs:        string(f.rootfs),
-		Image:         f.image.image(nil),
-		Workspace:     string(f.workspace),
-		WorkspaceSize: f.workspaceSize,
-		TmpSize:       f.tmpSize,
-		MaxFileSize:   f.maxFileSize,
-		Binds:         f.binds.binds(),
-		Memory:        f.memory,
-		CPUs:          f.cpus,
-		Pids:          f.pids,
-		LimitPolicy:   policy,
-		Seccomp:       f.seccomp.policy,
-		NoSeccomp:     f.seccomp.unconfined(),
-		SeccompKill:   f.seccompKill,
-		Network:       f.net.mode,
-		Egress:        f.net.egress,
-		TrustedCAs:    f.caCerts.data,
-		Secrets:       f.secrets.secrets,
+	switch im := f.image.image(nil); {
+	case im != nil && f.rootfs != "":
+		return opts, fmt.Errorf("--rootfs %s and --image %s both give the root; pass one", f.rootfs, im.Ref)
+	case im != nil:
+		opts.Root = im
+	case f.rootfs != "":
+		opts.Root = sandbox.RootDir(f.rootfs)
 	}
+	if f.workspace != "" {
+		opts.Workspace = sandbox.HostWorkspace{Dir: string(f.workspace)}
+	} else {
+		opts.Workspace = sandbox.SessionWorkspace{Size: f.workspaceSize}
+	}
+	switch {
+	case f.seccomp.unconfined() && f.seccompKill:
+		return opts, fmt.Errorf("--seccomp-kill needs a filter, and --seccomp unconfined turns it off")
+	case f.seccomp.unconfined():
+		opts.Seccomp = sandbox.Unconfined{}
+	case f.seccompKill:
+		p := f.seccomp.policy
+		if p == nil {
+			p = sandbox.DefaultSeccompPolicy()
+		}
+		p.KillOnRefusal = true
+		opts.Seccomp = p
+	case f.seccomp.policy != nil:
+		opts.Seccomp = f.seccomp.policy
+	}
+	var err error
+	opts.Network, err = f.net.network(f.secrets.secrets)
+	return opts, err
 }
 
 // givenFlags returns the limit flags and --ca-certs set in fs as they
@@ -286,7 +307,7 @@ func runMain(args []string, s streams) int {
 		fmt.Fprintf(s.stderr, "sandbox: run: %v\n%s", err, seeHelp("run"))
 		return exitFailure
 	}
-	if im := cfg.opts.Image; im != nil && isTerminal(2) && !cfg.json {
+	if im, ok := cfg.opts.Root.(*sandbox.Image); ok && isTerminal(2) && !cfg.json {
 		// A pull shows its progress where someone watches; in a script,
 		// its stderr stays the program's own.
 		im.Progress = newPullProgress(s.stderr).show
@@ -344,7 +365,7 @@ func runMain(args []string, s streams) int {
 	if err != nil {
 		err = withImageHint(cfg.explain(err))
 	}
-	if cgroupRefused(err) && cfg.opts.LimitPolicy != sandbox.BestEffortLimits {
+	if cgroupRefused(err) && cfg.opts.Limits.Policy != sandbox.BestEffortLimits {
 		err = &cgroupRefusal{err: err}
 	}
 	status := exitStatus(res, err, caught())
@@ -392,12 +413,13 @@ func (cfg *runConfig) memoryLimit() string {
 
 // optionFlags names the flag behind each Options or Cmd field it sets.
 var optionFlags = map[string]string{
-	"Options.Rootfs": "--rootfs", "Options.Image": "--image", "Options.Image.Ref": "--image",
-	"Options.Image.Mirrors": "--registry-mirror", "Options.Image.PullTimeout": "--pull-timeout", "Options.Image.Pull": "--pull", "Options.Image.Store": "--image-store", "Options.Workspace": "--workspace", "Cmd.Dir": "--dir",
-	"Options.Memory": "--memory", "Options.CPUs": "--cpus", "Options.Pids": "--pids",
-	"Options.TmpSize": "--tmp-size", "Options.WorkspaceSize": "--workspace-size", "Options.MaxFileSize": "--max-file-size",
-	"Options.Seccomp": "--seccomp", "Options.SeccompKill": "--seccomp-kill",
-	"Options.Network": "--net", "Options.Egress": "--net",
+	"Options.Root (RootDir)": "--rootfs", "Options.Root (Image.Ref)": "--image",
+	"Options.Root (Image.Mirrors)": "--registry-mirror", "Options.Root (Image.PullTimeout)": "--pull-timeout", "Options.Root (Image.Pull)": "--pull",
+	"Options.Root (Image.Store)": "--image-store", "Options.Workspace (HostWorkspace.Dir)": "--workspace", "Cmd.Dir": "--dir",
+	"Options.Limits.Memory": "--memory", "Options.Limits.CPUs": "--cpus", "Options.Limits.Pids": "--pids",
+	"Options.Limits.TmpSize": "--tmp-size", "Options.Workspace (SessionWorkspace.Size)": "--workspace-size",
+	"Options.Workspace (FreshWorkspace.Size)": "--workspace-size", "Options.Limits.FileSize": "--max-file-size",
+	"Options.Seccomp": "--seccomp", "Options.Network (Egress.Allow)": "--net",
 	"Options.TrustedCAs": "--ca-certs",
 }
 
@@ -552,11 +574,11 @@ func (cfg *runConfig) explain(err error) error {
 		flagName = optionFlags[oe.Option]
 	case strings.HasPrefix(oe.Option, "Options.Seccomp."):
 		flagName, value = "--seccomp", cfg.seccomp.value+": "+strings.TrimPrefix(oe.Option, "Options.Seccomp.")+" "+strconv.Quote(oe.Value)
-	case strings.HasPrefix(oe.Option, "Options.Egress["):
+	case strings.HasPrefix(oe.Option, "Options.Network (Egress.Allow["):
 		flagName = "--net"
-	case strings.HasPrefix(oe.Option, "Options.Secrets"):
+	case strings.HasPrefix(oe.Option, "Options.Network (Egress.Secrets"):
 		// The Value of a secret's error is never its value.
-		flagName, value = "--secret", strings.TrimPrefix(oe.Option, "Options.")+" "+strconv.Quote(oe.Value)
+		flagName, value = "--secret", strings.TrimSuffix(strings.TrimPrefix(oe.Option, "Options.Network (Egress."), ")")+" "+strconv.Quote(oe.Value)
 	case strings.HasPrefix(oe.Option, "Cmd.Env"):
 		flagName = "--env"
 	case oe.Option == "Cmd.Path" || strings.HasPrefix(oe.Option, "Cmd.Args"):

@@ -19,7 +19,11 @@ func TestParseSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := sandbox.Secret{Name: "API_KEY", Value: value, Hosts: []string{"api.example.com", "x.example.org"}}
-	if got := cfg.opts.Secrets; len(got) != 1 || got[0].Name != want.Name || got[0].Value != want.Value || strings.Join(got[0].Hosts, " ") != strings.Join(want.Hosts, " ") {
+	e, ok := cfg.opts.Network.(*sandbox.Egress)
+	if !ok {
+		t.Fatalf("Network = %#v, want an *Egress", cfg.opts.Network)
+	}
+	if got := e.Secrets; len(got) != 1 || got[0].Name != want.Name || got[0].Value != want.Value || strings.Join(got[0].Hosts, " ") != strings.Join(want.Hosts, " ") {
 		t.Errorf("Secrets = %+v, want %+v", got, want)
 	}
 	if err := sandbox.New(cfg.opts).Err(); err != nil {

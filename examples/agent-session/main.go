@@ -35,9 +35,9 @@ func run() error {
 	// previous run, keeping the file's size, would otherwise meet
 	// Python's cached bytecode of the old file and not show.
 	sb := sandbox.New(sandbox.Options{
-		LimitPolicy:   sandbox.BestEffortLimits,
-		WorkspaceSize: 32 << 20,
-		Env:           []string{"PYTHONDONTWRITEBYTECODE=1"},
+		Limits:    sandbox.Limits{Policy: sandbox.BestEffortLimits},
+		Workspace: sandbox.SessionWorkspace{Size: 32 << 20},
+		Env:       []string{"PYTHONDONTWRITEBYTECODE=1"},
 	})
 	defer sb.Close() // removes the workspace and its snapshots
 

@@ -41,9 +41,9 @@ func run(w io.Writer) error {
 	// example also runs where no writable cgroup exists; where one does,
 	// its limits bound everything alive in the sandbox together.
 	sb := sandbox.New(sandbox.Options{
-		Live:          true,
-		LimitPolicy:   sandbox.BestEffortLimits,
-		WorkspaceSize: 16 << 20,
+		Live:      &sandbox.Live{},
+		Limits:    sandbox.Limits{Policy: sandbox.BestEffortLimits},
+		Workspace: sandbox.SessionWorkspace{Size: 16 << 20},
 	})
 	defer sb.Close()
 

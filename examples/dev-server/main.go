@@ -51,7 +51,7 @@ func run(w io.Writer) error {
 	// Live: one sandbox for all the calls, whose processes outlive the
 	// call that started them, until Close. BestEffortLimits so the
 	// example also runs where no writable cgroup exists.
-	sb := sandbox.New(sandbox.Options{Live: true, LimitPolicy: sandbox.BestEffortLimits})
+	sb := sandbox.New(sandbox.Options{Live: &sandbox.Live{}, Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}})
 	defer sb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

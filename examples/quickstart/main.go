@@ -44,9 +44,9 @@ func run() error {
 		// The error says what is missing and, in its hint, how to
 		// enable it. Say it once, then run without the cgroup.
 		fmt.Printf("-- the default Options cannot run here:\n   %v\n", err)
-		fmt.Println("-- retrying with LimitPolicy: sandbox.BestEffortLimits: rlimits stand in for the cgroup" +
+		fmt.Println("-- retrying with Limits.Policy: sandbox.BestEffortLimits: rlimits stand in for the cgroup" +
 			" where they can, and each Result's Limits says what was enforced and how")
-		opts.LimitPolicy = sandbox.BestEffortLimits
+		opts.Limits.Policy = sandbox.BestEffortLimits
 		sb = sandbox.New(opts)
 		res, err = sb.Run(ctx, sh())
 	}

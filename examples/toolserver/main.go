@@ -27,7 +27,7 @@ import (
 func main() {
 	// Best effort lets rlimits stand in for the cgroup where this user
 	// has no writable one; each answer's "limits" says what held.
-	sb := sandbox.New(sandbox.Options{LimitPolicy: sandbox.BestEffortLimits})
+	sb := sandbox.New(sandbox.Options{Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}})
 	defer sb.Close()
 	srv := &http.Server{Addr: "127.0.0.1:8090", Handler: handler(sb), ReadHeaderTimeout: 5 * time.Second}
 	log.Printf("toolserver: POST a shell command to http://%s/run", srv.Addr)

@@ -14,7 +14,7 @@ import (
 // TestToolserver posts a command to the example's handler and checks that
 // it ran in a sandbox: its own hostname and pid 1 namespace, not the host's.
 func TestToolserver(t *testing.T) {
-	sb := sandbox.New(sandbox.Options{LimitPolicy: sandbox.BestEffortLimits})
+	sb := sandbox.New(sandbox.Options{Limits: sandbox.Limits{Policy: sandbox.BestEffortLimits}})
 	defer sb.Close()
 	if err := sb.Err(); errors.Is(err, sandbox.ErrNotSupported) {
 		t.Skipf("this host cannot run sandboxes: %v", err)

@@ -64,7 +64,7 @@ func start(cfg wire.KeeperConfig) (*keeper, error) {
 			return nil, err
 		}
 		if err := k.copyInto(l, from); err != nil {
-			return nil, fmt.Errorf("copy Options.WorkspaceFrom %s: %w", cfg.From, err)
+			return nil, fmt.Errorf("copy SessionWorkspace.From %s: %w", cfg.From, err)
 		}
 		base = []int{l}
 	}

@@ -8,20 +8,20 @@ import (
 )
 
 // The sandbox's /etc: files it generates, and what it takes from the host
-// (or from Options.Rootfs). Both inits build it from the lists here.
+// (or from Options.Root). Both inits build it from the lists here.
 
 // generatedEtc are the files of /etc the sandbox writes itself, each with
 // the option that shapes it; a Bind over one is refused with that advice.
 var generatedEtc = map[string]string{
 	"/etc/passwd":        "it names the sandbox's own users (root, sandbox as SandboxUID, nobody); set HOME, USER or LOGNAME for the program through Options.Env",
 	"/etc/group":         "it names the sandbox's own groups (root, sandbox as SandboxGID, nogroup); the host ids they map to are Options.HostUID and Options.HostGID",
-	"/etc/hosts":         "it names loopback and Options.Hostname; reach hosts by name through Options.Network: NetworkAllow and Options.Egress",
+	"/etc/hosts":         "it names loopback and Options.Hostname; reach hosts by name through an Options.Network of *Egress and its Allow",
 	"/etc/hostname":      "it holds Options.Hostname; set that instead",
-	"/etc/resolv.conf":   "names are resolved by the egress proxy (Options.Network: NetworkAllow, Options.EgressResolver), or by the host's resolv.conf with NetworkHostUnsafe",
+	"/etc/resolv.conf":   "names are resolved by the egress proxy (an Options.Network of *Egress, its Resolver), or by the host's resolv.conf with HostNetworkUnsafe",
 	"/etc/nsswitch.conf": "it follows Options.Network; set that instead",
 }
 
-// HostEtc are the paths of the host (or of Options.Rootfs) that describe
+// HostEtc are the paths of the host (or of Options.Root) that describe
 // the system without naming the host or holding its secrets, brought in
 // read-only where they exist. A pattern matches names as path.Match does.
 // Everything else of the host's /etc stays out: machine-id, shadow,

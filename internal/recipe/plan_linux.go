@@ -19,7 +19,7 @@ const (
 	planSyncFd      = 4 // the launcher's go-ahead, once the id maps are written
 	planWorkspaceFd = 5 // the session's workspace mount, when there is one
 	planShimFd      = 6 // the exec shim (execShim), when there is one
-	planProxyFd     = 7 // the proxy channel of a NetworkAllow run (proxyListener)
+	planProxyFd     = 7 // the proxy channel of an *Egress run (proxyListener)
 	planTargetFd    = 8 // a pidfd of the live sandbox's init, for an entry (CompileEntry)
 )
 

@@ -27,7 +27,7 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	case overlay:
 		rootfs = b.mountLayers()
 	case cfg.Rootfs != "":
-		rootfs = b.open(cfg.Rootfs, "open source (Options.Rootfs)", unix.O_DIRECTORY)
+		rootfs = b.open(cfg.Rootfs, "open source (Options.Root)", unix.O_DIRECTORY)
 	}
 	var entries []source
 	for _, e := range top {

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A Rootfs (Options.Rootfs) takes the place of the host's system
+// A Rootfs (a RootDir or an image, Options.Root) takes the place of the host's system
 // directories: each of its top-level entries, but those the sandbox makes
 // itself (rootfsSkip), is bound read-only at the top of the new root, or
 // recreated there when it is a symlink, and /etc takes the HostEtc paths
@@ -40,12 +40,12 @@ func (b *planner) readRootfs() *wire.SetupError {
 	}
 	f, err := os.Open(dir)
 	if err != nil {
-		return fail("open source (Options.Rootfs)", dir, err)
+		return fail("open source (Options.Root)", dir, err)
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return fail("read rootfs (Options.Rootfs)", dir, err)
+		return fail("read rootfs (Options.Root)", dir, err)
 	}
 	slices.Sort(names)
 	dirfd := int(f.Fd())
@@ -67,7 +67,7 @@ func (b *planner) readRootfs() *wire.SetupError {
 	}
 	entries, err := etcEntriesIn(dirfd, true)
 	if err != nil {
-		return fail("read /etc of the rootfs (Options.Rootfs)", dir, err)
+		return fail("read /etc of the rootfs (Options.Root)", dir, err)
 	}
 	b.etc = entries
 	return nil

@@ -136,15 +136,15 @@ type rlimit struct {
 func rlimitsOf(cfg *wire.Config) []rlimit {
 	l := []rlimit{{"RLIMIT_CORE", unix.RLIMIT_CORE, 0}}
 	for _, r := range []rlimit{
-		{"RLIMIT_FSIZE (Options.MaxFileSize)", unix.RLIMIT_FSIZE, uint64(cfg.MaxFileSize)},
-		{"RLIMIT_DATA (Options.Memory, best effort)", unix.RLIMIT_DATA, cfg.RlimitData},
-		{"RLIMIT_NPROC (Options.Pids, best effort)", unix.RLIMIT_NPROC, cfg.RlimitNproc},
+		{"RLIMIT_FSIZE (Options.Limits.FileSize)", unix.RLIMIT_FSIZE, uint64(cfg.MaxFileSize)},
+		{"RLIMIT_DATA (Options.Limits.Memory, best effort)", unix.RLIMIT_DATA, cfg.RlimitData},
+		{"RLIMIT_NPROC (Options.Limits.Pids, best effort)", unix.RLIMIT_NPROC, cfg.RlimitNproc},
 	} {
 		if r.value != 0 { // 0: not limited
 			l = append(l, r)
 		}
 	}
-	return append(l, rlimit{"RLIMIT_NOFILE (Options.MaxOpenFiles)", unix.RLIMIT_NOFILE, cfg.NoFile})
+	return append(l, rlimit{"RLIMIT_NOFILE (Options.Limits.OpenFiles)", unix.RLIMIT_NOFILE, cfg.NoFile})
 }
 
 // ignoredSignals start ignored in the program, and an ignored signal stays

@@ -241,7 +241,7 @@ func TestTarUploadDeclaredSize(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot make a sparse file of 100 GiB in %s to tar: %v", dir, err)
 	}
-	src := sandbox.New(sandbox.Options{Workspace: dir})
+	src := sandbox.New(sandbox.Options{Workspace: sandbox.HostWorkspace{Dir: dir}})
 	var tarball bytes.Buffer
 	err = src.WriteTar(&tarball, ".")
 	src.Close()

@@ -68,7 +68,7 @@ func (c *oneConn) metric(series string) (v float64, ok bool) {
 }
 
 // TestConnectionFlood: under a descriptor limit of 1024 (the least the
-// runs' own limit, sandbox.Options.MaxOpenFiles's default, lets the
+// runs' own limit, sandbox.Options.Limits.OpenFiles's default, lets the
 // server have), a flood of more
 // connections than that, which send nothing (slow headers), fills the
 // server's connection cap and not its descriptors: the connections

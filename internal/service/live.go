@@ -23,10 +23,8 @@ import (
 // the library's idle timeout is off, and its lifetime stands a minute
 // behind the server's, should the server fail to end it.
 func liveOptions(o *sandbox.Options, idle, life time.Duration) {
-	o.FreshWorkspace = false
-	o.Live = true
-	o.IdleTimeout = -1
-	o.MaxLifetime = life + time.Minute
+	o.Workspace = nil
+	o.Live = &sandbox.Live{IdleTimeout: -1, MaxLifetime: life + time.Minute}
 }
 
 // processes lists what is alive in the session's sandbox.

@@ -239,7 +239,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.Func("max-output", "the most output kept per stream of a run, `SIZE` (default 1M)", sizeFlag(&c.maxOutput))
 	fs.Float64Var(&c.maxCPUs, "max-cpus", c.maxCPUs, "the most CPUs' worth of time a run may ask for")
 	fs.Int64Var(&c.maxPids, "max-pids", c.maxPids, "the most processes and threads a run may ask for")
-	fs.Func("egress", "comma-separated `LIST` of hosts a request may allow (network \"allow\"), as in sandbox.Options.Egress; empty: only \"none\"",
+	fs.Func("egress", "comma-separated `LIST` of hosts a request may allow (network \"allow\"), as in sandbox.Egress.Allow; empty: only \"none\"",
 		func(s string) error {
 			c.egress = nil
 			for e := range strings.SplitSeq(s, ",") {
@@ -317,7 +317,7 @@ func (c *config) check() error {
 	}
 	if len(c.egress) > 0 {
 		// The library checks the entries' syntax.
-		sb := sandbox.New(sandbox.Options{FreshWorkspace: true, Network: sandbox.NetworkAllow, Egress: c.egress})
+		sb := sandbox.New(sandbox.Options{Workspace: sandbox.FreshWorkspace{}, Network: &sandbox.Egress{Allow: c.egress}})
 		defer sb.Close()
 		if err := sb.Err(); err != nil {
 			return fmt.Errorf("-egress: %w", err)

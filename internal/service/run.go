@@ -47,7 +47,7 @@ func hostLanguages() map[string]language {
 // run sandboxes as configured fails the start rather than every request.
 // It also starts the library's spawner before the first request.
 func (s *server) selfTest() error {
-	sb := sandbox.New(s.options(s.defaultLimits(), nil, s.log, ""))
+	sb := sandbox.New(s.options(s.defaultLimits(), nil, nil, s.log, ""))
 	defer sb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -74,30 +74,33 @@ func (s *server) defaultLimits() limitSet {
 	return limitSet{memory: c.maxMemory, cpus: c.maxCPUs, pids: c.maxPids, output: c.maxOutput}
 }
 
-// options are the sandbox.Options of a run with limits l and, if egress is
-// not nil, network "allow" to those hosts.
+// options are the sandbox.Options of a run with limits l and, if egress or
+// secrets are not nil, network "allow" to those hosts with those secrets.
 //
 // tenant, if not empty, is the tenant the Sandbox runs for: each of its
 // audit events names it.
-func (s *server) options(l limitSet, egress []string, log *slog.Logger, tenant string) sandbox.Options {
+func (s *server) options(l limitSet, egress []string, secrets []sandbox.Secret, log *slog.Logger, tenant string) sandbox.Options {
 	o := sandbox.Options{
-		FreshWorkspace: true, // requests are unrelated: each run starts with an empty /workspace
-		Memory:         l.memory,
-		CPUs:           l.cpus,
-		Pids:           l.pids,
-		OutputLimit:    l.output,
-		SeccompKill:    l.seccompKill,
-		Logger:         log,
-		Audit:          s.audit,
+		Workspace: sandbox.FreshWorkspace{}, // requests are unrelated: each run starts with an empty /workspace
+		Limits:    sandbox.Limits{Memory: l.memory, CPUs: l.cpus, Pids: l.pids, Output: l.output},
+		Logger:    log,
 	}
-	if s.audit != nil && tenant != "" {
-		o.Audit = s.audit.WithAttrs([]slog.Attr{slog.String("tenant", tenant)})
+	if l.seccompKill {
+		p := sandbox.DefaultSeccompPolicy()
+		p.KillOnRefusal = true
+		o.Seccomp = p
+	}
+	if s.audit != nil {
+		o.Audit = &sandbox.Audit{Handler: s.audit}
+		if tenant != "" {
+			o.Audit.Handler = s.audit.WithAttrs([]slog.Attr{slog.String("tenant", tenant)})
+		}
 	}
 	if s.cfg.bestEffort {
-		o.LimitPolicy = sandbox.BestEffortLimits
+		o.Limits.Policy = sandbox.BestEffortLimits
 	}
-	if egress != nil {
-		o.Network, o.Egress = sandbox.NetworkAllow, egress
+	if egress != nil || secrets != nil {
+		o.Network = &sandbox.Egress{Allow: egress, Secrets: secrets}
 	}
 	return o
 }
@@ -214,8 +217,7 @@ func (s *server) execute(ctx context.Context, id, tenant string, spec *runSpec, 
 	if s.pooled != nil && spec.limits == s.defaultLimits() && spec.egress == nil && spec.secrets == nil && tenant == access.DefaultTenant {
 		return s.pooled.Run(ctx, cmd)
 	}
-	opts := s.options(spec.limits, spec.egress, s.log.With("id", id, "tenant", tenant), tenant)
-	opts.Secrets = spec.secrets
+	opts := s.options(spec.limits, spec.egress, spec.secrets, s.log.With("id", id, "tenant", tenant), tenant)
 	sb := sandbox.New(opts)
 	defer sb.Close()
 	return sb.Run(ctx, cmd)

@@ -61,8 +61,8 @@ func newServer(cfg *config, log *slog.Logger, audit slog.Handler) *server {
 		}
 	}
 	if cfg.pool > 0 {
-		opts := s.options(s.defaultLimits(), nil, log, access.DefaultTenant)
-		opts.Pool = cfg.pool
+		opts := s.options(s.defaultLimits(), nil, nil, log, access.DefaultTenant)
+		opts.Start = sandbox.Pool{Size: cfg.pool}
 		s.pooled = sandbox.New(opts)
 	}
 	return s

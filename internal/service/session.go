@@ -406,12 +406,11 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ss.log = s.log.With("session", id, "tenant", ss.tenant)
-	opts := s.options(ss.limits, ss.egress, ss.log, ss.tenant)
+	opts := s.options(ss.limits, ss.egress, secrets, ss.log, ss.tenant)
 	opts.Env = env
-	opts.Secrets = secrets
 	if ss.image != "" {
 		// Pulled at the session's first call, and held until it ends.
-		opts.Image = &sandbox.Image{Ref: ss.image, Store: s.cfg.imageStore}
+		opts.Root = &sandbox.Image{Ref: ss.image, Store: s.cfg.imageStore}
 	}
 	liveOptions(&opts, ss.idle, ss.life)
 	ss.sb = sandbox.New(opts)

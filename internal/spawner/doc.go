@@ -3,7 +3,7 @@
 // calls Main), small and before it holds any of the caller's heap. It
 // starts every sandbox of the caller's but an InProcess Sandbox's, through
 // internal/launch, and keeps their pools of prepared sandboxes
-// (Options.Pool). The sandboxes' inits are its children, not the
+// (Pool). The sandboxes' inits are its children, not the
 // caller's, so a start costs the same whatever the caller's size, also
 // where the init cannot share the memory of the process that clones it
 // and the clone copies its page tables (forkplan.SharesMemory).

@@ -13,7 +13,7 @@ import (
 
 // owner is what the spawner keeps for one Sandbox of its caller: the
 // teardown of its ended runs, and its pool of prepared sandboxes
-// (Options.Pool).
+// (Pool).
 //
 // A prepared sandbox is an init launched with a Spec and no Program
 // (Config.Prepare): it has built everything a cold init builds before the

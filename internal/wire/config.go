@@ -96,7 +96,7 @@ type Spec struct {
 	// happens: Reply{Events}, for the caller's audit trail.
 	SeccompEvents bool
 
-	// HostNetwork keeps the launcher's network namespace (NetworkHostUnsafe).
+	// HostNetwork keeps the launcher's network namespace (HostNetworkUnsafe).
 	HostNetwork bool
 	// ProxyPort, when set, makes the init listen on 127.0.0.1:ProxyPort
 	// inside the run's namespace and hand the listening socket over its

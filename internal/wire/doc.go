@@ -22,7 +22,7 @@
 //	                          id maps, cgroup
 //	                          sync: "go on"             →  becomes the sandbox user,
 //	                                                       builds the sandbox
-//	  proxy listener  ←─────────────────────────────────   ProxyMark (NetworkAllow; proxy.go)
+//	  proxy listener  ←─────────────────────────────────   ProxyMark (Egress; proxy.go)
 //	                                                    ←  TerminalMark + master (Terminal)
 //	                                                    ←  ListenerMark + listener, or ExecMark
 //	                                                       filter, execve(exec shim)   →  execve(program)

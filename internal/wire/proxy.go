@@ -1,6 +1,6 @@
 package wire
 
-// The proxy channel of a NetworkAllow run is a socket pair the caller
+// The proxy channel of an *Egress run is a socket pair the caller
 // makes for the run: it keeps one end, and the other goes to the init
 // (through the spawner, untouched), which listens on 127.0.0.1:ProxyPort
 // inside the run's network namespace and sends the listening socket back
@@ -15,6 +15,6 @@ package wire
 //	the run's namespace, and dialled from the caller's
 
 // ProxyMark is the byte that carries the listening socket of a
-// NetworkAllow run's egress proxy from its init, inside the run's network
+// Egress run's egress proxy from its init, inside the run's network
 // namespace, straight to the caller, as SCM_RIGHTS on the proxy channel.
 const ProxyMark = 'P'

@@ -55,7 +55,7 @@ import (
 //	                                        ←  Reply{ID, Exited, Exit} (Exit.Pooled: it took
 //	                                           a prepared sandbox)
 //	Request{ID, Fill, Owner, Spec, Pool}   →  serveFill: make Owner's pool Pool sandboxes
-//	  (New with Options.Pool)                  prepared from Spec, destroying any prepared
+//	  (New with a Pool)                        prepared from Spec, destroying any prepared
 //	                                           from another
 //	                                        ←  Reply{ID, Synced[, Err]} once it is full, or
 //	                                           a preparation failed
@@ -75,7 +75,7 @@ import (
 // The only fd the spawner sends is the master of a run's pty (made in the
 // sandbox: TerminalMark) and a Dial's connected socket; the caller keeps
 // the read ends of the output pipes and the write end of stdin. The proxy
-// channel of a NetworkAllow run is passed on to its init, which answers
+// channel of an *Egress run is passed on to its init, which answers
 // the caller on it directly (ProxyMark).
 
 // RequestKind is what a Request asks of the spawner. Its zero value is no
