@@ -172,10 +172,10 @@ func TestAmplifyCPU(t *testing.T) {
 			bound := egress.CPUBurst + time.Duration(egress.CPUShare*attackCPUs*float64(res.WallTime))
 			t.Logf("%s: %s times in %v; caller CPU %v, the run's %v (limit %v CPUs): %.2fx the run's; documented bound %v",
 				tc.name, strings.TrimSpace(string(res.Stdout)), res.WallTime.Round(time.Millisecond), caller.Round(time.Millisecond),
-				res.CPUTime().Round(time.Millisecond), attackCPUs, float64(caller)/float64(max(res.CPUTime(), 1)), bound.Round(time.Millisecond))
+				res.CPUTime.Round(time.Millisecond), attackCPUs, float64(caller)/float64(max(res.CPUTime, 1)), bound.Round(time.Millisecond))
 			if limit := 2*bound + 150*time.Millisecond; caller > limit {
 				t.Errorf("the caller spent %v of CPU on a %v run limited to %v CPUs (the run used %v), want at most %v",
-					caller, res.WallTime, attackCPUs, res.CPUTime(), limit)
+					caller, res.WallTime, attackCPUs, res.CPUTime, limit)
 			}
 		})
 	}

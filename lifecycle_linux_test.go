@@ -34,8 +34,8 @@ func TestExitStatusIsData(t *testing.T) {
 	if err := res.Err(); !errors.As(err, &ee) || ee.ExitCode() != 7 {
 		t.Errorf("Result.Err() = %v, want an *ExitError with code 7", err)
 	}
-	if res.WallTime <= 0 || res.CPUTime() <= 0 {
-		t.Errorf("wall %v cpu %v, want both measured", res.WallTime, res.CPUTime())
+	if res.WallTime <= 0 || res.CPUTime <= 0 {
+		t.Errorf("wall %v cpu %v, want both measured", res.WallTime, res.CPUTime)
 	}
 }
 

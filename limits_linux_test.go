@@ -112,7 +112,7 @@ func TestCPUQuota(t *testing.T) {
 	if err != nil || res == nil || res.Outcome != Timeout {
 		t.Fatalf("spin: %v", err)
 	}
-	if cpu := res.CPUTime(); cpu < 300*time.Millisecond || cpu > 750*time.Millisecond {
+	if cpu := res.CPUTime; cpu < 300*time.Millisecond || cpu > 750*time.Millisecond {
 		t.Errorf("spinning 2 s under 0.25 CPU used %v of CPU, want about 0.5 s", cpu)
 	}
 }

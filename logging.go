@@ -40,7 +40,7 @@ func logRun(log *slog.Logger, id uint64, cmd *Cmd, res *Result, err error, took 
 	attrs := []slog.Attr{slog.Uint64("run", id), slog.String("program", cmd.Path), slog.Duration("duration", took)}
 	if res != nil {
 		attrs = append(attrs, slog.String("outcome", res.Outcome.String()), slog.Int("exit_code", res.ExitCode),
-			slog.Duration("cpu", res.CPUTime()), slog.Int64("memory_peak", res.MemoryPeak),
+			slog.Duration("cpu", res.CPUTime), slog.Int64("memory_peak", res.MemoryPeak),
 			slog.Bool("pooled", res.Pooled), slog.Int("denials", len(res.Denials)))
 		if res.Violation != "" {
 			attrs = append(attrs, slog.String("violation", res.Violation))

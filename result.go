@@ -106,6 +106,11 @@ type Result struct {
 	OOMKills     int           `json:"oom_kills"`         // processes the OOM killer killed
 	PidsLimitHit bool          `json:"pids_limit_hit"`    // a fork or clone failed at the pids limit
 
+	// CPUTime is the run's CPU time: CgroupCPU where there was a cgroup
+	// count, which includes processes that were killed rather than
+	// reaped, else UserTime plus SystemTime.
+	CPUTime time.Duration `json:"cpu_time_ns"`
+
 	// Limits says, for memory, cpu, pids and io, what was enforced and how.
 	Limits []Limit `json:"limits"`
 
@@ -181,16 +186,6 @@ func (r *Result) lists() {
 	if r.Changes == nil {
 		r.Changes = []Change{}
 	}
-}
-
-// CPUTime is the run's CPU time: its cgroup's count where it had one,
-// which includes processes that were killed rather than reaped, else
-// UserTime plus SystemTime.
-func (r *Result) CPUTime() time.Duration {
-	if r.CgroupCPU > 0 {
-		return r.CgroupCPU
-	}
-	return r.UserTime + r.SystemTime
 }
 
 // Success reports whether the program exited with status 0.

@@ -18,7 +18,7 @@ func TestResultJSONRoundTrip(t *testing.T) {
 		Outcome: SeccompKilled, ExitCode: -1, Signal: syscall.SIGSYS,
 		Stdout: Output("out\n"), Stderr: Output("err \"quoted\" \x01\n"), StdoutTruncated: true, StdoutBytes: 1 << 20, StderrBytes: 16,
 		WallTime: 1500 * time.Millisecond, UserTime: 2 * time.Millisecond, SystemTime: 3 * time.Millisecond, MaxRSS: 4 << 20,
-		Pooled: true, CgroupCPU: 5 * time.Millisecond, MemoryPeak: 6 << 20, OOMKills: 1, PidsLimitHit: true,
+		Pooled: true, CgroupCPU: 5 * time.Millisecond, CPUTime: 5 * time.Millisecond, MemoryPeak: 6 << 20, OOMKills: 1, PidsLimitHit: true,
 		Limits:    []Limit{{Name: "memory", Value: "536870912 bytes", Enforced: true, By: "cgroup v2"}},
 		Denials:   []Denial{{Syscall: "ptrace", Errno: syscall.EPERM, Count: 2}, {Syscall: "syscall_999", Errno: 4095, Count: 1}},
 		Violation: "unshare",

@@ -286,6 +286,10 @@ func (r *liveRun) finish(p *Process) (*Result, error) {
 		runStarted(s.ws.owner, res.Pooled)
 	}
 	res.CgroupCPU, res.MemoryPeak = time.Duration(exit.CgroupCPUNS), exit.MemoryPeak
+	res.CPUTime = res.CgroupCPU
+	if res.CPUTime == 0 {
+		res.CPUTime = res.UserTime + res.SystemTime
+	}
 	res.OOMKills, res.PidsLimitHit = int(exit.OOMKills+exit.OOMKillsBefore), exit.PidsMax > 0
 	res.Limits, res.Denials = exit.Limits, exit.Denials
 	res.Violation = exit.Violation

@@ -446,7 +446,7 @@ func TestJSONResult(t *testing.T) {
 	res := &sandbox.Result{
 		Outcome: sandbox.OutOfMemory, ExitCode: -1, Signal: 9,
 		UserTime: 2 * time.Millisecond, SystemTime: time.Millisecond,
-		CgroupCPU: 5 * time.Millisecond, MemoryPeak: 32 << 20, OOMKills: 1, PidsLimitHit: true,
+		CgroupCPU: 5 * time.Millisecond, CPUTime: 5 * time.Millisecond, MemoryPeak: 32 << 20, OOMKills: 1, PidsLimitHit: true,
 		Limits: []sandbox.Limit{
 			{Name: "memory", Value: "33554432 bytes", Enforced: true, By: "cgroup v2"},
 			{Name: "cpu", Value: "none", By: "not limited (Options)"},
@@ -463,7 +463,7 @@ func TestJSONResult(t *testing.T) {
 	for key, want := range map[string]any{
 		"outcome": "out of memory", "signal": 9.0, "exit_code": -1.0, "error": "boom",
 		"oom_kills": 1.0, "pids_limit_hit": true, "memory_peak_bytes": float64(32 << 20),
-		"cgroup_cpu_ns": 5e6, "user_time_ns": 2e6, "system_time_ns": 1e6,
+		"cgroup_cpu_ns": 5e6, "cpu_time_ns": 5e6, "user_time_ns": 2e6, "system_time_ns": 1e6,
 		"limits": []any{
 			map[string]any{"name": "memory", "value": "33554432 bytes", "enforced": true, "by": "cgroup v2"},
 			map[string]any{"name": "cpu", "value": "none", "enforced": false, "by": "not limited (Options)"},

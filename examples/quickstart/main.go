@@ -75,7 +75,7 @@ func run() error {
 // show prints how a run ended, what it printed and the limits it ran under.
 func show(name string, res *sandbox.Result) {
 	fmt.Printf("== %s: outcome %s, exit code %d, wall time %s, CPU time %s\n",
-		name, res.Outcome, res.ExitCode, res.WallTime.Round(100*time.Microsecond), res.CPUTime().Round(100*time.Microsecond))
+		name, res.Outcome, res.ExitCode, res.WallTime.Round(100*time.Microsecond), res.CPUTime.Round(100*time.Microsecond))
 	fmt.Printf("%s", res.Stdout)
 	if len(res.Stderr) > 0 {
 		fmt.Printf("stderr:\n%s", res.Stderr)

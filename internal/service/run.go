@@ -241,7 +241,7 @@ func (s *server) logRun(tenant string, spec *runSpec, resp *runResponse, res *sa
 			denials = append(denials, fmt.Sprintf("%s x%d", d.Syscall, d.Count))
 		}
 		attrs = append(attrs, slog.Int("exit_code", res.ExitCode),
-			slog.Group("usage", slog.Duration("cpu", res.CPUTime()), slog.Int64("memory_peak", res.MemoryPeak),
+			slog.Group("usage", slog.Duration("cpu", res.CPUTime), slog.Int64("memory_peak", res.MemoryPeak),
 				slog.Int64("max_rss", res.MaxRSS)),
 			slog.Int64("stdout_bytes", res.StdoutBytes), slog.Int64("stderr_bytes", res.StderrBytes),
 			slog.Any("denials", denials), slog.String("violation", res.Violation), slog.Bool("pooled", res.Pooled))
