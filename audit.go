@@ -299,10 +299,10 @@ func (a *auditor) beginRun(ctx context.Context, id uint64, cmd *Cmd, o *resolved
 	// Groups last: a handler whose ReplaceAttr empties a group may drop
 	// what follows it.
 	attrs = append(attrs, slog.Group("limits",
-		slog.Int64("memory", limit(o.Memory, DefaultMemory)),
-		slog.Float64("cpus", max(orDefault(o.CPUs, DefaultCPUs), 0)),
-		slog.Int64("pids", limit(o.Pids, DefaultPids)),
-		slog.Int64("output", orDefault(o.OutputLimit, DefaultOutputLimit))))
+		slog.Int64("memory", limit(o.Limits.Memory, DefaultMemory)),
+		slog.Float64("cpus", max(orDefault(o.Limits.CPUs, DefaultCPUs), 0)),
+		slog.Int64("pids", limit(o.Limits.Pids, DefaultPids)),
+		slog.Int64("output", orDefault(o.Limits.Output, DefaultOutputLimit))))
 	if !a.emit(a.record(ra.begin, msg, id, attrs...), true) {
 		ra.dropped.Add(1)
 	}

@@ -49,7 +49,7 @@ type runProxy struct {
 // Options.Limits.CPUs, and for a run without a CPU limit the host's CPUs, all of
 // which it may use.
 func proxyCPUs(o *resolved) float64 {
-	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
+	if cpus := orDefault(o.Limits.CPUs, DefaultCPUs); cpus > 0 {
 		return cpus
 	}
 	return float64(runtime.NumCPU())

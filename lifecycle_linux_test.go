@@ -210,7 +210,7 @@ func TestInitDiesDuringSetup(t *testing.T) {
 			// Not newTest: a pool prepared before the change would serve it.
 			s := New(testOpts(o))
 			defer s.Close()
-			s.cfg.Memory = mem // past New's check
+			s.cfg.Limits.Memory = mem // past New's check
 			res, err := s.Run(context.Background(), Command("/bin/echo", "hi"))
 			// Either the init dies, or a step fails for want of memory
 			// (ENOMEM; ENOSPC from a tmpfs whose pages the limit

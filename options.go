@@ -90,9 +90,9 @@ func (o *resolved) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{wsSize, o.WorkspaceSize}, {"Options.Limits.TmpSize", o.TmpSize}, {"Options.Limits.Output", o.OutputLimit},
+	}{{wsSize, o.WorkspaceSize}, {"Options.Limits.TmpSize", o.Limits.TmpSize}, {"Options.Limits.Output", o.Limits.Output},
 		{"Options.HostUID", int64(o.HostUID)}, {"Options.HostGID", int64(o.HostGID)},
-		{"Options.Limits.IOReadBPS", o.IOReadBPS}, {"Options.Limits.IOWriteBPS", o.IOWriteBPS}} {
+		{"Options.Limits.IOReadBPS", o.Limits.IOReadBPS}, {"Options.Limits.IOWriteBPS", o.Limits.IOWriteBPS}} {
 		if f.v < 0 {
 			return optionErr(f.name, fmt.Sprint(f.v), "must not be negative")
 		}
@@ -115,21 +115,21 @@ func (o *resolved) validate() error {
 			}
 		}
 	}
-	if o.Memory > 0 && o.Memory < MinMemory {
-		return optionErr("Options.Limits.Memory", fmt.Sprint(o.Memory), "is below the %d bytes (%d MiB) a sandbox needs to start (MinMemory); give at least that",
+	if o.Limits.Memory > 0 && o.Limits.Memory < MinMemory {
+		return optionErr("Options.Limits.Memory", fmt.Sprint(o.Limits.Memory), "is below the %d bytes (%d MiB) a sandbox needs to start (MinMemory); give at least that",
 			MinMemory, MinMemory>>20)
 	}
-	if o.CPUs != o.CPUs || o.CPUs > 1024 {
-		return optionErr("Options.Limits.CPUs", fmt.Sprint(o.CPUs), "must be a number of CPUs up to 1024")
+	if o.Limits.CPUs != o.Limits.CPUs || o.Limits.CPUs > 1024 {
+		return optionErr("Options.Limits.CPUs", fmt.Sprint(o.Limits.CPUs), "must be a number of CPUs up to 1024")
 	}
-	if o.CPUs > 0 && o.CPUs*cpuPeriod < 1000 {
-		return optionErr("Options.Limits.CPUs", fmt.Sprint(o.CPUs), "must be at least 0.01")
+	if o.Limits.CPUs > 0 && o.Limits.CPUs*cpuPeriod < 1000 {
+		return optionErr("Options.Limits.CPUs", fmt.Sprint(o.Limits.CPUs), "must be at least 0.01")
 	}
-	if o.CgroupParent != "" && (!path.IsAbs(o.CgroupParent) || path.Clean(o.CgroupParent) != o.CgroupParent) {
-		return optionErr("Options.Limits.CgroupParent", o.CgroupParent, "must be a clean absolute cgroup path, as /proc/self/cgroup shows")
+	if o.Limits.CgroupParent != "" && (!path.IsAbs(o.Limits.CgroupParent) || path.Clean(o.Limits.CgroupParent) != o.Limits.CgroupParent) {
+		return optionErr("Options.Limits.CgroupParent", o.Limits.CgroupParent, "must be a clean absolute cgroup path, as /proc/self/cgroup shows")
 	}
-	if o.LimitPolicy != EnforceLimits && o.LimitPolicy != BestEffortLimits {
-		return optionErr("Options.Limits.Policy", fmt.Sprint(int(o.LimitPolicy)), "must be EnforceLimits or BestEffortLimits")
+	if o.Limits.Policy != EnforceLimits && o.Limits.Policy != BestEffortLimits {
+		return optionErr("Options.Limits.Policy", fmt.Sprint(int(o.Limits.Policy)), "must be EnforceLimits or BestEffortLimits")
 	}
 	if err := checkEnv("Options.Env", o.Env); err != nil {
 		return err
@@ -299,21 +299,21 @@ func (o *resolved) spec(f *compiledFilter, root *rootView) wire.Spec {
 		RootfsLayers:  root.layers,
 		Workspace:     o.Workspace,
 		WorkspaceSize: orDefault(o.WorkspaceSize, DefaultWorkspaceSize),
-		TmpSize:       orDefault(o.TmpSize, DefaultTmpSize),
-		NoFile:        orDefault(o.MaxOpenFiles, DefaultMaxOpenFiles),
-		Memory:        limit(o.Memory, DefaultMemory),
-		Pids:          limit(o.Pids, DefaultPids),
-		CgroupParent:  o.CgroupParent,
-		BestEffort:    o.LimitPolicy == BestEffortLimits,
-		IOReadBPS:     o.IOReadBPS,
-		IOWriteBPS:    o.IOWriteBPS,
+		TmpSize:       orDefault(o.Limits.TmpSize, DefaultTmpSize),
+		NoFile:        orDefault(o.Limits.OpenFiles, DefaultMaxOpenFiles),
+		Memory:        limit(o.Limits.Memory, DefaultMemory),
+		Pids:          limit(o.Limits.Pids, DefaultPids),
+		CgroupParent:  o.Limits.CgroupParent,
+		BestEffort:    o.Limits.Policy == BestEffortLimits,
+		IOReadBPS:     o.Limits.IOReadBPS,
+		IOWriteBPS:    o.Limits.IOWriteBPS,
 		TrustedCAs:    o.TrustedCAs,
 	}
 	sp.HostUID, sp.HostGID = o.HostIDs()
-	if cpus := orDefault(o.CPUs, DefaultCPUs); cpus > 0 {
+	if cpus := orDefault(o.Limits.CPUs, DefaultCPUs); cpus > 0 {
 		sp.CPUQuota, sp.CPUPeriod = int64(cpus*cpuPeriod), cpuPeriod
 	}
-	sp.MaxFileSize = limit(o.MaxFileSize, max(DefaultMaxFileSize, sp.TmpSize, sp.WorkspaceSize))
+	sp.MaxFileSize = limit(o.Limits.FileSize, max(DefaultMaxFileSize, sp.TmpSize, sp.WorkspaceSize))
 	if f != nil {
 		sp.Seccomp, sp.SeccompListen, sp.SeccompKill = f.prog, f.notify, o.SeccompKill
 		// The audit trail lists each refusal (Options.Audit).

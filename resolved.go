@@ -34,17 +34,7 @@ type resolved struct {
 	Hostname         string
 	HostUID, HostGID int
 
-	// The Limits, by their names in the wire form.
-	TmpSize               int64
-	OutputLimit           int64
-	MaxOpenFiles          uint64
-	Memory                int64
-	CPUs                  float64
-	Pids                  int64
-	CgroupParent          string
-	LimitPolicy           LimitPolicy
-	IOReadBPS, IOWriteBPS int64
-	MaxFileSize           int64
+	Limits Limits
 
 	InProcess bool
 	Pool      int // Pool.Size
@@ -77,10 +67,7 @@ func resolve(o Options) resolved {
 	r := resolved{
 		Binds: slices.Clone(o.Binds), TrustedCAs: slices.Clone(o.TrustedCAs), Env: slices.Clone(o.Env),
 		Hostname: o.Hostname, HostUID: o.HostUID, HostGID: o.HostGID, Logger: o.Logger,
-		TmpSize: o.Limits.TmpSize, OutputLimit: o.Limits.Output, MaxOpenFiles: o.Limits.OpenFiles,
-		Memory: o.Limits.Memory, CPUs: o.Limits.CPUs, Pids: o.Limits.Pids, CgroupParent: o.Limits.CgroupParent,
-		LimitPolicy: o.Limits.Policy, IOReadBPS: o.Limits.IOReadBPS, IOWriteBPS: o.Limits.IOWriteBPS,
-		MaxFileSize: o.Limits.FileSize,
+		Limits: o.Limits,
 	}
 	switch root := o.Root.(type) {
 	case RootDir:

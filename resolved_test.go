@@ -26,7 +26,7 @@ func TestResolveGroups(t *testing.T) {
 	})
 	switch {
 	case r.Rootfs != "/srv/root", !r.FreshWorkspace || r.WorkspaceSize != 1<<20,
-		r.Memory != 1<<30 || r.OutputLimit != 10 || r.MaxOpenFiles != 7 || r.MaxFileSize != 5 || r.LimitPolicy != BestEffortLimits,
+		r.Limits.Memory != 1<<30 || r.Limits.Output != 10 || r.Limits.OpenFiles != 7 || r.Limits.FileSize != 5 || r.Limits.Policy != BestEffortLimits,
 		r.Network != netAllow || len(r.Egress) != 1, !r.SeccompKill || r.Seccomp == nil,
 		!r.Live || r.IdleTimeout != time.Second, r.Pool != 3, r.Audit != h || !r.AuditExec:
 		t.Errorf("resolve = %+v, want each group's settings", r)

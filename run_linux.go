@@ -51,7 +51,7 @@ func (s *Sandbox) startRun(ctx context.Context, cmd *Cmd, p *Process) error {
 		// pty is made with the program, cold.
 		pool = 0
 	}
-	if r.st, err = newStdio(cmd, orDefault(s.cfg.OutputLimit, DefaultOutputLimit)); err != nil {
+	if r.st, err = newStdio(cmd, orDefault(s.cfg.Limits.Output, DefaultOutputLimit)); err != nil {
 		return err
 	}
 	// Until the run is handed to its goroutine, what it holds is let go
