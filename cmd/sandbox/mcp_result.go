@@ -26,10 +26,17 @@ type runOutput struct {
 	memory  int64         // the session's memory limit, for the summary; 0 if none
 }
 
-// newRunOutput makes the output of res, a run of a call with timeout; live
-// says that the session is live, where changes are not tracked.
-func newRunOutput(res *sandbox.Result, timeout time.Duration, live bool) *runOutput {
-	return &runOutput{Result: res, ChangesTracked: !live, timeout: timeout}
+// newRunOutput makes the output of res, a run of a call with timeout;
+// tracked says that the session's workspace lists each run's changes
+// (not a live session's, nor a host --workspace).
+func newRunOutput(res *sandbox.Result, timeout time.Duration, tracked bool) *runOutput {
+	return &runOutput{Result: res, ChangesTracked: tracked, timeout: timeout}
+}
+
+// tracksChanges says whether runs of a Sandbox of opts list their changes.
+func tracksChanges(opts sandbox.Options) bool {
+	ws, ok := opts.Workspace.(sandbox.SessionWorkspace)
+	return ok && ws.TrackChanges
 }
 
 // runDescriptions describe the Result's fields to a model that reads the

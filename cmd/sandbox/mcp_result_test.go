@@ -46,13 +46,13 @@ func TestMCPRunOutputSchema(t *testing.T) {
 		}
 		return resolved.Validate(doc)
 	}
-	for _, out := range []*runOutput{newRunOutput(res, time.Second, false), {Error: "boom"}} {
+	for _, out := range []*runOutput{newRunOutput(res, time.Second, true), {Error: "boom"}} {
 		if err := valid(out); err != nil {
 			t.Errorf("the schema refuses what is sent: %v", err)
 		}
 	}
 
-	b, _ := json.Marshal(newRunOutput(res, time.Second, false))
+	b, _ := json.Marshal(newRunOutput(res, time.Second, true))
 	for _, wrong := range []struct{ from, to string }{{`"errno":"EPERM"`, `"errno":1`}, {`"mode":"-rw-------"`, `"mode":384`}, {`"outcome":"signaled"`, `"outcome":1`}} {
 		if !strings.Contains(string(b), wrong.from) {
 			t.Fatalf("%s: no %s", b, wrong.from)
@@ -63,6 +63,27 @@ func TestMCPRunOutputSchema(t *testing.T) {
 		}
 		if resolved.Validate(doc) == nil {
 			t.Errorf("the schema accepts %s", wrong.to)
+		}
+	}
+}
+
+// TestMCPChangesTracked: a run's changes_tracked says whether the
+// session's workspace lists changes, which a live server's does not.
+func TestMCPChangesTracked(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"--live"}, false},
+	} {
+		cfg, err := parseMCP(tc.args)
+		if err != nil {
+			t.Fatalf("parseMCP(%q): %v", tc.args, err)
+		}
+		out := newRunOutput(&sandbox.Result{}, time.Second, tracksChanges(cfg.cfg.opts))
+		if out.ChangesTracked != tc.want {
+			t.Errorf("sandbox mcp %q: changes_tracked = %v, want %v", tc.args, out.ChangesTracked, tc.want)
 		}
 	}
 }

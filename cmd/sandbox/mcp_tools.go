@@ -313,7 +313,7 @@ func (srv *mcpServer) runCmd(ctx context.Context, s *mcpSession, cmd *sandbox.Cm
 	case err != nil:
 		return nil, nil, srv.cfg.cfg.explain(err)
 	}
-	out := newRunOutput(res, timeout, srv.cfg.live)
+	out := newRunOutput(res, timeout, tracksChanges(srv.cfg.cfg.opts))
 	switch m := srv.cfg.cfg.opts.Limits.Memory; {
 	case m == 0:
 		out.memory = sandbox.DefaultMemory
@@ -495,7 +495,7 @@ func (srv *mcpServer) listProcessesTool(ctx context.Context, s *mcpSession, in e
 		b.mu.Lock()
 		info.Running = !b.ended
 		if b.ended && b.res != nil {
-			info.Result = newRunOutput(b.res, 0, true)
+			info.Result = newRunOutput(b.res, 0, false)
 		}
 		if b.ended && b.err != nil {
 			info.Result = &runOutput{Error: b.err.Error()}
