@@ -97,7 +97,11 @@ func New(cfg Config, addr string, log *slog.Logger, audit slog.Handler) (*Guard,
 		log.Warn("access: authentication is off (-insecure-no-auth): whoever reaches "+addr+" runs code here as tenant "+DefaultTenant,
 			"addr", addr)
 	}
-	go g.watch()
+	// Registered before New returns, so that a SIGHUP sent once the
+	// server is up is never lost to a watcher not yet listening.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go g.watch(hup)
 	return g, nil
 }
 
@@ -137,11 +141,10 @@ func Loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// watch reloads the files when they change and on SIGHUP.
-func (g *Guard) watch() {
+// watch reloads the files when they change and on SIGHUP, which hup
+// hears.
+func (g *Guard) watch(hup chan os.Signal) {
 	defer close(g.stopped)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	every := g.cfg.ReloadInterval
 	if every <= 0 {
