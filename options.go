@@ -37,6 +37,9 @@ const maxPool = 64
 // conflicts; what is left here is checks of one value, and the few rules
 // that join two groups.
 func (o *resolved) validate() error {
+	if o.invalid != nil {
+		return o.invalid
+	}
 	if o.Image != nil {
 		switch {
 		case o.Image.Ref == "" || strings.ContainsRune(o.Image.Ref, 0):
@@ -50,12 +53,12 @@ func (o *resolved) validate() error {
 			return err
 		}
 	}
-	if o.rootDirSet {
+	if o.Rootfs != "" {
 		if err := checkHostDir("Options.Root (RootDir)", o.Rootfs); err != nil {
 			return err
 		}
 	}
-	if o.hostWorkspaceSet {
+	if o.Workspace != "" {
 		if err := checkWorkspace(o); err != nil {
 			return err
 		}
@@ -80,8 +83,6 @@ func (o *resolved) validate() error {
 		return optionErr("Options.Live.MaxLifetime", o.MaxLifetime.String(), "must not be negative (0: no limit)")
 	case o.TrackChanges && o.Live:
 		return optionErr("Options.Workspace (SessionWorkspace.TrackChanges)", "true", "is not available with Options.Live, whose calls share a workspace with the processes they leave running")
-	case o.auditNilHandler:
-		return optionErr("Options.Audit.Handler", "nil", "is needed: the trail is handed to it (leave Options.Audit nil for no trail)")
 	}
 	wsSize := "Options.Workspace (SessionWorkspace.Size)"
 	if o.FreshWorkspace {

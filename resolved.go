@@ -56,9 +56,10 @@ type resolved struct {
 	Logger    *slog.Logger
 	Audit     slog.Handler // Audit.Handler
 	AuditExec bool
-	// What validate refuses that the flat settings cannot show: an Audit
-	// without a Handler, and a RootDir or HostWorkspace.Dir left empty.
-	auditNilHandler, rootDirSet, hostWorkspaceSet bool
+	// invalid is what resolve found wrong in a group's value, which the
+	// flat settings cannot show (a RootDir or HostWorkspace.Dir left
+	// empty, an Audit without a Handler); validate reports it first.
+	invalid error
 }
 
 // resolve flattens o. What it cannot express (a type outside the
@@ -71,7 +72,10 @@ func resolve(o Options) resolved {
 	}
 	switch root := o.Root.(type) {
 	case RootDir:
-		r.Rootfs, r.rootDirSet = string(root), true
+		r.Rootfs = string(root)
+		if root == "" {
+			r.invalid = optionErr("Options.Root (RootDir)", "", "is empty: name an absolute host directory, or leave Options.Root nil for the host's")
+		}
 	case *Image:
 		if root != nil {
 			im := *root
@@ -85,7 +89,10 @@ func resolve(o Options) resolved {
 	case FreshWorkspace:
 		r.WorkspaceSize, r.FreshWorkspace = ws.Size, true
 	case HostWorkspace:
-		r.Workspace, r.hostWorkspaceSet = ws.Dir, true
+		r.Workspace = ws.Dir
+		if ws.Dir == "" {
+			r.invalid = optionErr("Options.Workspace (HostWorkspace.Dir)", "", "is empty: name an absolute host directory, or leave Options.Workspace nil for the session's own")
+		}
 	}
 	switch st := o.Start.(type) {
 	case Pool:
@@ -115,7 +122,10 @@ func resolve(o Options) resolved {
 		r.Network = netHost
 	}
 	if o.Audit != nil {
-		r.Audit, r.AuditExec, r.auditNilHandler = o.Audit.Handler, o.Audit.Exec, o.Audit.Handler == nil
+		r.Audit, r.AuditExec = o.Audit.Handler, o.Audit.Exec
+		if o.Audit.Handler == nil {
+			r.invalid = optionErr("Options.Audit.Handler", "nil", "is needed: the trail is handed to it (leave Options.Audit nil for no trail)")
+		}
 	}
 	return r
 }
