@@ -3,7 +3,7 @@
 // machine, and prints one fixed-width table. Its last line holds the ratios
 // the speed targets are judged by:
 //
-//	ratios: cold/bwrap=R cli/bwrap=R warm/floor=R live/floor=R image/cold=R cliimg/cli=R tput2/bwrap=R rss1g/rss10m=R seccomp=R
+//	ratios: cold/bwrap=R cli/bwrap=R warm/floor=R live/floor=R image/cold=R cliimg/cli=R tput2/bwrap=R cpu/bwrap=R rss1g/rss10m=R seccomp=R
 //
 // The rows are: floor (fork+exec+wait of /bin/true from Go), bwrap
 // (bubblewrap --unshare-all with our mounts, running /bin/true), cold
@@ -19,6 +19,10 @@
 //     and p99, and the medians' ratios to floor and to bwrap;
 //   - throughput: runs per second with 1 and 2 concurrent callers, measured
 //     in short slices that alternate between rows and caller counts;
+//   - cpu by process: the CPU of a run, split between the caller, the
+//     spawner, the sandbox's processes, kernel threads and the rest of the
+//     machine, in batches of runs of each row taken in turn; cpu/bwrap is
+//     cold's total over bwrap's;
 //   - caller heap: Run's latency from two worker processes, one holding
 //     10 MiB and one 1 GiB of touched heap, each with its own spawner, asked
 //     in turn;
@@ -28,7 +32,7 @@
 //
 // Usage:
 //
-//	table [-n 200] [-warmup 20] [-duration 1s] [-rounds 6] [-seccomp-runs 15] [-calls 2000000] [-rows LIST]
+//	table [-n 200] [-warmup 20] [-duration 1s] [-rounds 6] [-cpu-runs 100] [-seccomp-runs 15] [-calls 2000000] [-rows LIST]
 //
 // It installs bubblewrap with apt-get when it is missing and it runs as root.
 // It exits non-zero only when a command fails, never because of a figure.
@@ -54,7 +58,8 @@ var hiddenFlags = map[string]bool{"heap-worker": true, "getpid": true}
 type config struct {
 	n, warmup   int           // measured and unmeasured latency iterations
 	duration    time.Duration // one throughput slice
-	rounds      int           // throughput slices per row and caller count
+	rounds      int           // throughput slices per row and caller count; cpu batches per row
+	cpuRuns     int           // runs in one cpu batch
 	seccompRuns int           // measured runs of each seccomp row
 	calls       int           // getpid calls per seccomp run
 	rows        string        // the rows measured, comma-separated; empty: all, and every section
@@ -65,11 +70,12 @@ func main() {
 	flag.IntVar(&c.n, "n", 200, "measured latency iterations (each runs every row once); also of the heap rows")
 	flag.IntVar(&c.warmup, "warmup", 20, "unmeasured iterations before measuring")
 	flag.DurationVar(&c.duration, "duration", time.Second, "length of one throughput slice")
-	flag.IntVar(&c.rounds, "rounds", 6, "throughput slices of each row and caller count")
+	flag.IntVar(&c.rounds, "rounds", 6, "throughput slices of each row and caller count; cpu batches of each row")
+	flag.IntVar(&c.cpuRuns, "cpu-runs", 100, "runs in one cpu-by-process batch")
 	flag.IntVar(&c.seccompRuns, "seccomp-runs", 15, "measured runs of each seccomp row")
 	flag.IntVar(&c.calls, "calls", 2_000_000, "getpid calls per seccomp run")
-	flag.StringVar(&c.rows, "rows", "", "measure only these rows (comma-separated; floor and bwrap always), in latency and\n"+
-		"throughput alone, e.g. -rows cli,cliimg; empty: every row and section")
+	flag.StringVar(&c.rows, "rows", "", "measure only these rows (comma-separated; floor and bwrap always), in latency,\n"+
+		"throughput and cpu by process alone, e.g. -rows cli,cliimg; empty: every row and section")
 	flag.Usage = usage
 	flag.Parse()
 
@@ -82,8 +88,8 @@ func main() {
 		err = heapWorker(*heapWorkerFlag)
 	case flag.NArg() > 0:
 		err = fmt.Errorf("unexpected arguments %q", flag.Args())
-	case c.n < 1 || c.warmup < 0 || c.duration <= 0 || c.rounds < 1 || c.seccompRuns < 1 || c.calls < 1:
-		err = fmt.Errorf("-n, -rounds, -seccomp-runs and -calls must be at least 1, -warmup at least 0, -duration positive")
+	case c.n < 1 || c.warmup < 0 || c.duration <= 0 || c.rounds < 1 || c.cpuRuns < 1 || c.seccompRuns < 1 || c.calls < 1:
+		err = fmt.Errorf("-n, -rounds, -cpu-runs, -seccomp-runs and -calls must be at least 1, -warmup at least 0, -duration positive")
 	default:
 		err = run(c)
 	}
@@ -130,11 +136,15 @@ func run(c config) error {
 	rows, err := pickRows(all, c.rows)
 	var lat latencies
 	var tput throughputs
+	var cpu cpuPerRun
 	if err == nil {
 		lat, err = latency(rows, c)
 	}
 	if err == nil {
 		tput, err = throughput(rows, c)
+	}
+	if err == nil {
+		cpu, err = cpuByProcess(rows, c)
 	}
 	if err2 := closeRows(all); err == nil {
 		err = err2
@@ -146,7 +156,7 @@ func run(c config) error {
 		{"cold/bwrap", lat.ratio("cold", "bwrap")}, {"cli/bwrap", lat.ratio("cli", "bwrap")},
 		{"warm/floor", lat.ratio("warm", "floor")}, {"live/floor", lat.ratio("live", "floor")},
 		{"image/cold", lat.ratio("image", "cold")}, {"cliimg/cli", lat.ratio("cliimg", "cli")},
-		{"tput2/bwrap", tput.ratio("cold", "bwrap", 2)},
+		{"tput2/bwrap", tput.ratio("cold", "bwrap", 2)}, {"cpu/bwrap", cpu.ratio("cold", "bwrap")},
 	}
 	if c.rows == "" {
 		heap, err := callerHeap(c)
