@@ -26,10 +26,16 @@ func (a cpuSplit) div(n time.Duration) cpuSplit { return cpuSplit{a.user / n, a.
 // treeCPU returns the user+system CPU time used so far by this process and
 // its descendants: its own, its reaped children's, and that of its live
 // children (the spawner, the sessions' keepers) with the children they
-// reaped, the sandboxes' processes. It misses kernel threads (a namespace's
-// deferred teardown) and processes that left the tree before being reaped
-// (bubblewrap's pid 1 can outlive bwrap and be re-parented).
+// reaped, the sandboxes' processes; with the table's cgroup, also those
+// that left the tree before being reaped (bubblewrap's pid 1 can outlive
+// bwrap and be re-parented). It misses kernel threads (a namespace's
+// deferred teardown).
 func treeCPU() time.Duration {
+	if g := theCPUGroup; g != nil {
+		if d, ok := g.usage(); ok {
+			return d
+		}
+	}
 	total := rusage(unix.RUSAGE_SELF).total() + rusage(unix.RUSAGE_CHILDREN).total()
 	for _, pid := range childrenOf("self") {
 		total += childCPU(pid)

@@ -16,16 +16,19 @@ import (
 // cgroup's css_free work, RCU callbacks) lands in the batch that caused it.
 const cpuSettle = 100 * time.Millisecond
 
-// cpuShares is the CPU time used in a span, by where it ran. The machine's
-// busy time less the rest is the "other" column.
+// cpuShares is the CPU time used in a span, by where it ran. The run's
+// total is its tree's and the kernel threads'; the machine's busy time
+// less that is the "other" column.
 type cpuShares struct {
 	caller, spawner, sandbox cpuSplit
 	kthreads, machine        time.Duration
 }
 
-func (s cpuShares) other() time.Duration {
-	return s.machine - s.caller.total() - s.spawner.total() - s.sandbox.total() - s.kthreads
+func (s cpuShares) total() time.Duration {
+	return s.caller.total() + s.spawner.total() + s.sandbox.total() + s.kthreads
 }
+
+func (s cpuShares) other() time.Duration { return s.machine - s.total() }
 
 func (s cpuShares) add(t cpuShares) cpuShares {
 	return cpuShares{s.caller.add(t.caller), s.spawner.add(t.spawner), s.sandbox.add(t.sandbox),
@@ -48,7 +51,7 @@ func (c cpuPerRun) ratio(a, b string) float64 {
 	if !oka || !okb {
 		return math.NaN()
 	}
-	return ratio(sa.machine, sb.machine)
+	return ratio(sa.total(), sb.total())
 }
 
 // kthreadChurn counts the kernel threads that started or exited during the
@@ -79,16 +82,23 @@ func cpuByProcess(rows []*row, c config) (cpuPerRun, error) {
 		s := sums[r.name].div(c.rounds * c.cpuRuns)
 		per[r.name] = s
 		fmt.Printf("  %-6s %7s %7s %7s %7s %7s %7s %8s %7s %7s\n", r.name, ms(s.caller.user), ms(s.caller.sys),
-			ms(s.spawner.user), ms(s.spawner.sys), ms(s.sandbox.user), ms(s.sandbox.sys), ms(s.kthreads), ms(s.other()), ms(s.machine))
+			ms(s.spawner.user), ms(s.spawner.sys), ms(s.sandbox.user), ms(s.sandbox.sys), ms(s.kthreads), ms(s.other()), ms(s.total()))
 	}
-	fmt.Println("  caller: this process (getrusage). spawner: its own utime and stime. sandbox: what the spawner")
-	fmt.Println("  reaped (the inits and programs) and its live children, from /proc/PID/stat in 10 ms ticks; for")
-	fmt.Println("  floor, bwrap and cli rows, what this process reaped (the command and its children; getrusage).")
+	fmt.Println("  caller: this process (getrusage). spawner: its own utime and stime (/proc/PID/stat, 10 ms ticks).")
+	if theCPUGroup != nil {
+		fmt.Println("  sandbox: the rest of this process's cgroup (cpuacct, ns), made for the table: the inits and")
+		fmt.Println("  programs, the commands of the floor, bwrap and cli rows, and what left the tree before it was")
+		fmt.Println("  reaped (bwrap's pid 1, re-parented, with its namespaces' teardown); user and sys from getrusage")
+		fmt.Println("  and /proc, the remainder put in sys.")
+	} else {
+		fmt.Println("  sandbox: what the spawner reaped and this process reaped (getrusage, /proc/PID/stat); without a")
+		fmt.Println("  cgroup of the table's, a process that leaves the tree before it is reaped is missed (bwrap's pid 1).")
+	}
 	fmt.Printf("  kthreads: kthreadd and its children, from /proc/PID/schedstat (ns); a thread that exits during a\n")
-	fmt.Printf("  batch is missed for that batch (%d started and %d exited in all). total: /proc/stat's busy time\n", churn.started, churn.exited)
-	fmt.Println("  of all cpus (user+nice+system+irq+softirq+steal, in ticks); other: total less the rest: other")
-	fmt.Println("  processes, irq work charged to no task, bwrap's re-parented pid 1. A batch's span ends")
-	fmt.Printf("  %v after its last run, to take in the teardown the kernel defers; warm's last refill may not.\n", cpuSettle)
+	fmt.Printf("  batch is missed for that batch (%d started and %d exited in all). total: the columns' sum, which\n", churn.started, churn.exited)
+	fmt.Println("  cpu/bwrap compares. other: /proc/stat's busy time of all cpus (user+nice+system+irq+softirq+steal)")
+	fmt.Println("  less total: other processes and irq work charged to no task; near 0 on a quiet machine. A batch's")
+	fmt.Printf("  span ends %v after its last run, to take in the teardown the kernel defers.\n", cpuSettle)
 	fmt.Println()
 	return per, nil
 }
@@ -131,8 +141,19 @@ func cpuBatch(r *row, n int, churn *kthreadChurn) (cpuShares, error) {
 // treeShares reads the caller's, the spawner's and the sandboxes' CPU
 // time so far. A process the spawner reaps moves from its live children
 // to its cutime and cstime whole, so the sum only grows by what ran.
-func treeShares() cpuShares {
-	s := cpuShares{caller: rusage(unix.RUSAGE_SELF), sandbox: rusage(unix.RUSAGE_CHILDREN)}
+func treeShares() (s cpuShares) {
+	s = cpuShares{caller: rusage(unix.RUSAGE_SELF), sandbox: rusage(unix.RUSAGE_CHILDREN)}
+	defer func() {
+		// The cgroup's counter holds what the tree's processes used,
+		// those that left it too: the sandbox column is its remainder.
+		if g := theCPUGroup; g != nil {
+			if tree, ok := g.usage(); ok {
+				if rest := tree - s.caller.total() - s.spawner.total() - s.sandbox.total(); rest > 0 {
+					s.sandbox.sys += rest
+				}
+			}
+		}
+	}()
 	for _, pid := range childrenOf("self") {
 		st, ok := readStat(pid)
 		if !ok {
@@ -198,7 +219,9 @@ func machineBusy() time.Duration {
 
 // parseProcStat returns the busy time of /proc/stat's "cpu" line, the sum
 // over all cpus: user, nice, system, irq, softirq and steal (guest time is
-// in user already; idle and iowait are not busy).
+// in user already; idle and iowait are not busy). Steal is in, as it is in
+// a task's time on a cpu (schedstat, cpuacct): the time the host gave
+// another guest while the task held the cpu.
 func parseProcStat(b []byte) (time.Duration, bool) {
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)

@@ -29,4 +29,7 @@ func TestParseProcStat(t *testing.T) {
 	if d, ok := parseSchedstat([]byte("8713880 40431718 166\n")); !ok || d != 8713880 {
 		t.Errorf("parseSchedstat: %v, %v; want 8.71388ms", d, ok)
 	}
+	if d, ok := parseV2Usage([]byte("usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n")); !ok || d != 1500*time.Microsecond {
+		t.Errorf("parseV2Usage: %v, %v; want 1.5ms", d, ok)
+	}
 }

@@ -116,8 +116,10 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
+	treeNote := enterCPUGroup()
+	defer leaveCPUGroup()
 	opts, limitsNote := defaultOptions()
-	printMachine(bwrapArgv, limitsNote)
+	printMachine(bwrapArgv, limitsNote+"\n"+treeNote)
 
 	dir, err := os.MkdirTemp("", "table-")
 	if err != nil {
