@@ -99,9 +99,11 @@ const (
 
 // etcEntry is one path brought in from the host or a rootfs.
 type etcEntry struct {
-	path string // inside the sandbox, absolute
-	kind etcKind
-	link string // a link's target, recreated as is
+	path    string // inside the sandbox, absolute
+	kind    etcKind
+	link    string // a link's target, recreated as is
+	content []byte // a regular file's bytes, written into the new root instead of bound; nil: bound
+	stamp   fileStamp
 }
 
 // etcPaths expands HostEtc into the paths to look for, sorted, with

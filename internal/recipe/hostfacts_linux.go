@@ -4,10 +4,9 @@ package recipe
 
 import (
 	"fmt"
+	"github.com/fumehood/sandbox/internal/sysutil"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -51,11 +50,7 @@ func readHostFacts() *hostFacts {
 		if f.lastCap, f.err = lastCap(); f.err != nil {
 			return
 		}
-		var u unix.Utsname
-		if f.err = unix.Uname(&u); f.err != nil {
-			return
-		}
-		f.waitKillable = kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 19)
+		f.waitKillable = sysutil.KernelAtLeast(5, 19)
 	})
 	return &theHostFacts
 }
@@ -73,14 +68,15 @@ var hostEtcCache struct {
 // plan: a package installed or removed since the last
 // plan (tzdata, a JDK) would otherwise leave a plan opening what is gone.
 // The list is kept while none of the directories it comes from has
-// changed (entries added, removed or replaced change a directory's mtime),
-// which costs a stat of each instead of a look at every path.
+// changed (entries added, removed or replaced change a directory's mtime)
+// and none of the files it copies has, which costs a stat of each instead
+// of a look at every path.
 func currentHostEtc() ([]etcEntry, error) {
 	stamp := etcDirsStamp()
 	c := &hostEtcCache
 	c.Lock()
 	defer c.Unlock()
-	if c.ok && slices.Equal(c.stamp, stamp) {
+	if c.ok && slices.Equal(c.stamp, stamp) && copiesCurrent(c.entries) {
 		return c.entries, nil
 	}
 	root, err := os.Open("/")
@@ -92,6 +88,7 @@ func currentHostEtc() ([]etcEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	copyHostEtc(entries)
 	c.stamp, c.entries, c.ok = stamp, entries, true
 	return entries, nil
 }
@@ -109,18 +106,4 @@ func etcDirsStamp() []int64 {
 		stamp = append(stamp, st.Mtim.Nano(), int64(st.Ino))
 	}
 	return stamp
-}
-
-// kernelAtLeast compares a kernel release ("6.1.0-18-amd64") with major.minor.
-func kernelAtLeast(release string, major, minor int) bool {
-	parts := strings.SplitN(release, ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	ma, err1 := strconv.Atoi(parts[0])
-	mi, err2 := strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	return ma > major || ma == major && mi >= minor
 }

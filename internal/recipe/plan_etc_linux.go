@@ -20,8 +20,19 @@ func (b *planner) buildEtc(srcs []forkplan.Slot) {
 	for _, f := range etcFiles(b.cfg) {
 		b.writeFile(t, "/etc/"+f.name, []byte(f.content))
 	}
-	b.close(t)
 	for i, e := range b.etc {
+		if e.content != nil {
+			// A file's copy costs three calls where its bind costs a
+			// mount, and the mount's teardown at the run's end.
+			if d := path.Dir(e.path); d != "/etc" {
+				dir := b.target(d, false)
+				b.writeFile(dir, e.path, e.content)
+				b.close(dir)
+				continue
+			}
+			b.writeFile(t, e.path, e.content)
+			continue
+		}
 		if e.kind != etcLink {
 			b.bind(srcs[i], e.kind == etcDir, e.path, roAttrs)
 			continue
@@ -32,6 +43,7 @@ func (b *planner) buildEtc(srcs []forkplan.Slot) {
 		b.close(dir)
 		b.tree[e.path], b.links[e.path] = nodeLink, e.link
 	}
+	b.close(t)
 	b.extendTrust()
 }
 

@@ -55,7 +55,7 @@ func (b *planner) buildRoot(bindDirs []bool) {
 	for i, e := range b.etc {
 		etcSrc[i] = -1
 		switch {
-		case e.kind == etcLink:
+		case e.kind == etcLink, e.content != nil:
 		case rootfs >= 0:
 			etcSrc[i] = b.openInRootfs(rootfs, e.path, unix.O_PATH|unix.O_NOFOLLOW)
 		default:
