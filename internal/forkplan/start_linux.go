@@ -1,6 +1,7 @@
 package forkplan
 
 import (
+	"github.com/fumehood/sandbox/internal/sysutil"
 	"runtime"
 	"syscall"
 	"unsafe"
@@ -12,9 +13,10 @@ import (
 // state (TLS, g, signal stack) of the thread that cloned it, which a child
 // sharing the memory shares with that thread as it runs on. So the clone is
 // made with every signal blocked on the cloning thread, which the child
-// inherits, and the child sets every caught signal to SIG_DFL before it
-// restores the mask the thread had (resetSignals), as package syscall's
-// fork child does. Nothing between the blocking and the clone may grow the
+// inherits, and the child starts with every caught signal at SIG_DFL
+// (CLONE_CLEAR_SIGHAND, Linux 5.5) or sets each so itself (resetSignals),
+// as package syscall's fork child does, before it restores the mask the
+// thread had. Nothing between the blocking and the clone may grow the
 // stack or yield: every function called there is nosplit.
 
 // Clone says how the child is cloned.
@@ -43,7 +45,12 @@ type childArgs struct {
 	rec      *record
 	reportFd uintptr
 	mask     uint64
+	cleared  bool // the clone reset the handlers (CLONE_CLEAR_SIGHAND)
 }
+
+// clearsHandlers says whether clone3 takes CLONE_CLEAR_SIGHAND here, which
+// spares the child a sigaction per signal.
+var clearsHandlers = sysutil.KernelAtLeast(5, 5)
 
 // cloneArgs is struct clone_args (linux/sched.h), up to cgroup.
 type cloneArgs struct {
@@ -67,6 +74,10 @@ func (p *Plan) Start(c Clone) (int, error) {
 	}
 	// Everything the child touches is allocated here, before the clone.
 	ca := &childArgs{ops: p.ops, slots: append([]uintptr(nil), p.slots...), rec: &record{mark: FailureMark}, reportFd: uintptr(p.reportFd)}
+	if clearsHandlers {
+		args.flags |= unix.CLONE_CLEAR_SIGHAND
+		ca.cleared = true
+	}
 	var (
 		pid   uintptr
 		errno syscall.Errno
@@ -121,17 +132,22 @@ func forkAndRun(args *cloneArgs, c *childArgs) (uintptr, syscall.Errno) {
 //go:norace
 //go:nocheckptr
 func childMain(c *childArgs) {
-	resetSignals(c.mask)
+	resetSignals(c.mask, c.cleared)
 	run(c.ops, c.slots, c.rec, c.reportFd)
 }
 
-// resetSignals sets every signal that has a handler to SIG_DFL, and the
-// signal mask to mask. Ignored signals stay ignored, as across an exec.
+// resetSignals sets every signal that has a handler to SIG_DFL, unless the
+// clone has (cleared), and the signal mask to mask. Ignored signals stay
+// ignored, as across an exec.
 //
 //go:nosplit
 //go:norace
 //go:nocheckptr
-func resetSignals(mask uint64) {
+func resetSignals(mask uint64, cleared bool) {
+	if cleared {
+		syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&mask)), 0, 8, 0, 0)
+		return
+	}
 	// The kernel's struct sigaction on 64-bit Linux: handler, flags,
 	// restorer (where the architecture has one) and mask; 32 bytes at most.
 	var act, dfl [4]uint64
