@@ -133,12 +133,17 @@ type Plan struct {
 	slots    []uintptr // initial values
 	keep     []any
 	reportFd int
+	refs     refs
+	buf      *buffers // where the slices came from, to go back to on Release
 }
 
 // New returns an empty plan whose failures are reported on reportFd, an
 // fd number as the child sees it when the failing step runs.
 func New(reportFd int) *Plan {
-	return &Plan{reportFd: reportFd}
+	b := released.Get().(*buffers)
+	p := &Plan{ops: b.ops, where: b.where, slots: b.slots, keep: b.keep, reportFd: reportFd, buf: b}
+	p.refs.take()
+	return p
 }
 
 // Grow makes room for steps more steps and slots more slots, for a

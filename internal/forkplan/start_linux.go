@@ -63,6 +63,8 @@ type cloneArgs struct {
 // another goroutine makes without close-on-exec meanwhile may reach the
 // child: a plan closes what it does not use before it execs.
 func (p *Plan) Start(c Clone) (int, error) {
+	p.refs.take()
+	defer p.Release()
 	args := &cloneArgs{flags: c.Flags, exitSignal: uint64(unix.SIGCHLD)}
 	if c.CgroupFD >= 0 {
 		args.flags |= unix.CLONE_INTO_CGROUP

@@ -287,6 +287,7 @@ func Enter(target *Handle, cfg *wire.Config, stdio [3]*os.File, teardown *sysuti
 			}
 			sv = supervise(l, cfg.Seccomp, kill, h.Events)
 		})
+		plan.Release()
 		h.Term = term
 		if se != nil {
 			recipe.NameProgram(se, &cfg.Program)

@@ -199,6 +199,7 @@ func Launch(cfg *wire.Config, stdio [3]*os.File, extra Files, inProcess bool, te
 			})
 			recipe.NameProgram(se, given)
 		}
+		plan.Release()
 		h.Ready <- se
 		parent.Close()
 		ps, _ := proc.Wait() // the status is in ps whatever the error
