@@ -252,7 +252,8 @@
 // CGO_ENABLED=0 builds are filtered too; built with the tag libseccomp,
 // the same policy compiles through libseccomp instead, and a differential
 // test holds both to the same decision for every syscall. The default
-// policy is compiled once per process, a caller's once per [New].
+// policy is compiled when the module is built (on amd64, without
+// libseccomp) or once per process, a caller's once per [New].
 // [github.com/fumehood/sandbox/seccompprofile] builds a policy from a
 // runtime-spec value or a Docker profile, and exports one.
 // [Unconfined] runs without a filter.

@@ -383,7 +383,7 @@ func (o *resolved) seccompOption() string {
 }
 
 // seccompFilter compiles the run's syscall filter: the default policy's
-// once per process, a caller's once per Sandbox.
+// at most once per process (defaultFilter), a caller's once per Sandbox.
 func (o *resolved) seccompFilter() (*compiledFilter, error) {
 	switch {
 	case o.AuditExec && o.NoSeccomp:

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"testing"
 
 	"github.com/fumehood/sandbox/internal/seccomp"
 )
@@ -389,10 +390,21 @@ func (cf *compiledFilter) allows(option string, calls []syscallOn, why string) e
 // socket), as the filter sees it.
 const initConnFdArg = 3
 
-// defaultFilter is the default policy, compiled once per process.
+// defaultFilter is the default policy, compiled once per process, or the
+// program compiled from it when the module was built (defaultProg), where
+// there is one: a process that makes one run, as "sandbox run" is, would
+// spend as much on the compile as on its own initialisers. A test binary
+// compiles the policy, so that a test run right after a change to it
+// checks the change, not the program generated before; TestDefaultProg
+// holds that program to what the policy compiles to.
 var defaultFilter = sync.OnceValues(func() (*compiledFilter, error) {
+	if defaultProg != nil && !testing.Testing() {
+		return &compiledFilter{prog: defaultProg, notify: defaultProgNotify}, nil
+	}
 	return DefaultSeccompPolicy().compile("DefaultSeccompPolicy()")
 })
+
+//go:generate go test -run ^TestDefaultProg$ -update-default-prog .
 
 // defaultAuditFilter is the default policy with its execs audited
 // (Options.Audit.Exec), compiled once per process.

@@ -60,7 +60,7 @@ func BenchmarkSeccompCompile(b *testing.B) {
 }
 
 // BenchmarkSeccompNew is New with the default policy, which is compiled
-// once per process and shared.
+// when the module is built (defaultProg) or once per process, and shared.
 func BenchmarkSeccompNew(b *testing.B) {
 	for range b.N {
 		if err := New(Options{}).Err(); err != nil {

@@ -920,3 +920,23 @@ func TestPolicyExport(t *testing.T) {
 		t.Errorf("policy import: exit %d, want %d", code, exitFailure)
 	}
 }
+
+func TestBindIndex(t *testing.T) {
+	for _, tc := range []struct {
+		option, n string
+		ok        bool
+	}{
+		{"Options.Binds[0]", "0", true},
+		{"Options.Binds[12].Source", "12", true},
+		{"Options.Binds[]", "", false},
+		{"Options.Binds[x]", "", false},
+		{"Options.Binds[1x]", "", false},
+		{"Options.Binds[1", "", false},
+		{"Cmd.Options.Binds[1]", "", false},
+		{"Options.Seccomp", "", false},
+	} {
+		if n, ok := bindIndex(tc.option); n != tc.n || ok != tc.ok {
+			t.Errorf("bindIndex(%q) = %q, %v, want %q, %v", tc.option, n, ok, tc.n, tc.ok)
+		}
+	}
+}

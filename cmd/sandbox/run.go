@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -558,8 +557,19 @@ func stdinOf(f *os.File) io.Reader {
 	return f
 }
 
-// optionField matches the fields of OptionError that come from flags.
-var optionField = regexp.MustCompile(`^Options\.Binds\[(\d+)\]`)
+// bindIndex returns the N of an OptionError's field Options.Binds[N]...,
+// which comes from the Nth --bind or --ro-bind, and whether it is one.
+func bindIndex(option string) (string, bool) {
+	rest, ok := strings.CutPrefix(option, "Options.Binds[")
+	if !ok {
+		return "", false
+	}
+	n, _, ok := strings.Cut(rest, "]")
+	if !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+		return "", false
+	}
+	return n, true
+}
 
 // explain rewrites an *sandbox.OptionError about a field the tool set from
 // a flag so that it names the flag instead of the field.
@@ -584,8 +594,8 @@ func (cfg *runConfig) explain(err error) error {
 	case oe.Option == "Cmd.Path" || strings.HasPrefix(oe.Option, "Cmd.Args"):
 		flagName = "COMMAND"
 	default:
-		if m := optionField.FindStringSubmatch(oe.Option); m != nil {
-			if i, _ := strconv.Atoi(m[1]); i < len(cfg.binds) {
+		if n, ok := bindIndex(oe.Option); ok {
+			if i, _ := strconv.Atoi(n); i < len(cfg.binds) {
 				flagName, value = "--"+cfg.binds[i].flag, cfg.binds[i].spec
 			}
 		}

@@ -281,7 +281,7 @@ func (g *Guard) Authenticate(r *http.Request) (Identity, error) {
 	}
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		cert := r.TLS.VerifiedChains[0][0]
-		if validTenant.MatchString(cert.Subject.CommonName) {
+		if validTenant(cert.Subject.CommonName) {
 			return Identity{Tenant: cert.Subject.CommonName, Method: "client-cert",
 				Subject: fmt.Sprintf("client-cert subject=%q serial=%s", cert.Subject.String(), cert.SerialNumber)}, nil
 		}

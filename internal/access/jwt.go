@@ -54,7 +54,7 @@ func (is *issuer) verify(ctx context.Context, token string) (Identity, time.Time
 		return Identity{}, time.Time{}, fmt.Errorf("%w: the JWT's claims: %w", ErrUnauthenticated, err)
 	}
 	tenant, _ := claims[is.claim()].(string)
-	if !validTenant.MatchString(tenant) {
+	if !validTenant(tenant) {
 		return Identity{}, time.Time{}, fmt.Errorf("%w: the JWT's claim %q (-oidc-tenant-claim) does not hold a tenant name: want lower-case letters, digits, '.', '_' and '-', at most 63", ErrUnauthenticated, is.claim())
 	}
 	return Identity{Tenant: tenant, Method: "jwt", Subject: "jwt iss=" + tok.Issuer + " sub=" + tok.Subject}, tok.Expiry, nil

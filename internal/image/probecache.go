@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -21,7 +20,20 @@ const probesDir = "probes"
 // answer found under the old ones.
 var bootIDFile = "/proc/sys/kernel/random/boot_id"
 
-var bootIDForm = regexp.MustCompile(`^[0-9a-f-]{36}$`)
+// isBootID reports whether s has the form of a boot ID: 36 of lower-case
+// hex digits and '-'. A loop, not a regexp: the bounded repeat would be
+// compiled at every start of a program that links the image store.
+func isBootID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // CachedProbe returns the answer CacheProbe stored for the probe key of
 // img's layers (Image.Layers), and whether there is one. An answer holds
@@ -105,7 +117,7 @@ func (img *Image) probeName(key string) (boot, name string, err error) {
 		return "", "", fmt.Errorf("probe cache: %w", err)
 	}
 	boot = strings.TrimSpace(string(b))
-	if !bootIDForm.MatchString(boot) {
+	if !isBootID(boot) {
 		return "", "", fmt.Errorf("probe cache: %s holds %q, not a boot ID", bootIDFile, boot)
 	}
 	if len(img.Layers) == 0 {

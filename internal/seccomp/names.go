@@ -8,15 +8,21 @@ import (
 
 //go:generate go run ./gen
 
+// numbers maps this GOARCH's syscall names to their numbers. Built at the
+// first use, not at init: a map literal of this size is built by the
+// package's initialiser in every program that links the package, which a
+// run with a filter compiled ahead (the default policy's) never needs.
+var numbers = sync.OnceValue(numberTable)
+
 // Number returns the number of the named syscall on this GOARCH.
 func Number(name string) (uint32, bool) {
-	n, ok := numbers[name]
+	n, ok := numbers()[name]
 	return n, ok
 }
 
 var byNumber = sync.OnceValue(func() map[uint32]string {
-	m := make(map[uint32]string, len(numbers))
-	for name, n := range numbers {
+	m := make(map[uint32]string, len(numbers()))
+	for name, n := range numbers() {
 		m[n] = name
 	}
 	return m
@@ -33,8 +39,8 @@ func Name(nr uint32) string {
 
 // Names returns every syscall name the table knows, sorted.
 func Names() []string {
-	names := make([]string, 0, len(numbers))
-	for name := range numbers {
+	names := make([]string, 0, len(numbers()))
+	for name := range numbers() {
 		names = append(names, name)
 	}
 	sort.Strings(names)

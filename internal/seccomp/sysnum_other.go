@@ -9,4 +9,5 @@ const NativeArch = 0
 // MaxNr is 0 for want of a table.
 const MaxNr = 0
 
-var numbers = map[string]uint32{}
+// numberTable is empty for want of a table.
+func numberTable() map[string]uint32 { return map[string]uint32{} }

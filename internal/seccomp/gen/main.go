@@ -76,11 +76,11 @@ func write(src, goarch string, audit uint32) error {
 	fmt.Fprintf(&b, "//go:build %s\n\npackage seccomp\n\n", goarch)
 	fmt.Fprintf(&b, "// NativeArch is the AUDIT_ARCH_* value of this GOARCH.\nconst NativeArch = %#x\n\n", audit)
 	fmt.Fprintf(&b, "// MaxNr is the highest syscall number the table knows.\nconst MaxNr = %d\n\n", max)
-	b.WriteString("// numbers maps this GOARCH's syscall names to their numbers.\nvar numbers = map[string]uint32{\n")
+	b.WriteString("// numberTable maps this GOARCH's syscall names to their numbers.\nfunc numberTable() map[string]uint32 {\n\treturn map[string]uint32{\n")
 	for _, name := range names {
-		fmt.Fprintf(&b, "\t%q: %d,\n", name, nums[name])
+		fmt.Fprintf(&b, "\t\t%q: %d,\n", name, nums[name])
 	}
-	b.WriteString("}\n")
+	b.WriteString("\t}\n}\n")
 	code, err := format.Source(b.Bytes())
 	if err != nil {
 		return err
