@@ -143,11 +143,11 @@ func startSpawner() (*spawnerClient, error) {
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
 		Args: []string{"sandbox-spawner"},
-		// Its live heap is small, and each run allocates a request and a
-		// plan: letting the heap grow by 4x the live heap between
-		// collections instead of 1x makes them a quarter as frequent
-		// (at the default, the collector took 1.5% of all CPU).
-		Env:        roleEnviron(roleSpawner, "GOGC=400"),
+		// The collector's default pace keeps its heap near twice the
+		// live heap: what a live session's entrant copies the page
+		// tables of when it forks, and unmaps when it execs, grows with
+		// it. The plans, the bulk of what a run allocates, are reused.
+		Env:        roleEnviron(roleSpawner),
 		Stderr:     os.Stderr,
 		ExtraFiles: []*os.File{child},
 	}
