@@ -718,3 +718,54 @@ func TestEscapeTIOCSTI(t *testing.T) {
 		})
 	})
 }
+
+// TestEscapeEtcCopies: the host's /etc files a sandbox shows are copies
+// in its own root, written from bytes the launcher holds for every run of
+// the process. One run tries to change them every way a program can
+// (write, truncate, replace, remove, chmod, through /proc/self/root), and
+// the next run of the same Sandbox, and of another, must show the host's
+// bytes: nothing of one run's /etc reaches the next.
+func TestEscapeEtcCopies(t *testing.T) {
+	requireSandbox(t)
+	files := []string{"/etc/services", "/etc/protocols", "/etc/ld.so.cache", "/etc/host.conf"}
+	var present []string
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o004 != 0 {
+			present = append(present, f)
+		}
+	}
+	if len(present) == 0 {
+		t.Skip("the host has none of the /etc files a sandbox copies:", files)
+	}
+	list := strings.Join(present, " ")
+	attack := `for f in ` + list + `; do
+		echo evil >> "$f"; true > "$f"; echo evil > /proc/self/root"$f"
+		rm -f "$f"; mv "$f" /tmp/x; chmod 777 "$f"; ln -sf /tmp/evil "$f"
+		cat /proc/self/mountinfo > "$f"
+	done 2>/dev/null
+	for f in ` + list + `; do sha256sum "$f"; done`
+	check := `for f in ` + list + `; do sha256sum "$f"; done`
+	var want strings.Builder
+	for _, f := range present {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&want, "%x  %s\n", sha256.Sum256(b), f)
+	}
+	sb := New(Options{})
+	defer sb.Close()
+	for i, script := range []string{attack, check} {
+		res, err := sb.Run(context.Background(), Command("/bin/sh", "-c", script))
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if got := string(res.Stdout); got != want.String() {
+			t.Errorf("run %d of one Sandbox (%s): /etc shows\n%s\nwant the host's\n%s\nstderr: %s", i,
+				[]string{"attacking", "after the attack"}[i], got, want.String(), res.Stderr)
+		}
+	}
+	if got := sh(t, Options{}, check); got != want.String() {
+		t.Errorf("another Sandbox after the attack: /etc shows\n%s\nwant the host's\n%s", got, want.String())
+	}
+}
