@@ -83,9 +83,9 @@ func throughput(rows []*row, c config) (throughputs, error) {
 		fmt.Printf("  %-6s %10.1f %10.1f %10.2f %10.2f %11s\n", r.name, t.rate(r.name, 1), t.rate(r.name, 2),
 			t.ratio(r.name, "bwrap", 1), t.ratio(r.name, "bwrap", 2), ms(t.cpuPerRun(r.name)))
 	}
-	fmt.Println("  cpu: user+system of this process and its descendants (the spawner and the sandboxes it reaped),")
-	fmt.Println("  over both caller counts; kernel threads (deferred namespace teardown) and bwrap's re-parented")
-	fmt.Println("  pid 1 are missed; warm's background refills may fall in the next slice of another row")
+	fmt.Println("  cpu: user+system of this process's tree (its cgroup, where it has one: see cpu by process),")
+	fmt.Println("  over both caller counts; kernel threads (deferred namespace teardown) are missed; warm's")
+	fmt.Println("  background refills may fall in the next slice of another row")
 	fmt.Println()
 	return t, nil
 }
