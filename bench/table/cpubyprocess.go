@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -46,12 +45,7 @@ type cpuPerRun map[string]cpuShares
 // ratio is row a's total CPU per run over row b's; NaN when either was not
 // measured.
 func (c cpuPerRun) ratio(a, b string) float64 {
-	sa, oka := c[a]
-	sb, okb := c[b]
-	if !oka || !okb {
-		return math.NaN()
-	}
-	return ratio(sa.total(), sb.total())
+	return rowRatio(c, a, b, cpuShares.total)
 }
 
 // kthreadChurn counts the kernel threads that started or exited during the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -12,12 +11,7 @@ type latencies map[string]summary
 // ratio is the ratio of row a's median to row b's; NaN when either was
 // not measured.
 func (l latencies) ratio(a, b string) float64 {
-	sa, oka := l[a]
-	sb, okb := l[b]
-	if !oka || !okb {
-		return math.NaN()
-	}
-	return ratio(sa.median, sb.median)
+	return rowRatio(l, a, b, func(s summary) time.Duration { return s.median })
 }
 
 // latency times warmup+n iterations, each of which runs every row once,

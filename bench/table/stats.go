@@ -38,3 +38,14 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(
 
 // ratio is a/b, the form every ratio of the table takes.
 func ratio[T int64 | float64 | time.Duration](a, b T) float64 { return float64(a) / float64(b) }
+
+// rowRatio is of(row a) over of(row b) in rows; NaN when either was not
+// measured.
+func rowRatio[T any](rows map[string]T, a, b string, of func(T) time.Duration) float64 {
+	sa, oka := rows[a]
+	sb, okb := rows[b]
+	if !oka || !okb {
+		return math.NaN()
+	}
+	return ratio(of(sa), of(sb))
+}
