@@ -753,7 +753,7 @@ func TestEscapeEtcCopies(t *testing.T) {
 		}
 		fmt.Fprintf(&want, "%x  %s\n", sha256.Sum256(b), f)
 	}
-	sb := New(Options{})
+	sb := newTest(t, Options{})
 	defer sb.Close()
 	for i, script := range []string{attack, check} {
 		res, err := sb.Run(context.Background(), Command("/bin/sh", "-c", script))
