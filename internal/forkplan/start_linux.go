@@ -1,11 +1,11 @@
 package forkplan
 
 import (
-	"github.com/fumehood/sandbox/internal/sysutil"
 	"runtime"
 	"syscall"
 	"unsafe"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
 	"golang.org/x/sys/unix"
 )
 

@@ -4,11 +4,11 @@ package recipe
 
 import (
 	"fmt"
-	"github.com/fumehood/sandbox/internal/sysutil"
 	"os"
 	"slices"
 	"sync"
 
+	"github.com/fumehood/sandbox/internal/sysutil"
 	"golang.org/x/sys/unix"
 )
 
