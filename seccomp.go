@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
-	"testing"
 
 	"github.com/fumehood/sandbox/internal/seccomp"
 )
@@ -393,12 +392,11 @@ const initConnFdArg = 3
 // defaultFilter is the default policy, compiled once per process, or the
 // program compiled from it when the module was built (defaultProg), where
 // there is one: a process that makes one run, as "sandbox run" is, would
-// spend as much on the compile as on its own initialisers. A test binary
-// compiles the policy, so that a test run right after a change to it
-// checks the change, not the program generated before; TestDefaultProg
-// holds that program to what the policy compiles to.
+// spend as much on the compile as on its own initialisers. Tests run the
+// same program; TestDefaultProg holds it to what the policy compiles to,
+// and a change to the policy is followed by go generate.
 var defaultFilter = sync.OnceValues(func() (*compiledFilter, error) {
-	if defaultProg != nil && !testing.Testing() {
+	if defaultProg != nil {
 		return &compiledFilter{prog: defaultProg, notify: defaultProgNotify}, nil
 	}
 	return DefaultSeccompPolicy().compile("DefaultSeccompPolicy()")

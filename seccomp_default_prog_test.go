@@ -18,7 +18,7 @@ var updateDefaultProg = flag.Bool("update-default-prog", false, "rewrite "+defau
 const defaultProgFile = "seccomp_default_prog_amd64.go"
 
 // TestDefaultProg checks that the program defaultFilter uses without
-// compiling, outside tests, is the one the default policy compiles to. After a change to
+// compiling is the one the default policy compiles to. After a change to
 // the policy or to the compiler, rewrite it: go generate (which runs this
 // test with -update-default-prog).
 func TestDefaultProg(t *testing.T) {

@@ -31,6 +31,12 @@ for p in "${patches[@]}"; do
 		exit 2
 	fi
 	echo "+ mutant $(basename "$p"): $what"
+	# The default policy's program is generated ahead (go generate); a
+	# mutant of the policy is run as a change to it would be, regenerated.
+	if ! (cd "$tree" && "$GO" generate . >/dev/null); then
+		echo "$p: go generate failed in the mutant's tree" >&2
+		exit 2
+	fi
 	echo "+ $GO test -count=1 -run '^$test\$' ."
 	if out=$(cd "$tree" && "$GO" test -count=1 -run "^$test\$" . 2>&1); then
 		echo "$out" | tail -5
