@@ -3,9 +3,6 @@
 package recipe
 
 import (
-	"os"
-
-	"github.com/fumehood/sandbox/internal/sysutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,27 +43,52 @@ func copyHostEtc(entries []etcEntry) {
 		if e.kind != etcRegular {
 			continue
 		}
-		f, err := os.OpenFile(e.path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
-		if err != nil {
+		data, st, ok := readEtcCopy(e.path, maxCopiedEtc-total)
+		if !ok {
 			continue
-		}
-		var st unix.Stat_t
-		if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o004 == 0 ||
-			st.Size > maxCopiedEtcFile || total+int(st.Size) > maxCopiedEtc {
-			f.Close()
-			continue
-		}
-		data, err := sysutil.ReadLimited(f, maxCopiedEtcFile)
-		f.Close()
-		if err != nil || int64(len(data)) != st.Size {
-			continue // changing as it is read: bound, as it was
-		}
-		if data == nil {
-			data = []byte{}
 		}
 		e.content, e.stamp = data, stampOf(&st)
 		total += len(data)
 	}
+}
+
+// readEtcCopy reads the host file at path whole, if it is a regular file
+// anyone may read of at most maxCopiedEtcFile and room bytes. The buffer
+// is sized from the file's stat and takes one read, where a growing one
+// took a read for each doubling; the raw fd skips the runtime poller,
+// which a regular file never uses. A file whose size changes as it is
+// read is not copied (bound, as it was).
+func readEtcCopy(path string, room int) ([]byte, unix.Stat_t, bool) {
+	var st unix.Stat_t
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, st, false
+	}
+	defer unix.Close(fd)
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o004 == 0 ||
+		st.Size > maxCopiedEtcFile || st.Size > int64(room) {
+		return nil, st, false
+	}
+	// One byte more than the stat says, to see a file that grew.
+	buf := make([]byte, st.Size+1)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, st, false
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	if int64(n) != st.Size {
+		return nil, st, false
+	}
+	return buf[:n:n], st, true
 }
 
 // copiesCurrent says whether every copied file of entries is as it was
