@@ -70,12 +70,12 @@ func cpuByProcess(rows []*row, c config) (cpuPerRun, error) {
 		}
 	}
 	per := cpuPerRun{}
-	fmt.Printf("  %-6s %-15s %-15s %-15s\n", "", "    caller", "    spawner", "    sandbox")
-	fmt.Printf("  %-6s %7s %7s %7s %7s %7s %7s %8s %7s %7s\n", "row", "user", "sys", "user", "sys", "user", "sys", "kthreads", "other", "total")
+	fmt.Printf("  %-7s %-15s %-15s %-15s\n", "", "    caller", "    spawner", "    sandbox")
+	fmt.Printf("  %-7s %7s %7s %7s %7s %7s %7s %8s %7s %7s\n", "row", "user", "sys", "user", "sys", "user", "sys", "kthreads", "other", "total")
 	for _, r := range rows {
 		s := sums[r.name].div(c.rounds * c.cpuRuns)
 		per[r.name] = s
-		fmt.Printf("  %-6s %7s %7s %7s %7s %7s %7s %8s %7s %7s\n", r.name, ms(s.caller.user), ms(s.caller.sys),
+		fmt.Printf("  %-7s %7s %7s %7s %7s %7s %7s %8s %7s %7s\n", r.name, ms(s.caller.user), ms(s.caller.sys),
 			ms(s.spawner.user), ms(s.spawner.sys), ms(s.sandbox.user), ms(s.sandbox.sys), ms(s.kthreads), ms(s.other()), ms(s.total()))
 	}
 	fmt.Println("  caller: this process (getrusage). spawner: its own utime and stime (/proc/PID/stat, 10 ms ticks).")

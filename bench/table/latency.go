@@ -38,9 +38,9 @@ func latency(rows []*row, c config) (latencies, error) {
 	for _, r := range rows {
 		l[r.name] = summarize(samples[r.name])
 	}
-	fmt.Printf("  %-6s %10s %10s %13s %13s\n", "row", "median ms", "p99 ms", "median/floor", "median/bwrap")
+	fmt.Printf("  %-7s %10s %10s %13s %13s\n", "row", "median ms", "p99 ms", "median/floor", "median/bwrap")
 	for _, r := range rows {
-		fmt.Printf("  %-6s %10s %10s %13.2f %13.2f\n", r.name, ms(l[r.name].median), ms(l[r.name].p99),
+		fmt.Printf("  %-7s %10s %10s %13.2f %13.2f\n", r.name, ms(l[r.name].median), ms(l[r.name].p99),
 			l.ratio(r.name, "floor"), l.ratio(r.name, "bwrap"))
 	}
 	fmt.Println()

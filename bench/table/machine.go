@@ -43,6 +43,8 @@ func printMachine(bwrapArgv []string, limitsNote string) {
 	fmt.Println("  image  the same with Options{Image: ...}: /bin/true from an image of two layers made here (the host's")
 	fmt.Println("         /bin/true and its libraries; a file in /etc), stored before the warm-up; the root is an overlay of its")
 	fmt.Println("         layers where the kernel allows one, its hard-linked tree elsewhere")
+	fmt.Println("  oneshot bench/table/oneshot /bin/true: the smallest Go command on the library (CGO_ENABLED=0),")
+	fmt.Println("         a process of its own each time: one Sandbox made in process, one run, exit")
 	fmt.Println("  cli    sandbox run -- /bin/true: the command-line tool (CGO_ENABLED=0), a process of its own each")
 	fmt.Println("         time, which makes the same sandbox in process")
 	fmt.Println("  cliimg sandbox run --image-store STORE --image bench.invalid/true@sha256:... -- /bin/true: the same in")

@@ -3,14 +3,15 @@
 // machine, and prints one fixed-width table. Its last line holds the ratios
 // the speed targets are judged by:
 //
-//	ratios: cold/bwrap=R cli/bwrap=R warm/floor=R live/floor=R image/cold=R cliimg/cli=R tput2/bwrap=R cpu/bwrap=R rss1g/rss10m=R seccomp=R
+//	ratios: cold/bwrap=R cli/bwrap=R warm/floor=R live/floor=R image/cold=R cliimg/cli=R oneshot/bwrap=R cli/oneshot=R tput2/bwrap=R cpu/bwrap=R rss1g/rss10m=R seccomp=R
 //
 // The rows are: floor (fork+exec+wait of /bin/true from Go), bwrap
 // (bubblewrap --unshare-all with our mounts, running /bin/true), cold
 // (sandbox.New(Options{}).Run of /bin/true through the spawner), warm (the
 // same with Options{Pool: 2}), live (the same with Options{Live: true}: a
 // command entering one running sandbox), image (cold, in a stored image of
-// the host's /bin/true instead of the host's /usr: Options.Root), cli (the command-line tool's
+// the host's /bin/true instead of the host's /usr: Options.Root), oneshot (the smallest Go
+// command on the library, bench/table/oneshot: one in-process run, then exit), cli (the command-line tool's
 // `sandbox run -- /bin/true`, started as a shell starts it) and cliimg (the same in the stored
 // image, named by digest: `sandbox run --image NAME@sha256:... -- /bin/true`). The sections are:
 //
@@ -130,11 +131,15 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
+	oneshot, err := buildOneshot(dir)
+	if err != nil {
+		return err
+	}
 	im, err := makeImage(dir)
 	if err != nil {
 		return err
 	}
-	all := newRows(bwrapArgv, cliCommand(bin), cliImageCommand(bin, im.store, im.digestRef), opts, imageOptions(opts, im))
+	all := newRows(bwrapArgv, []string{oneshot, "/bin/true"}, cliCommand(bin), cliImageCommand(bin, im.store, im.digestRef), opts, imageOptions(opts, im))
 	rows, err := pickRows(all, c.rows)
 	var lat latencies
 	var tput throughputs
@@ -158,6 +163,7 @@ func run(c config) error {
 		{"cold/bwrap", lat.ratio("cold", "bwrap")}, {"cli/bwrap", lat.ratio("cli", "bwrap")},
 		{"warm/floor", lat.ratio("warm", "floor")}, {"live/floor", lat.ratio("live", "floor")},
 		{"image/cold", lat.ratio("image", "cold")}, {"cliimg/cli", lat.ratio("cliimg", "cli")},
+		{"oneshot/bwrap", lat.ratio("oneshot", "bwrap")}, {"cli/oneshot", lat.ratio("cli", "oneshot")},
 		{"tput2/bwrap", tput.ratio("cold", "bwrap", 2)}, {"cpu/bwrap", cpu.ratio("cold", "bwrap")},
 	}
 	if c.rows == "" {

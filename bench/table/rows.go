@@ -24,11 +24,11 @@ type row struct {
 	sb   *sandbox.Sandbox // nil for the rows that are plain commands
 }
 
-// newRows returns the eight rows. The sandbox rows share this process's
+// newRows returns the nine rows. The sandbox rows share this process's
 // spawner, as the Sandboxes of one service would; the cli rows are a
 // process of their own each time, as a user's command is. imageOpts are
 // opts with the stored image as the root (imageOptions).
-func newRows(bwrapArgv, cliArgv, cliImageArgv []string, opts, imageOpts sandbox.Options) []*row {
+func newRows(bwrapArgv, oneshotArgv, cliArgv, cliImageArgv []string, opts, imageOpts sandbox.Options) []*row {
 	warmOpts, liveOpts := opts, opts
 	warmOpts.Start = sandbox.Pool{Size: 2}
 	liveOpts.Live = &sandbox.Live{}
@@ -44,6 +44,7 @@ func newRows(bwrapArgv, cliArgv, cliImageArgv []string, opts, imageOpts sandbox.
 		{name: "cold", run: func() error { return sandboxRun(cold) }, sb: cold},
 		{name: "image", run: func() error { return sandboxRun(image) }, sb: image},
 		{name: "warm", run: func() error { return sandboxRun(warm) }, sb: warm},
+		{name: "oneshot", run: func() error { return execRun(oneshotArgv) }},
 		{name: "cli", run: func() error { return execRun(cliArgv) }},
 		{name: "cliimg", run: func() error { return execRun(cliImageArgv) }},
 	}
@@ -59,7 +60,7 @@ func pickRows(rows []*row, names string) ([]*row, error) {
 	want := map[string]bool{"floor": true, "bwrap": true}
 	for _, n := range strings.Split(names, ",") {
 		if !slices.ContainsFunc(rows, func(r *row) bool { return r.name == n }) {
-			return nil, fmt.Errorf("-rows: no row %q (the rows: floor, live, bwrap, cold, image, warm, cli, cliimg)", n)
+			return nil, fmt.Errorf("-rows: no row %q (the rows: %s)", n, strings.Join(rowNames(rows), ", "))
 		}
 		want[n] = true
 	}
@@ -70,6 +71,15 @@ func pickRows(rows []*row, names string) ([]*row, error) {
 		}
 	}
 	return out, nil
+}
+
+// rowNames are the names of rows, in their order.
+func rowNames(rows []*row) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.name)
+	}
+	return out
 }
 
 // closeRows closes the rows' Sandboxes.

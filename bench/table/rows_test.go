@@ -7,14 +7,6 @@ import (
 	"testing"
 )
 
-func rowNames(rows []*row) []string {
-	var out []string
-	for _, r := range rows {
-		out = append(out, r.name)
-	}
-	return out
-}
-
 // TestPickRows: -rows keeps the rows it names, in the table's order, with
 // floor and bwrap; empty keeps all; a row that does not exist is an error
 // naming it.

@@ -78,9 +78,9 @@ func throughput(rows []*row, c config) (throughputs, error) {
 			}
 		}
 	}
-	fmt.Printf("  %-6s %10s %10s %10s %10s %11s\n", "row", "1 caller", "2 callers", "/bwrap@1", "/bwrap@2", "cpu ms/run")
+	fmt.Printf("  %-7s %10s %10s %10s %10s %11s\n", "row", "1 caller", "2 callers", "/bwrap@1", "/bwrap@2", "cpu ms/run")
 	for _, r := range rows {
-		fmt.Printf("  %-6s %10.1f %10.1f %10.2f %10.2f %11s\n", r.name, t.rate(r.name, 1), t.rate(r.name, 2),
+		fmt.Printf("  %-7s %10.1f %10.1f %10.2f %10.2f %11s\n", r.name, t.rate(r.name, 1), t.rate(r.name, 2),
 			t.ratio(r.name, "bwrap", 1), t.ratio(r.name, "bwrap", 2), ms(t.cpuPerRun(r.name)))
 	}
 	fmt.Println("  cpu: user+system of this process's tree (its cgroup, where it has one: see cpu by process),")
