@@ -1,6 +1,7 @@
 //go:build tools
 
-// Package node pins the upstream programs a Kubernetes test node runs.
+// Package node pins the upstream programs a Kubernetes test node runs
+// (containerd, ctr, the runc shim, runc, four CNI plugins, CoreDNS).
 // Nothing here is linked into the sandbox library or CLI: build-node.sh
 // builds each main package below by import path, from the module proxy.
 package node
@@ -13,5 +14,6 @@ import (
 	_ "github.com/containernetworking/plugins/plugins/main/bridge"
 	_ "github.com/containernetworking/plugins/plugins/main/loopback"
 	_ "github.com/containernetworking/plugins/plugins/meta/portmap"
+	_ "github.com/coredns/coredns"
 	_ "github.com/opencontainers/runc"
 )
