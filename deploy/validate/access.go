@@ -98,17 +98,70 @@ func (c *checker) fileProblem(pod *corev1.PodSpec, flag, p string) string {
 	if isSecret && v.Secret == nil {
 		return fmt.Sprintf("volume %q is not a Secret: -%s holds keys or key hashes", v.Name, flag)
 	}
-	if v.Secret != nil && len(v.Secret.Items) > 0 && m.SubPath == "" {
+	if v.Secret == nil {
+		return ""
+	}
+	mode := int32(0o644) // the API's default for a Secret volume
+	if v.Secret.DefaultMode != nil {
+		mode = *v.Secret.DefaultMode
+	}
+	if len(v.Secret.Items) > 0 && m.SubPath == "" {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p, path.Clean(m.MountPath)), "/")
 		found := false
 		for _, it := range v.Secret.Items {
-			found = found || path.Clean(it.Path) == rel
+			if path.Clean(it.Path) == rel {
+				found = true
+				if it.Mode != nil {
+					mode = *it.Mode
+				}
+			}
 		}
 		if !found {
 			return fmt.Sprintf("volume %q's items project no %q", v.Name, rel)
 		}
 	}
-	return ""
+	return c.unreadable(pod, v.Name, mode)
+}
+
+// unreadable says why the server could not read a file of the Secret
+// volume name, of mode mode; "" when it can. The kubelet writes a
+// Secret's files owned by root, their group the pod's fsGroup if it has
+// one (which the container's processes then hold too), else root's.
+func (c *checker) unreadable(pod *corev1.PodSpec, name string, mode int32) string {
+	var uid, gid *int64
+	var groups []int64
+	var fsGroup *int64
+	if sc := pod.SecurityContext; sc != nil {
+		uid, gid, fsGroup, groups = sc.RunAsUser, sc.RunAsGroup, sc.FSGroup, sc.SupplementalGroups
+	}
+	if sc := c.ctr.SecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			gid = sc.RunAsGroup
+		}
+	}
+	if uid == nil {
+		return "" // the image's user, which the Dockerfile's checks hold to a number
+	}
+	fileGroup := int64(0)
+	if fsGroup != nil {
+		fileGroup = *fsGroup
+	}
+	inGroup := fsGroup != nil || gid != nil && *gid == fileGroup
+	for _, g := range groups {
+		inGroup = inGroup || g == fileGroup
+	}
+	switch {
+	case mode&0o004 != 0, *uid == 0 && mode&0o400 != 0, inGroup && mode&0o040 != 0:
+		return ""
+	}
+	why := "no fsGroup, so the files' group is root's"
+	if fsGroup != nil {
+		why = fmt.Sprintf("fsGroup %d", *fsGroup)
+	}
+	return fmt.Sprintf("volume %q's files are mode %04o, owned by root with %s, and the server runs as uid %d: it cannot read them and fails at start (permission denied); set the pod's securityContext.fsGroup, which the files' group and the server's groups then include, or a mode that lets the server read them", name, mode, why, *uid)
 }
 
 // allowedHosts checks that -allow-host names every host a request

@@ -366,6 +366,10 @@ func TestChecksCatch(t *testing.T) {
 		{"key file not among the Secret's items", func(b *Bundle) {
 			apiKeysVolume(b).Secret.Items[0].Path = "api-keys"
 		}, depFile, ctr0 + ".args[2]"},
+		{"key file unreadable: no fsGroup", func(b *Bundle) { pod(b).SecurityContext.FSGroup = nil }, depFile, ctr0 + ".args[2]"},
+		{"key file unreadable: its item's mode", func(b *Bundle) {
+			apiKeysVolume(b).Secret.Items[0].Mode = ptr(int32(0o400))
+		}, depFile, ctr0 + ".args[2]"},
 		{"-tenants outside every mount", func(b *Bundle) {
 			setArg(b, "tenants", "-tenants=/etc/tenants.json")
 		}, depFile, ctr0 + ".args["},
