@@ -26,7 +26,7 @@ FUZZEXECS ?= 150000
 # once, on their own, and every other pass skips them.
 CPYTHON_TEST = ^TestCPythonRegressionTests$$
 
-.PHONY: help demo test test-rootless test-vm test-busy bench bench-cgroups soak mutants
+.PHONY: help demo test test-rootless test-vm test-k8s test-busy bench bench-cgroups soak mutants
 
 help:
 	@echo 'make demo           run examples/quickstart (snippets), examples/agent-session (a multi-turn session),'
@@ -40,6 +40,9 @@ help:
 	echo 'make test-rootless  (as root) run the tests as the unprivileged user $(ROOTLESS_USER)'
 	echo 'make test-vm        the tests in a Debian kernel under qemu (no KVM needed) on pure cgroup v2,'
 	echo '                     as root and as a user with a delegated cgroup; VM_TESTS=regex narrows them'
+	echo 'make test-k8s       (as root) deploy/kubernetes on a real cluster it builds (cached), starts and stops:'
+	echo '                     control plane, CoreDNS, three kubelet+containerd nodes; sessions, a drain, a'
+	echo '                     scale; then its manifest mutants (deploy/k8stest; about 25 min cold, 2 warm)'
 	echo 'make test-busy      make test twice at once in two fresh clones of HEAD, while sandbox serve'
 	echo '                     serves a stream of runs and (as root) scripts/mount-loop.sh mounts and unmounts'
 	echo '                     a tmpfs in a loop (about an hour on 2 cores); prints each exit status'
@@ -242,6 +245,13 @@ test-rootless:
 test-vm:
 	@echo "+ vm/run.sh"
 	GO="$(GO)" vm/run.sh
+
+# The manifests on a real Kubernetes; deploy/k8stest/README.md says what
+# it builds and starts. Not part of make test: its first build alone takes
+# longer than CI's time left.
+test-k8s:
+	@echo "+ deploy/k8stest/run.sh"
+	GO="$(GO)" deploy/k8stest/run.sh
 
 # The suite on a busy host: it counts only what it made, so it passes
 # with other sandboxes running and other mounts coming and going. SUITE

@@ -17,7 +17,9 @@
 # Cold, it takes about 20 minutes on 2 cores and about 5 GB of disk
 # (module cache plus Go build cache) plus about 0.8 GB of binaries; warm, a
 # second or so. Static (CGO_ENABLED=0), -trimpath. Needs no stdin; runs as
-# root in CI (CI=true) with the default cache directory.
+# root in CI (CI=true) with the default cache directory. Usage:
+# build.sh [-print]; -print prints the bin directory and exits 0 if it is
+# complete, 1 if not.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -44,6 +46,12 @@ complete() {
 		[ -x "$bin/$c" ] || return 1
 	done
 }
+
+if [[ "${1:-}" == -print ]]; then
+	echo "$bin"
+	complete
+	exit
+fi
 
 if complete; then
 	echo "k8stest: binaries up to date in $bin (checked in $(($(date +%s) - start))s)"

@@ -87,6 +87,22 @@ func TestKubernetes(t *testing.T) {
 	cl := &client{t: t, key: key, host: "toolserver." + ns + ".svc", http: &http.Client{Timeout: time.Minute,
 		Transport: &http.Transport{DialContext: dialer(c.f.nodes[0]), DisableKeepAlives: true}}}
 
+	// kube-proxy routes the Service once it has seen the ready pods'
+	// endpoints: until then the node refuses connections to it.
+	began := time.Now()
+	for {
+		resp, err := cl.http.Get(svc + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Since(began) > time.Minute {
+			t.Fatalf("the Service %s is not routed from node 1 within a minute: %v", svc, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the Service %s routed from node 1 %v after its pods were Ready", svc, time.Since(began).Round(100*time.Millisecond))
+
 	// The key from the Secret is what lets a client in.
 	if r := cl.do(http.MethodPost, svc, "/v1/sessions", map[string]any{}, true); r.status != http.StatusUnauthorized {
 		t.Errorf("POST /v1/sessions through the Service without a key: %s, want 401", r)
@@ -171,7 +187,7 @@ func TestKubernetes(t *testing.T) {
 		}
 	}
 	fresh := cl.newSession(at(pods2[owner]))
-	if r, out := cl.run(at(pods2[survivor]), fresh, "echo", "back"); strings.TrimSpace(out) != "back" {
+	if r, out := cl.runOnceResolved(at(pods2[survivor]), fresh, "echo", "back"); strings.TrimSpace(out) != "back" {
 		t.Errorf("a new session on the new %s, through %s: %s", owner, survivor, r)
 	}
 	t.Logf("%s deleted: its session ended as documented, %s served on, and the new %s serves", owner, survivor, owner)
@@ -181,7 +197,7 @@ func TestKubernetes(t *testing.T) {
 	stays := pods2["toolserver-0"]
 	onVictim := cl.newSession(at(victim))
 	onStays := cl.newSession(at(stays))
-	began := time.Now()
+	began = time.Now()
 	if out, err := c.kubectl(ctx, "drain", victim.Spec.NodeName, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=3m"); err != nil {
 		t.Fatalf("kubectl drain %s: %v", victim.Spec.NodeName, err)
 	} else {
@@ -196,7 +212,7 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("toolserver-1 came back on the drained node %s", victim.Spec.NodeName)
 	}
 	fresh = cl.newSession(at(pods3["toolserver-1"]))
-	if r, out := cl.run(at(pods3["toolserver-0"]), fresh, "echo", "moved"); strings.TrimSpace(out) != "moved" {
+	if r, out := cl.runOnceResolved(at(pods3["toolserver-0"]), fresh, "echo", "moved"); strings.TrimSpace(out) != "moved" {
 		t.Errorf("a new session on toolserver-1 (now on %s), through toolserver-0: %s", pods3["toolserver-1"].Spec.NodeName, r)
 	}
 	if _, err := c.kubectl(ctx, "uncordon", victim.Spec.NodeName); err != nil {
@@ -239,6 +255,26 @@ func otherThan(pods map[string]podInfo, name string) string {
 		}
 	}
 	return ""
+}
+
+// runOnceResolved is run for a session of a pod that came back under
+// its old name, sent to another pod: until the cluster's DNS answers for
+// the name again (it cached the answer that it had none, for up to its
+// negative TTL), the other pod cannot reach it and says the session
+// ended. It retries that answer for 30 s and logs how long it lasted.
+func (c *client) runOnceResolved(base, id string, argv ...string) (reply, string) {
+	c.t.Helper()
+	began := time.Now()
+	for {
+		r, out := c.run(base, id, argv...)
+		if r.status != http.StatusNotFound || !bytes.Contains(r.body, []byte("cannot be reached")) || time.Since(began) > 30*time.Second {
+			if d := time.Since(began); d > time.Second {
+				c.t.Logf("session %s reached through %s after %v: until then its replica's name did not resolve there", id, base, d.Round(100*time.Millisecond))
+			}
+			return r, out
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // waitEnded waits until session id, sent to base, is answered 404 with

@@ -215,10 +215,15 @@ func (c *cluster) waitPods(t *testing.T, ns, selector string, within time.Durati
 	deadline := time.Now().Add(within)
 	for {
 		got := map[string]podInfo{}
-		all := true
+		all, crashing := true, ""
 		for _, p := range c.pods(t, ns, selector) {
 			got[p.Metadata.Name] = p
 			all = all && p.Status.Phase == "Running" && p.ready() && p.Metadata.DeletionTimestamp == nil
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.RestartCount >= 2 {
+					crashing = p.Metadata.Name
+				}
+			}
 		}
 		if all && len(got) == len(names) {
 			ok := true
@@ -230,7 +235,8 @@ func (c *cluster) waitPods(t *testing.T, ns, selector string, within time.Durati
 				return got
 			}
 		}
-		if time.Now().After(deadline) {
+		// A container that has failed twice is failing, not starting.
+		if time.Now().After(deadline) || crashing != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			out, _ := c.kubectl(ctx, "-n", ns, "get", "pods,events", "-o", "wide")
 			cancel()
@@ -240,6 +246,9 @@ func (c *cluster) waitPods(t *testing.T, ns, selector string, within time.Durati
 				for _, l := range logs {
 					out += fmt.Sprintf("\n--- %s:\n%s", strings.TrimPrefix(l, nd.dir), tail(l, 5))
 				}
+			}
+			if crashing != "" {
+				t.Fatalf("pods %v: %s's container keeps failing:\n%s", names, crashing, out)
 			}
 			t.Fatalf("pods %v not all Running and Ready within %v:\n%s", names, within, out)
 		}

@@ -384,9 +384,16 @@ func (nd *node) cleanup(t *testing.T) {
 			}
 		}
 	}
-	if !t.Failed() {
-		os.RemoveAll(nd.dir)
-	} else {
-		t.Logf("node %s's files are kept in %s", nd.name, nd.dir)
+	if t.Failed() {
+		for _, l := range []string{"node.log", "containerd.log", "kubelet.log", "kube-proxy.log"} {
+			t.Logf("node %s's %s ends:\n%s", nd.name, l, tail(filepath.Join(nd.dir, l), 10))
+		}
+		if os.Getenv("K8S_KEEP") != "" {
+			t.Logf("node %s's files are kept in %s (K8S_KEEP)", nd.name, nd.dir)
+			return
+		}
+	}
+	if err := os.RemoveAll(nd.dir); err != nil {
+		t.Errorf("remove node %s's files: %v", nd.name, err)
 	}
 }
