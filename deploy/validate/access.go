@@ -58,7 +58,11 @@ func (c *checker) access() {
 			c.add(file, c.argField(flag), "-%s=%s: %s", flag, p, msg)
 		}
 	}
-	c.allowedHosts()
+	if c.dep.Sandbox {
+		c.sandboxHosts()
+	} else {
+		c.allowedHosts()
+	}
 }
 
 // fileProblem says why the file p that flag names would not be there, or

@@ -41,6 +41,7 @@ func Check(b *Bundle) []Problem {
 	c.pdbs()
 	c.networkPolicies()
 	c.kustomization()
+	c.agentSandbox()
 	return c.probs
 }
 
@@ -264,14 +265,36 @@ func (c *checker) deployment() {
 		return
 	}
 	c.dep = &ws[0]
+	if !c.pod() {
+		return
+	}
+	file, dep := c.dep.File, c.dep
+
+	if dep.Selector == nil {
+		c.add(file, "spec.selector", "missing")
+	} else if sel, err := metav1.LabelSelectorAsSelector(dep.Selector); err != nil {
+		c.add(file, "spec.selector", "%v", err)
+	} else if sel.Empty() || !sel.Matches(labels.Set(dep.Template.Labels)) {
+		c.add(file, "spec.selector", "%s does not select the pod template's labels %v", sel, dep.Template.Labels)
+	}
+	if dep.Replicas != nil && c.scaledByHPA() {
+		c.add(file, "spec.replicas", "set while a HorizontalPodAutoscaler scales this %s: every kubectl apply would reset the replicas to %d", dep.Kind, *dep.Replicas)
+	}
+	c.sessions()
+}
+
+// pod checks the workload c.dep's pod template: its one container, the
+// server's flags, and what the sandboxes need of the pod. It reports
+// false when there is no container to check further.
+func (c *checker) pod() bool {
 	file, dep := c.dep.File, c.dep
 	pod := &dep.Template.Spec
-	const podPath = "spec.template.spec"
+	podPath := dep.PodPath
 
 	if len(pod.Containers) != 1 {
 		c.add(file, podPath+".containers", "want one container (the toolserver), have %d", len(pod.Containers))
 		if len(pod.Containers) == 0 {
-			return
+			return false
 		}
 	}
 	c.ctr, c.ctrPath = &pod.Containers[0], podPath+".containers[0]"
@@ -321,17 +344,7 @@ func (c *checker) deployment() {
 	c.security(pod)
 	c.resources()
 
-	if dep.Selector == nil {
-		c.add(file, "spec.selector", "missing")
-	} else if sel, err := metav1.LabelSelectorAsSelector(dep.Selector); err != nil {
-		c.add(file, "spec.selector", "%v", err)
-	} else if sel.Empty() || !sel.Matches(labels.Set(dep.Template.Labels)) {
-		c.add(file, "spec.selector", "%s does not select the pod template's labels %v", sel, dep.Template.Labels)
-	}
-	if dep.Replicas != nil && c.scaledByHPA() {
-		c.add(file, "spec.replicas", "set while a HorizontalPodAutoscaler scales this %s: every kubectl apply would reset the replicas to %d", dep.Kind, *dep.Replicas)
-	}
-	c.sessions()
+	return true
 }
 
 // argField names the container argument that set flag, or the args list
@@ -403,7 +416,7 @@ func (c *checker) grace(pod *corev1.PodSpec) {
 	}
 	need := c.args.duration("shutdown-timeout") + sleep
 	if grace <= need {
-		c.add(c.dep.File, "spec.template.spec.terminationGracePeriodSeconds",
+		c.add(c.dep.File, c.dep.PodPath+".terminationGracePeriodSeconds",
 			"%s is not above the preStop sleep (%s) plus -shutdown-timeout (%s): the kubelet would SIGKILL the server before it has killed its runs and closed its sandboxes",
 			grace, sleep, c.args.value("shutdown-timeout"))
 	}
@@ -413,7 +426,7 @@ func (c *checker) grace(pod *corev1.PodSpec) {
 // deploy/README.md for why each is needed).
 func (c *checker) security(pod *corev1.PodSpec) {
 	file := c.dep.File
-	const podSC = "spec.template.spec.securityContext"
+	podSC := c.dep.PodPath + ".securityContext"
 	csc := c.ctrPath + ".securityContext"
 	psc := pod.SecurityContext
 	if psc == nil {
@@ -426,13 +439,13 @@ func (c *checker) security(pod *corev1.PodSpec) {
 	}
 
 	if pod.HostUsers == nil || *pod.HostUsers {
-		c.add(file, "spec.template.spec.hostUsers", "must be false: the pod needs a user namespace of its own for procMount Unmasked, and its uids must not be the node's")
+		c.add(file, c.dep.PodPath+".hostUsers", "must be false: the pod needs a user namespace of its own for procMount Unmasked, and its uids must not be the node's")
 	}
 	if sc.ProcMount == nil || *sc.ProcMount != corev1.UnmaskedProcMount {
 		c.add(file, csc+".procMount", "must be Unmasked: with the runtime's masks over /proc the kernel refuses the fresh proc mount every sandbox needs")
 	}
 	if pod.HostPID || pod.HostNetwork || pod.HostIPC {
-		c.add(file, "spec.template.spec", "hostPID, hostNetwork and hostIPC must stay false")
+		c.add(file, c.dep.PodPath, "hostPID, hostNetwork and hostIPC must stay false")
 	}
 
 	// Container fields override the pod's.

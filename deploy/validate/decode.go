@@ -44,6 +44,10 @@ var kinds = map[string]func() any{
 	"autoscaling/v2 HorizontalPodAutoscaler": func() any { return new(autoscalingv2.HorizontalPodAutoscaler) },
 	"policy/v1 PodDisruptionBudget":          func() any { return new(policyv1.PodDisruptionBudget) },
 	"networking.k8s.io/v1 NetworkPolicy":     func() any { return new(networkingv1.NetworkPolicy) },
+	// The agent-sandbox controller's (agentsandbox.go).
+	"agents.x-k8s.io/v1beta1 Sandbox":                    func() any { return new(Sandbox) },
+	"extensions.agents.x-k8s.io/v1beta1 SandboxTemplate": func() any { return new(SandboxTemplate) },
+	"extensions.agents.x-k8s.io/v1beta1 SandboxWarmPool": func() any { return new(SandboxWarmPool) },
 }
 
 // knownKinds lists kinds for messages.

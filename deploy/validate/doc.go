@@ -1,6 +1,6 @@
 // Package validate checks the deployment files of "sandbox serve" offline: the
-// Kubernetes manifests in deploy/kubernetes and the image recipe in
-// deploy/Dockerfile.
+// Kubernetes manifests in deploy/kubernetes and deploy/agent-sandbox and the
+// image recipe in deploy/Dockerfile.
 //
 // It is a module of its own so that the library's go.mod does not grow the
 // Kubernetes API modules. Its test is the check CI runs:
@@ -8,7 +8,8 @@
 //	cd deploy/validate && go test ./...
 //
 // Every manifest is decoded strictly into the k8s.io/api Go type its kind
-// names (an unknown kind, an unknown or duplicated field, or a value of the
+// names, the agent-sandbox controller's kinds into the package's own types
+// (an unknown kind, an unknown or duplicated field, or a value of the
 // wrong type fails, with the file and the field's path), and then the files
 // are checked against each other and against the server's flags: the
 // ports, probes, grace period, security context, autoscaler target and

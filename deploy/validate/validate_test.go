@@ -41,6 +41,17 @@ func TestDeployFiles(t *testing.T) {
 			t.Errorf("no %s was loaded from %s/kubernetes", kind, deployDir)
 		}
 	}
+	counts = map[string]int{
+		"Sandbox":         len(b.Sandboxes),
+		"SandboxTemplate": len(b.SandboxTemplates),
+		"SandboxWarmPool": len(b.SandboxWarmPools),
+		"NetworkPolicy":   len(b.SessionPolicies),
+	}
+	for kind, n := range counts {
+		if n == 0 {
+			t.Errorf("no %s was loaded from %s/%s", kind, deployDir, agentSandboxDir)
+		}
+	}
 	if b.Dockerfile == nil || b.Kustomization == nil {
 		t.Errorf("Dockerfile loaded: %v, kustomization.yaml loaded: %v", b.Dockerfile != nil, b.Kustomization != nil)
 	}
@@ -53,7 +64,8 @@ func load(t *testing.T) *Bundle {
 	t.Helper()
 	b, probs := Load(deployDir, repoRoot)
 	if b.Dockerfile == nil || len(b.StatefulSets) != 1 || len(b.Services) == 0 || len(b.HPAs) == 0 ||
-		len(b.PDBs) == 0 || len(b.NetworkPolicies) == 0 || b.Kustomization == nil {
+		len(b.PDBs) == 0 || len(b.NetworkPolicies) == 0 || b.Kustomization == nil ||
+		len(b.Sandboxes) != 1 || len(b.SandboxTemplates) != 1 || len(b.SandboxWarmPools) != 1 || len(b.SessionPolicies) == 0 {
 		t.Fatalf("the deployment files did not load: %v", probs)
 	}
 	if probs = append(probs, Check(b)...); len(probs) > 0 {
@@ -438,16 +450,18 @@ func TestDockerfileChecksCatch(t *testing.T) {
 func copyDeploy(t *testing.T, file string, edit func(string) string) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "kubernetes"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	names := []string{"Dockerfile"}
-	entries, err := os.ReadDir(filepath.Join(deployDir, "kubernetes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		names = append(names, "kubernetes/"+e.Name())
+	for _, sub := range []string{"kubernetes", agentSandboxDir} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := os.ReadDir(filepath.Join(deployDir, sub))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			names = append(names, sub+"/"+e.Name())
+		}
 	}
 	for _, n := range names {
 		data, err := os.ReadFile(filepath.Join(deployDir, n))
@@ -503,13 +517,27 @@ func TestStrictDecoding(t *testing.T) {
 			"", "already set"},
 		{"kustomization field", "kubernetes/kustomization.yaml", "resources:", "resource:",
 			"resource", "unknown field"},
+		{"Sandbox field", sbFile, "  service: true", "  services: true",
+			"spec.services", "unknown field"},
+		{"Sandbox pod field", sbFile, "procMount: Unmasked", "procMout: Unmasked",
+			sbCtr0 + ".securityContext.procMout", "unknown field"},
+		{"Sandbox field in the wrong case", sbFile, "  podTemplate:", "  PodTemplate:",
+			"spec.PodTemplate", "unknown field"},
+		{"Sandbox old apiVersion", sbFile, "apiVersion: agents.x-k8s.io/v1beta1", "apiVersion: agents.x-k8s.io/v1alpha1",
+			"kind", "not a kind"},
+		{"SandboxTemplate pod field", "agent-sandbox/warm-pool.yaml", "      hostUsers: false", "      hostUser: false",
+			"spec.podTemplate.spec.hostUser", "unknown field"},
+		{"SandboxWarmPool field", "agent-sandbox/warm-pool.yaml", "  sandboxTemplateRef:", "  templateRef:",
+			"spec.templateRef", "unknown field"},
+		{"SandboxWarmPool wrong type", "agent-sandbox/warm-pool.yaml", "  replicas: 2", "  replicas: two",
+			"spec.replicas", "wants int32"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := copyDeploy(t, tc.file, replaceOnce(t, tc.old, tc.new))
 			_, probs := Load(dir, repoRoot)
 			for _, p := range probs {
-				if p.File == tc.file && p.Field == tc.wantField && strings.Contains(p.Msg, tc.wantMsg) {
+				if strings.HasPrefix(p.File, tc.file) && p.Field == tc.wantField && strings.Contains(p.Msg, tc.wantMsg) {
 					t.Logf("caught: %s", p)
 					return
 				}
