@@ -245,6 +245,8 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("session %s on toolserver-0, through toolserver-1, after the scale-down: %s", onFirst, r)
 	}
 	t.Log("scaled 2 -> 3 -> 2: toolserver-2's session was reached through both others, then told ended")
+
+	t.Run("agent-sandbox", func(t *testing.T) { agentSandbox(t, c, ns, cl) })
 }
 
 // otherThan is a name among pods' that is not name.
