@@ -71,9 +71,10 @@ func TestKubernetes(t *testing.T) {
 		t.Logf("kubectl apply --server-side -k deploy/kubernetes:\n%s", strings.TrimSpace(out))
 	}
 	const sel = "app.kubernetes.io/name=toolserver"
+	applied := time.Now()
 	pods := c.waitPods(t, ns, sel, 4*time.Minute, "toolserver-0", "toolserver-1")
 	for name, p := range pods {
-		t.Logf("%s Running and Ready on %s at %s", name, p.Spec.NodeName, p.Status.PodIP)
+		t.Logf("%s Running and Ready on %s at %s, %v after the apply", name, p.Spec.NodeName, p.Status.PodIP, time.Since(applied).Round(100*time.Millisecond))
 	}
 	checkPodSettings(t, pods)
 

@@ -3,17 +3,14 @@ package validate
 import (
 	"archive/tar"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/fumehood/sandbox/internal/testsupport/imagetest"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -62,26 +59,11 @@ func toolserverImage(t *testing.T, root, ref, path string) {
 }
 
 // imageArchive writes to path an image archive of one layer, the
-// directory root, named ref, with the configuration cfg.
+// directory root (its files owned by root), named ref, with the
+// configuration cfg, for this machine's platform.
 func imageArchive(t *testing.T, root, ref, path string, cfg v1.Config) {
 	t.Helper()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return tarOf(root), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The platform, which a runtime picks an image's manifest by.
-	cf.OS, cf.Architecture, cf.Config = "linux", runtime.GOARCH, cfg
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
+	img := imagetest.Image(t, "", cfg, imagetest.Layer(t, root))
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		t.Fatal(err)
@@ -103,58 +85,6 @@ func loadDockerfile(t *testing.T) *Dockerfile {
 		t.Fatalf("deploy/Dockerfile: %v", err)
 	}
 	return df
-}
-
-// tarOf streams a tar of the directory root, every entry owned by 0:0 as
-// an image's files are, its modes kept.
-func tarOf(root string) io.ReadCloser {
-	r, w := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(w)
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || p == root {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			link := ""
-			if info.Mode()&fs.ModeSymlink != 0 {
-				if link, err = os.Readlink(p); err != nil {
-					return err
-				}
-			}
-			hdr, err := tar.FileInfoHeader(info, link)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, p)
-			hdr.Name = filepath.ToSlash(rel)
-			if d.IsDir() {
-				hdr.Name += "/"
-			}
-			hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-			if err := tw.WriteHeader(hdr); err != nil {
-				return err
-			}
-			if !info.Mode().IsRegular() {
-				return nil
-			}
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.Copy(tw, f)
-			return err
-		})
-		if err == nil {
-			err = tw.Close()
-		}
-		w.CloseWithError(err)
-	}()
-	return r
 }
 
 // TestToolserverImage: the image archive holds the root's files, owned
