@@ -54,10 +54,12 @@ tmp=$(mktemp -d "$cache/.node-$key.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
 
-if ! [[ -f /usr/lib/x86_64-linux-gnu/libseccomp.a || -f /usr/lib/libseccomp.a ]] &&
-	! dpkg -s libseccomp-dev >/dev/null 2>&1; then
-	echo "build-node: installing libseccomp-dev (runc's seccomp)"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y libseccomp-dev </dev/null >/dev/null
+# runc's seccomp links Debian's libseccomp, found through pkg-config.
+if ! dpkg -s libseccomp-dev pkg-config >/dev/null 2>&1; then
+	echo "build-node: installing libseccomp-dev and pkg-config (runc's seccomp)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -q libseccomp-dev pkg-config </dev/null >/dev/null ||
+		{ apt-get update -q >/dev/null && apt-get install -y -q libseccomp-dev pkg-config </dev/null >/dev/null; }
 fi
 
 cd "$mod"
