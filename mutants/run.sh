@@ -50,6 +50,12 @@ for p in "${patches[@]}"; do
 	fi
 	echo "+ (cd $dir && $GO test -count=1 -run '^$test\$' .)"
 	if out=$(cd "$tree/$dir" && "$GO" test -count=1 -run "^$test\$" . 2>&1); then
+		# A test that skipped (what it needs is missing) passed nothing.
+		if skipped=$(cd "$tree/$dir" && "$GO" test -count=1 -v -run "^$test\$" . 2>&1) && grep -q -- "--- SKIP: $test" <<<"$skipped"; then
+			echo "$skipped" | tail -5
+			echo "$p: $test skipped, so the mutant was not tried: give it what it needs" >&2
+			exit 2
+		fi
 		echo "$out" | tail -5
 		echo "SURVIVED: with the protection removed, $test still passes" >&2
 		survived=1
