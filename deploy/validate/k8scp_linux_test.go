@@ -110,11 +110,7 @@ func (d *daemon) exited() (bool, error) {
 }
 
 // logTail is the end of the daemon's output, for a failure's message.
-func (d *daemon) logTail() string {
-	b, _ := os.ReadFile(d.log)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-25):], "\n")
-}
+func (d *daemon) logTail() string { return tail(d.log, 25) }
 
 // controlPlane is etcd, the API server, the controller manager and the
 // scheduler, in the fabric's control-plane namespace.
